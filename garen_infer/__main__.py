@@ -1,0 +1,3 @@
+from garen_infer.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""``garen-infer``: index a corpus, run a method, evaluate a run, or see the embedded demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from garen_infer.errors import GarenError
+
+
+def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> None:
+    parser.add_argument("--dataset", required=dataset_required, help="beir:<folder>[:split] | bright:<task>[:long][@source] | jsonl:<corpus>[,<queries>[,<qrels>]] | stdlib-docs")
+    parser.add_argument("--preset", default="cpu-default", help="a name in configs/ or a YAML path (default: cpu-default)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a preset field, e.g. methods.garen.tau_switch=2")
+    parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text (Cranfield has two)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="garen-infer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    index = sub.add_parser("index", help="build (or complete) an index folder")
+    _common(index)
+    index.add_argument("--out", required=True, help="index folder")
+    index.add_argument("--force", action="store_true", help="rebuild every stage even if the manifest says it is built")
+
+    run = sub.add_parser("run", help="run a method and write run.trec, metrics.json and trace.jsonl")
+    _common(run)
+    run.add_argument("--index", required=True)
+    run.add_argument("--method", required=True)
+    run.add_argument("--budget", type=int, help="distinct documents the reranker may see (Reranker@k)")
+    run.add_argument("--out", required=True, help="run folder (resumable)")
+    run.add_argument("--limit", type=int, help="only the first N judged queries")
+    run.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
+    run.add_argument("--no-cache", action="store_true")
+    run.add_argument("--max-active-queries", type=int, help="queries in flight at once (1 = one at a time)")
+
+    ev = sub.add_parser("eval", help="score any TREC run file")
+    _common(ev)
+    ev.add_argument("--run", required=True)
+    ev.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"])
+
+    demo = sub.add_parser("demo", help="the embedded default: index the Python stdlib docs and answer a few questions")
+    demo.add_argument("--out", default=None, help="where to keep the demo index and run (default ~/.cache/garen/demo)")
+    demo.add_argument("--method", default="garen")
+    return parser
+
+
+def cmd_index(args) -> int:
+    from garen_infer.config import load_preset
+    from garen_infer.data import load_dataset
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.stages import IndexConfig
+
+    preset = load_preset(args.preset, args.overrides)
+    dataset = load_dataset(args.dataset, args.allow_empty_docs)
+    folder = IndexFolder.build(dataset, args.out, IndexConfig.from_dict(preset.get("index", {})), force=args.force)
+    print(json.dumps(folder.manifest["stages"], indent=2))
+    return 0
+
+
+def run_config_from(preset: dict, method: str, budget, limit=None, max_active=None):
+    from garen_infer.runner import RunConfig
+
+    run_opts = dict(preset.get("run") or {})
+    if max_active is not None:
+        run_opts["max_active_queries"] = max_active
+    return RunConfig(
+        method=method, method_options=dict((preset.get("methods") or {}).get(method) or {}), budget=budget,
+        first_stage=dict(preset.get("first_stage") or {}), models=dict(preset.get("models") or {}), limit=limit,
+        **run_opts,
+    )
+
+
+def cmd_run(args) -> int:
+    from garen_infer.config import load_preset
+    from garen_infer.data import load_dataset
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.llm.cache import NoCache, ResponseCache
+    from garen_infer.runner import execute
+
+    preset = load_preset(args.preset, args.overrides)
+    dataset = load_dataset(args.dataset, args.allow_empty_docs)
+    index = IndexFolder.open(args.index, dataset)
+    cache = NoCache() if args.no_cache else ResponseCache(args.cache)
+    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries)
+    metrics = execute(dataset, index, config, args.out, cache=cache)
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from garen_infer.data import load_dataset
+    from garen_infer.evaluate import evaluate
+    from garen_infer.trec import read_run
+
+    dataset = load_dataset(args.dataset, args.allow_empty_docs)
+    print(json.dumps(evaluate(read_run(args.run), dataset, args.measures), indent=2))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from garen_infer.demo import run_demo
+
+    out = Path(args.out) if args.out else None
+    return run_demo(out, args.method)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "demo": cmd_demo}[args.command]
+    try:
+        return command(args)
+    except GarenError as err:
+        print(f"garen-infer {args.command}: error: {err}", file=sys.stderr)
+        return 2

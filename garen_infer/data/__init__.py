@@ -1,0 +1,6 @@
+"""Corpora, queries and relevance judgements, loaded and validated from BEIR folders, BRIGHT or plain JSONL."""
+
+from garen_infer.data.dataset import Dataset, Document, Query
+from garen_infer.data.spec import load_dataset
+
+__all__ = ["Dataset", "Document", "Query", "load_dataset"]

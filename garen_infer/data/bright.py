@@ -1,0 +1,73 @@
+"""BRIGHT (Su et al., ICLR 2025) through the ``datasets`` library.
+
+Configs used: ``documents`` (id, content) or ``long_documents``, and ``examples`` (id, query, gold_ids,
+gold_ids_long, excluded_ids); one split per task (biology, ..., theoremqa_theorems). ``source`` is the hub
+name (pin ``revision`` for reproducible numbers: the data set has changed between paper versions) or a local
+folder with the same layout as the hub repository: ``<config>/<task>-*.parquet``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from garen_infer.data.dataset import Dataset, Document, Query
+from garen_infer.errors import DataError
+
+HUB_NAME = "xlangai/BRIGHT"
+TASKS = (
+    "biology", "earth_science", "economics", "psychology", "robotics", "stackoverflow", "sustainable_living",
+    "leetcode", "pony", "aops", "theoremqa_questions", "theoremqa_theorems",
+)
+NOT_AN_ID = "N/A"  # StackExchange tasks list this sentinel as their only excluded id
+
+
+def _load_split(source: str, config: str, task: str, revision: str | None):
+    import datasets
+
+    local = Path(source)
+    if local.is_dir():
+        files = sorted(str(p) for p in (local / config).glob(f"{task}-*.parquet"))
+        if not files:
+            raise DataError(local / config, f"no parquet file for task '{task}' (expected {task}-*.parquet)")
+        return datasets.load_dataset("parquet", data_files=files, split="train")
+    return datasets.load_dataset(source, config, split=task, revision=revision)
+
+
+def bright_from_records(task: str, documents, examples, *, long_documents: bool, origin: str) -> Dataset:
+    """Turn BRIGHT rows (any iterable of dicts) into a validated Dataset."""
+    docs, seen = [], {}
+    for row_no, row in enumerate(documents, start=1):
+        doc_id, content = row.get("id"), row.get("content")
+        if not isinstance(doc_id, str) or not doc_id:
+            raise DataError(origin, "missing or empty document id", row_no, "id")
+        if doc_id in seen:
+            raise DataError(origin, f"duplicate document id '{doc_id}' (first at row {seen[doc_id]})", row_no, "id")
+        if not isinstance(content, str):
+            raise DataError(origin, "missing document content", row_no, "content")
+        seen[doc_id] = row_no
+        docs.append(Document(doc_id, content))
+    gold_key = "gold_ids_long" if long_documents else "gold_ids"
+    queries, qrels = [], {}
+    for row_no, row in enumerate(examples, start=1):
+        qid, text = str(row.get("id", "")), row.get("query")
+        if not qid or not isinstance(text, str) or not text.strip():
+            raise DataError(origin, "missing id or query", row_no, "query")
+        excluded = frozenset(i for i in (row.get("excluded_ids") or []) if i != NOT_AN_ID)
+        for gold in row.get(gold_key) or []:
+            if gold not in seen:
+                raise DataError(origin, f"gold id '{gold}' is not in the {task} documents", row_no, gold_key)
+            if gold in excluded:
+                raise DataError(origin, f"gold id '{gold}' is also excluded", row_no, "excluded_ids")
+            qrels.setdefault(qid, {})[gold] = 1
+        queries.append(Query(qid, text, excluded))
+    suffix = ":long" if long_documents else ""
+    return Dataset(f"bright/{task}{suffix}", docs, queries, qrels)
+
+
+def load_bright(task: str, *, long_documents: bool = False, source: str = HUB_NAME, revision: str | None = None) -> Dataset:
+    if task not in TASKS:
+        raise DataError("bright", f"unknown task '{task}'; choose one of {', '.join(TASKS)}")
+    doc_config = "long_documents" if long_documents else "documents"
+    documents = _load_split(source, doc_config, task, revision)
+    examples = _load_split(source, "examples", task, revision)
+    return bright_from_records(task, documents, examples, long_documents=long_documents, origin=f"{source}:{task}")

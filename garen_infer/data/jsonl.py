@@ -1,0 +1,40 @@
+"""Plain JSONL: a corpus file with id/text (title optional), a queries file, optional qrels TSV.
+
+Accepts ``id`` or ``_id`` so hand-written files and BEIR exports both load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from garen_infer.data.dataset import Dataset, Document, Query
+from garen_infer.data.validate import UniqueIds, read_jsonl, read_qrels_tsv, require_text
+from garen_infer.errors import DataError
+
+
+def _id_key(obj: dict) -> str:
+    return "_id" if "_id" in obj else "id"
+
+
+def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str | Path | None = None) -> Dataset:
+    corpus, docs = Path(corpus), []
+    seen = UniqueIds(corpus, "id")
+    for line, obj in read_jsonl(corpus):
+        doc_id = require_text(obj, _id_key(obj), corpus, line)
+        seen.add(doc_id, line)
+        text_key = "text" if "text" in obj or "contents" not in obj else "contents"
+        docs.append(Document(doc_id, require_text(obj, text_key, corpus, line), obj.get("title") or ""))
+    if not docs:
+        raise DataError(corpus, "the corpus holds no documents")
+    query_list: list[Query] = []
+    if queries is not None:
+        queries = Path(queries)
+        seen_q = UniqueIds(queries, "id")
+        for line, obj in read_jsonl(queries):
+            qid = require_text(obj, _id_key(obj), queries, line)
+            seen_q.add(qid, line)
+            query_list.append(Query(qid, require_text(obj, "text", queries, line), frozenset(map(str, obj.get("excluded_ids") or []))))
+    judgements = {}
+    if qrels is not None:
+        judgements = read_qrels_tsv(Path(qrels), {d.id for d in docs}, {q.id for q in query_list})
+    return Dataset(corpus.stem, docs, query_list, judgements)

@@ -1,0 +1,45 @@
+"""Dataset specs as the CLI takes them.
+
+- ``beir:<folder>[:<split>]`` or a bare BEIR folder (split ``test``)
+- ``bright:<task>[:long][@<source>]`` (source: hub name or local copy; default ``xlangai/BRIGHT``)
+- ``jsonl:<corpus.jsonl>[,<queries.jsonl>[,<qrels.tsv>]]``
+- ``stdlib-docs``: the embedded demo corpus, built from this Python's own standard-library documentation
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from garen_infer.data.dataset import Dataset
+from garen_infer.errors import DataError
+
+
+def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
+    """Load the dataset a spec names; ``allow_empty_docs`` keeps BEIR documents with neither title nor text."""
+    kind, _, rest = spec.partition(":")
+    if spec == "stdlib-docs":
+        from garen_infer.data.stdlib_docs import load_stdlib_docs
+
+        return load_stdlib_docs()
+    if kind == "bright" and rest:
+        from garen_infer.data.bright import HUB_NAME, load_bright
+
+        rest, _, source = rest.partition("@")
+        task, _, variant = rest.partition(":")
+        if variant not in ("", "long"):
+            raise DataError(spec, f"unknown BRIGHT variant '{variant}' (only 'long')")
+        return load_bright(task, long_documents=variant == "long", source=source or HUB_NAME)
+    if kind == "jsonl" and rest:
+        from garen_infer.data.jsonl import load_jsonl
+
+        return load_jsonl(*rest.split(","))
+    from garen_infer.data.beir import load_beir
+
+    if kind == "beir" and rest:
+        folder, split = rest, "test"
+        if ":" in rest and not Path(rest).exists():
+            folder, _, split = rest.rpartition(":")
+        return load_beir(folder, split, allow_empty_docs)
+    if Path(spec).is_dir():
+        return load_beir(spec, "test", allow_empty_docs)
+    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, jsonl:<corpus>[,<queries>[,<qrels>]] or stdlib-docs")

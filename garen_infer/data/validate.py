@@ -1,0 +1,89 @@
+"""Reading JSONL and TSV with checks that point at the offending file, line and field."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Iterator
+
+from garen_infer.errors import DataError
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line; undecodable bytes or bad JSON raise DataError."""
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    with open(path, "rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(path, f"bytes are not valid UTF-8 ({err.reason} at byte {err.start})", line_no)
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(path, f"not valid JSON ({err.msg})", line_no)
+            if not isinstance(obj, dict):
+                raise DataError(path, "expected a JSON object", line_no)
+            yield line_no, obj
+
+
+def require_text(obj: dict, key: str, path: Path, line: int, *, allow_empty: bool = False) -> str:
+    """Return obj[key] as a string, or raise naming the field when missing, not a string, or empty."""
+    if key not in obj or obj[key] is None:
+        raise DataError(path, "missing", line, key)
+    value = obj[key]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith("id"):
+        value = str(value)  # numeric ids are common in BEIR exports
+    if not isinstance(value, str):
+        raise DataError(path, f"expected a string, got {type(value).__name__}", line, key)
+    if not allow_empty and not value.strip():
+        raise DataError(path, "empty", line, key)
+    return value
+
+
+class UniqueIds:
+    """Remembers where each id was first seen so a duplicate can name both lines."""
+
+    def __init__(self, path: Path, field_name: str):
+        self.path, self.field_name, self.first_line = path, field_name, {}
+
+    def add(self, id_: str, line: int) -> None:
+        if id_ in self.first_line:
+            raise DataError(self.path, f"duplicate id '{id_}' (first seen on line {self.first_line[id_]})", line, self.field_name)
+        self.first_line[id_] = line
+
+
+def read_qrels_tsv(path: Path, doc_ids: set[str], query_ids: set[str]) -> dict[str, dict[str, int]]:
+    """Read a BEIR or TREC qrels file; every named document and query must exist."""
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    qrels: dict[str, dict[str, int]] = {}
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        line_no = path.read_bytes()[: err.start].count(b"\n") + 1
+        raise DataError(path, f"bytes are not valid UTF-8 ({err.reason})", line_no)
+    for line_no, row in enumerate(csv.reader(lines, delimiter="\t" if "\t" in (lines[0] if lines else "") else " "), start=1):
+        row = [cell for cell in row if cell != ""]
+        if not row:
+            continue
+        if line_no == 1 and row[0] == "query-id":
+            continue  # BEIR header
+        if len(row) == 4:  # TREC: qid iteration docid rel
+            row = [row[0], row[2], row[3]]
+        if len(row) != 3:
+            raise DataError(path, f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}", line_no)
+        qid, did, rel = row
+        if qid not in query_ids:
+            raise DataError(path, f"unknown query id '{qid}'", line_no, "query-id")
+        if did not in doc_ids:
+            raise DataError(path, f"unknown document id '{did}'", line_no, "corpus-id")
+        try:
+            qrels.setdefault(qid, {})[did] = int(rel)
+        except ValueError:
+            raise DataError(path, f"score '{rel}' is not an integer", line_no, "score")
+    return qrels

