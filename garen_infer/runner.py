@@ -113,7 +113,11 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
         start = time.perf_counter()
         with open(trace_path, "a", encoding="utf-8") as trace, tqdm(total=len(todo), desc=f"{config.method}", unit="query") as bar:
             try:
+                doc_index = dataset.doc_index
                 for finished in scheduler.run(states, method.search):
+                    gold = {doc_index[d] for d, rel in dataset.qrels.get(finished.state.query.id, {}).items() if rel > 0}
+                    if gold:
+                        method.diagnose(finished.state, gold)
                     record = {
                         "qid": finished.state.query.id,
                         "ranking": [doc_ids[r] for r in finished.ranking],
@@ -132,10 +136,10 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
                 raise GarenError(f"{err}\n{len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
         wall = time.perf_counter() - start
 
-    return _finish(dataset, config, out, queries, done, wall, len(todo))
+    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls)
 
 
-def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int) -> dict:
+def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls) -> dict:
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
     scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
     kept = remove_excluded(scored, dataset)
@@ -154,5 +158,6 @@ def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict,
     metrics["mean_seconds_in_flight"] = round(sum(done[q.id]["seconds"] for q in queries) / n, 4)
     if fresh:
         metrics["wall_seconds_per_query"] = round(wall / fresh, 4)
+    metrics.update(method_cls.summarize([done[q.id] for q in queries]))
     write_json(out / "metrics.json", metrics)
     return metrics

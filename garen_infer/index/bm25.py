@@ -137,7 +137,8 @@ class _LuceneQ:
             return []
         cols = [self.vocab[t] for t in counts]
         tf = sp.csr_matrix((np.array(list(counts.values()), dtype=np.float64), ([0] * len(cols), cols)), shape=(1, len(self.vocab)))
-        query_vector = self._weigh(tf, np.array([float(len(query_tokens))]))
+        # the query's length counts known terms only: gensim's doc2bow drops the others before weighting
+        query_vector = self._weigh(tf, np.array([float(sum(counts.values()))]))
         scores = np.asarray((self.doc_matrix @ query_vector.T).todense()).ravel()
         top = np.argsort(-scores, kind="stable")[:k]
         return [(int(r), float(scores[r])) for r in top if scores[r] > 0]

@@ -75,6 +75,7 @@ class IndexFolder:
             folder.manifest["stages"][name] = {"params": wanted, "info": info, "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
             folder._save_manifest()
             folder.__dict__.pop(name, None)
+            folder.__dict__.pop("_groups", None)
         return folder
 
     def _save_manifest(self) -> None:
@@ -118,6 +119,23 @@ class IndexFolder:
 
         self.require("knn_graph", "graph expansion")
         return KnnGraph.load(self.path / "knn_graph")
+
+    @cached_property
+    def proximity_graph(self):
+        from garen_infer.index.proximity_graph import ProximityGraph
+
+        self.require("proximity_graph", "reranker-guided search")
+        return ProximityGraph.load(self.path / "proximity_graph")
+
+    def groups(self, stage: str = "groups"):
+        """GAREN's groups and summaries from stage ``groups`` (or ``groups_kmeans`` / ``groups_random``)."""
+        loaded = self.__dict__.setdefault("_groups", {})
+        if stage not in loaded:
+            from garen_infer.index.groups import Groups
+
+            self.require(stage, "GAREN")
+            loaded[stage] = Groups.load(self.path / stage, {d: i for i, d in enumerate(self.doc_ids)})
+        return loaded[stage]
 
     @cached_property
     def embedder(self):

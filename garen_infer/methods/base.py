@@ -41,6 +41,14 @@ class Method:
     def search(self, state: QueryState) -> Search:
         raise NotImplementedError
 
+    def diagnose(self, state: QueryState, gold_rows: set[int]) -> None:
+        """After a query finished: add diagnostics that need the relevance judgements to ``state.trace``."""
+
+    @staticmethod
+    def summarize(records: list[dict]) -> dict:
+        """Aggregate the per-query trace records of a run into extra metrics."""
+        return {}
+
 
 # name -> module that defines the method (imported on first use: keeps start-up light)
 METHODS = {

@@ -15,11 +15,13 @@ STRIDE = 10  # the window keeps h = w - stride documents; GAREN's keep size h = 
 
 def window_bounds(n: int, window: int = WINDOW, stride: int = STRIDE, start: int = 0) -> list[tuple[int, int]]:
     """The [lo, hi) windows rank_llm visits over positions start..n, in visiting order."""
-    bounds, end, lo = [], n, n - window
-    while end > start and lo + stride != start:
-        lo = max(lo, start)  # rank_llm clamps before stepping, which is what ends the loop after [0, w)
+    bounds, end = [], n
+    while end > start:
+        lo = max(end - window, start)  # rank_llm clamps the last window to start
         bounds.append((lo, end))
-        end, lo = end - stride, lo - stride
+        if lo == start:  # the window that reaches the front is the last one; rank_llm's test
+            break  # `lo + stride != start` also skipped every window when n - start == window - stride
+        end -= stride
     return bounds
 
 

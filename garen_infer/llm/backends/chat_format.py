@@ -25,7 +25,16 @@ def render_chat(tokenizer, chat: Chat) -> str:
             except Exception:  # noqa: BLE001 - some templates raise on roles they do not support
                 continue
     lines = [f"{m['role'].capitalize()}: {m['content']}" for m in chat]
-    return "\n\n".join(lines) + "\n\nAssistant: "
+    return _bos_text(tokenizer) + "\n\n".join(lines) + "\n\nAssistant: "
+
+
+def _bos_text(tokenizer) -> str:
+    """The BOS token as text when the tokenizer would add one: backends tokenise the rendered text without special
+    tokens (templates write BOS themselves), so the plain transcript must write it too; Gemma without it babbles."""
+    bos, bos_id = getattr(tokenizer, "bos_token", None), getattr(tokenizer, "bos_token_id", None)
+    if not bos or bos_id is None:
+        return ""
+    return bos if tokenizer("", add_special_tokens=True).input_ids[:1] == [bos_id] else ""
 
 
 def yes_no_token_ids(tokenizer) -> tuple[int, int]:

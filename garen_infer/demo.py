@@ -1,0 +1,67 @@
+"""The embedded default: index this Python's standard-library documentation, run a method on a few questions,
+and show the ranked answers with the method's trace. Offline, CPU only, models from PyPI packages."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from garen_infer.config import load_preset
+from garen_infer.data.stdlib_docs import load_stdlib_docs
+from garen_infer.index.folder import IndexFolder
+from garen_infer.index.stages import IndexConfig
+from garen_infer.llm.cache import ResponseCache
+
+NEXT_STEPS = """
+Next steps
+  BEIR folder : garen-infer index --dataset beir:path/to/scifact:test --out idx/scifact
+                garen-infer run   --dataset beir:path/to/scifact:test --index idx/scifact --method garen --budget 100 --out runs/scifact-garen
+  BRIGHT      : garen-infer index --dataset bright:biology --out idx/biology   (downloads xlangai/BRIGHT through `datasets`)
+                garen-infer run   --dataset bright:biology --index idx/biology --method garen --out runs/biology-garen
+  GPU presets : --preset garen-paper (Qwen3 models on vLLM); see docs/engines.md
+  Methods     : bm25, rerank, slidegar, garen, rgs     Score any run: garen-infer eval --dataset ... --run run.trec
+"""
+
+
+def run_demo(out: Path | None = None, method: str = "garen") -> int:
+    from garen_infer.cli import run_config_from
+    from garen_infer.runner import execute
+
+    out = out or Path(os.environ.get("GAREN_CACHE_DIR") or Path.home() / ".cache" / "garen") / "demo"
+    preset = load_preset("cpu-default")
+    dataset = load_stdlib_docs()
+    print(f"Corpus: {len(dataset.documents)} docstrings of the Python standard library ({dataset.name}); preset cpu-default")
+    index = IndexFolder.build(dataset, out / "index", IndexConfig.from_dict(preset["index"]), log=lambda m: print(m))
+    run_dir = out / f"run-{method}"
+    config = run_config_from(preset, method, budget=None)
+    metrics = execute(dataset, index, config, run_dir, cache=ResponseCache(out / "responses.sqlite"), log=print)
+    _show(dataset, index, run_dir, method)
+    print(f"\nPer query: {metrics['mean_budget_used']:.0f} documents reranked, {metrics['mean_requests']:.1f} model requests "
+          f"({metrics['mean_model_calls']:.1f} computed, {metrics['mean_cache_hits']:.1f} from the cache)")
+    print(f"Run folder: {run_dir} (run.trec, metrics.json, trace.jsonl)")
+    print(NEXT_STEPS)
+    return 0
+
+
+def _show(dataset, index, run_dir: Path, method: str) -> None:
+    import json
+
+    titles = {d.id: d.text.split("\n", 1)[0][:90] for d in dataset.documents}
+    groups = index.groups() if index.has("groups") else None
+    records = {}
+    for line in (run_dir / "trace.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        records[record["qid"]] = record
+    for query in dataset.queries:
+        record = records[query.id]
+        print(f"\n=== {query.text}")
+        for rank, doc_id in enumerate(record["ranking"][:5], start=1):
+            print(f"  {rank}. {doc_id:<38} {titles[doc_id]}")
+        steps = record["trace"].get("iterations")
+        if method == "garen" and steps and groups is not None:
+            print("  trace: iteration -> groups chosen by the navigator (concept labels)")
+            for step in steps[:4]:
+                labels = "; ".join(groups.concepts[g] for g in step["selected"][:3])
+                mode = "explore" if step["explore"] else "exploit"
+                print(f"    t={step['t']} {mode:<7} scored {len(step['scored']):>2} new groups; expanded from "
+                      f"{len(step['selected'])} groups, first: {labels}")

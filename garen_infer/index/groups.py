@@ -1,0 +1,181 @@
+"""GAREN's groups and their summaries, as index stages.
+
+Stages: ``groups`` (Leiden by default), and the App. C.2 controls ``groups_kmeans`` and ``groups_random`` with
+the same number of groups. Each writes a folder:
+- ``doc_groups.npy``: int32, the group of each corpus row (Omega(d));
+- ``groups.jsonl``: one line per group, in id order: {"group", "docs" (document ids), "concept", "summary",
+  "summarizer"} — readable with any JSON tool;
+- ``stats.json``: count and min/max/mean size (the shape of GAREN App. F).
+Summarising is batched over groups, cached by the response cache, shown with a progress bar, and resumable:
+finished summaries are appended to ``<stage>.partial.jsonl`` and skipped when the build runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from garen_infer.index.atomic import atomic_path
+from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
+from garen_infer.index.stages import Stage, register
+from garen_infer.index.summaries import ExtractiveSummarizer, group_text, parse_summary
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GroupParams:
+    construction: str = "leiden"  # leiden | kmeans | random (App. C.2)
+    leiden_backend: str = "graspologic"  # graspologic (resolution + randomness) | leidenalg (resolution only)
+    resolution: float = 1.0  # gamma, App. A
+    randomness: float = 0.001  # theta, App. A
+    max_group_size: int = 20  # s-bar: larger groups are re-partitioned, App. A
+    seed: int = 42
+    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # or a generator model spec
+    summary_max_docs: int = 20  # documents shown to the LLM summarizer per group
+    summary_max_words: int = 150  # words per document in the summarizer prompt
+    summary_retries: int = 2  # sampled retries after malformed JSON, then the extractive fallback
+    batch_size: int = 32  # groups per generator batch
+
+
+@dataclass
+class Groups:
+    doc_group: list[int]  # row -> group id (Omega)
+    members: list[list[int]]  # group id -> rows
+    concepts: list[str]
+    summaries: list[str]
+
+    @cached_property
+    def texts(self) -> list[str]:
+        return [group_text(c, s) for c, s in zip(self.concepts, self.summaries)]
+
+    @classmethod
+    def load(cls, folder: Path, doc_index: dict[str, int]) -> "Groups":
+        members, concepts, summaries = [], [], []
+        with open(folder / "groups.jsonl", encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                members.append([doc_index[d] for d in record["docs"]])
+                concepts.append(record["concept"])
+                summaries.append(record["summary"])
+        return cls(np.load(folder / "doc_groups.npy").tolist(), members, concepts, summaries)
+
+
+def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
+    graph = folder.knn_graph
+    if params.construction == "leiden":
+        return leiden_groups(graph.neighbours, graph.weights, max_group_size=params.max_group_size, resolution=params.resolution,
+                             randomness=params.randomness, backend=params.leiden_backend, seed=params.seed)
+    n_groups = folder.manifest["stages"]["groups"]["info"]["groups"]  # same number as the Leiden groups
+    if params.construction == "kmeans":
+        return kmeans_groups(np.asarray(folder.embeddings), n_groups, params.seed)
+    if params.construction == "random":
+        return random_groups(len(dataset.documents), n_groups, params.seed)
+    from garen_infer.errors import GarenError
+
+    raise GarenError(f"unknown group construction '{params.construction}' (leiden, kmeans or random)")
+
+
+def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], partial: Path) -> tuple[list[dict], dict]:
+    texts = [d.full_text for d in dataset.documents]
+    extractive = ExtractiveSummarizer(texts, folder.embeddings)
+    done: dict[int, dict] = {}
+    if partial.exists():
+        for line in partial.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+                done[record["group"]] = record
+            except (json.JSONDecodeError, KeyError):
+                break  # a torn last line: redo from there
+    kind = params.summarizer.get("backend", "extractive")
+    generator = None
+    if kind != "extractive":
+        from garen_infer.llm.cache import ResponseCache
+        from garen_infer.llm.roles import build_roles
+
+        generator = build_roles({"generator": params.summarizer}, texts, folder, ResponseCache()).generator
+    todo = [g for g in range(len(groups)) if g not in done]
+    fallbacks = 0
+    with open(partial, "a", encoding="utf-8") as out, tqdm(total=len(groups), initial=len(done), desc="group summaries", unit="group") as bar:
+        for start in range(0, len(todo), params.batch_size):
+            batch = todo[start : start + params.batch_size]
+            results = {g: None for g in batch}
+            if generator is not None:
+                results = _llm_summaries(generator, batch, groups, texts, params)
+            for g in batch:
+                result, source = results[g], generator.name if generator else "extractive"
+                if result is None:
+                    if generator is not None:
+                        fallbacks += 1
+                        log.warning("group %d: no valid JSON summary after %d retries; using the extractive summary", g, params.summary_retries)
+                    result, source = extractive.summarize(groups[g]), "extractive"
+                record = {"group": g, **result, "summarizer": source}
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                done[g] = record
+            out.flush()
+            bar.update(len(batch))
+    info = {"summarizer": params.summarizer.get("model", "extractive"), "summary_fallbacks": fallbacks}
+    return [done[g] for g in range(len(groups))], info
+
+
+def _llm_summaries(generator, batch, groups, texts, params: GroupParams) -> dict[int, dict | None]:
+    from garen_infer.llm.prompts import summarizer as summarizer_prompt
+
+    chats = {g: summarizer_prompt([texts[r] for r in groups[g][: params.summary_max_docs]], params.summary_max_words) for g in batch}
+    results: dict[int, dict | None] = {g: None for g in batch}
+    pending = list(batch)
+    for attempt in range(params.summary_retries + 1):
+        if not pending:
+            break
+        sampling = generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
+        completions = generator.backend.generate([chats[g] for g in pending], sampling)
+        for g, completion in zip(pending, completions):
+            results[g] = parse_summary(completion.text)
+        pending = [g for g in pending if results[g] is None]
+    return results
+
+
+def _build(stage_name: str):
+    def build(folder, dataset, params: GroupParams) -> dict:
+        if stage_name != "groups":
+            params = replace(params, construction=stage_name.removeprefix("groups_"))
+        start = time.perf_counter()
+        groups = _partition(folder, dataset, params)
+        partition_seconds = time.perf_counter() - start
+        # the partial file is named after the partition, so summaries of another partition are never reused
+        digest = hashlib.sha256(json.dumps(groups).encode()).hexdigest()[:12]
+        partial = folder.path / f".{stage_name}.{digest}.partial.jsonl"
+        for stale in folder.path.glob(f".{stage_name}.*.partial.jsonl"):
+            if stale != partial:
+                stale.unlink()
+        records, info = _summarize(folder, dataset, params, groups, partial)
+        doc_group = np.empty(len(dataset.documents), dtype=np.int32)
+        for g, rows in enumerate(groups):
+            doc_group[rows] = g
+        doc_ids = dataset.doc_ids
+        with atomic_path(folder.path / stage_name) as tmp:
+            tmp.mkdir()
+            np.save(tmp / "doc_groups.npy", doc_group)
+            with open(tmp / "groups.jsonl", "w", encoding="utf-8") as handle:
+                for g, (rows, record) in enumerate(zip(groups, records)):
+                    line = {"group": g, "docs": [doc_ids[r] for r in rows], "concept": record["concept"], "summary": record["summary"], "summarizer": record["summarizer"]}
+                    handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            stats = group_stats(groups)
+            (tmp / "stats.json").write_text(json.dumps(stats, indent=2))
+        partial.unlink(missing_ok=True)
+        return {**stats, **info, "partition_seconds": round(partition_seconds, 2), "seconds": round(time.perf_counter() - start, 2)}
+
+    return build
+
+
+register(Stage("groups", GroupParams, _build("groups"), requires=("embeddings", "knn_graph")))
+register(Stage("groups_kmeans", GroupParams, _build("groups_kmeans"), requires=("groups",)))
+register(Stage("groups_random", GroupParams, _build("groups_random"), requires=("groups",)))

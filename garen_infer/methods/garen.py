@@ -1,0 +1,190 @@
+"""GAREN: Group-Aware Adaptive Retrieval for Evidence Navigation (Park, Kwon et al.; garen-paper.txt).
+
+Per query (Algorithm 1 with App. E):
+    W_1 = R_0[:w]
+    for t = 1..T:                      T = 1 + (budget - w) / (w - h)  ->  9 iterations, 100 documents
+        W~_t = Rerank(q, W_t)
+        if t < T:                      (issued together with the reranking: both depend only on W_t)
+            G_cand = { Omega(d') : d' in N_k(d), d in W_t }
+            G_score = Navigate(q, G_cand)             at most K_g new groups, by vote; cache reused
+            X_t = explore(G_score) if t <= tau_switch else exploit(G_score)     w - h documents
+            W_{t+1} = W~_t[:h] + X_t
+    final: group-driven evidence propagation over all observed documents (Eq. 8-9)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from garen_infer.llm.requests import Rerank, ScoreYesNo
+from garen_infer.methods.base import Method, QueryState, Search
+
+
+@dataclass
+class GarenConfig:
+    budget: int = 100  # documents reranked in total (sec. 5)
+    window: int = 20  # w (sec. 5)
+    keep: int = 10  # h (sec. 5)
+    k_groups: int | None = 20  # K_g, new groups the navigator scores per iteration (sec. 5, App. D); None = no cap
+    tau_switch: int = 4  # iteration that ends exploration (sec. 5, App. D)
+    strategy: str = "explore-then-exploit"  # | "explore" | "exploit" (Table 3 ablations)
+    navigator: str = "model"  # | "connectivity": the no-model heuristic of sec. 6.4
+    expansion_unit: str = "group"  # | "document": the navigator scores neighbouring documents (sec. 6.2)
+    groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
+    propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
+    rbp_p: float = 0.6  # RBP persistence p: 0.6 non-reasoning, 0.5 with the reasoning prompt (App. A)
+    alpha: float = 0.01  # propagation weight (App. A)
+    propagation_top: int = 10  # |R_final|: the top-10 that spread evidence (sec. 4.3)
+    fill_from_first_stage: bool = True  # if the scored groups run dry, fill the window from R_0 (paper silent)
+
+
+class Garen(Method):
+    name, Config, roles = "garen", GarenConfig, ("reranker", "navigator")
+    index_stages = ("bm25", "knn_graph", "groups")
+
+    def __init__(self, config: GarenConfig, index, dataset):
+        super().__init__(config, index, dataset)
+        if config.groups != "groups":
+            self.index_stages = ("bm25", "knn_graph", config.groups)
+        self.graph = index.knn_graph
+        if config.expansion_unit == "document":  # every document is its own "group", read in full
+            self.doc_group = list(range(len(dataset.documents)))
+            self.members = [[r] for r in range(len(dataset.documents))]
+            self.texts = [d.full_text for d in dataset.documents]
+        else:
+            groups = index.groups(config.groups)
+            self.doc_group, self.members, self.texts = groups.doc_group, groups.members, groups.texts
+        if config.navigator == "connectivity":
+            self.roles = ("reranker",)
+
+    # ---- the search ---------------------------------------------------------------------------------------------
+    def search(self, state: QueryState) -> Search:
+        c = self.config
+        iterations = 1 + max(0, (state.budget - c.window) // (c.window - c.keep))
+        window = list(state.first_stage[: c.window])
+        observed, dropped = set(window), []  # dropped: reranked documents that left the window, latest first
+        scores: dict[int, float] = {}  # Pi_q: the navigator's score cache for this query
+        trace = state.trace.setdefault("iterations", [])
+        for t in range(1, iterations + 1):
+            if t == iterations or not window:
+                reranked = yield Rerank(tuple(window))
+                break
+            candidates, votes = self.candidate_groups(window)
+            to_score = self.groups_to_score(candidates, votes, scores, state.first_stage, observed)
+            if c.navigator == "connectivity":
+                reranked = yield Rerank(tuple(window))
+                scores = self.connectivity(window, candidates)
+            else:
+                reranked, new_scores = yield (Rerank(tuple(window)), ScoreYesNo(tuple(self.texts[g] for g in to_score)))
+                scores.update(zip(to_score, new_scores))
+            eligible = [g for g in dict.fromkeys([*candidates, *to_score]) if g in scores]
+            ranked_groups = sorted(eligible, key=lambda g: -scores[g])  # stable: ties keep candidate order
+            explore = c.strategy == "explore" or (c.strategy == "explore-then-exploit" and t <= c.tau_switch)
+            room = min(c.window - c.keep, state.budget - len(observed))
+            expansion = self.expand(ranked_groups, observed, state, room, explore)
+            filled = []
+            if c.fill_from_first_stage and len(expansion) < room:
+                filled = [d for d in state.first_stage if d not in observed and d not in expansion][: room - len(expansion)]
+            observed.update(expansion + filled)
+            dropped = reranked[c.keep :][::-1] + dropped
+            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(self.doc_group[d] for d in expansion)),
+                          "explore": explore, "filled_from_first_stage": len(filled)})
+            window = reranked[: c.keep] + expansion + filled
+        ranking = list(reranked) + [d for d in dropped if d not in reranked]
+        state.trace["scored_groups"] = sorted({g for step in trace for g in step["scored"]} | set(scores))
+        state.trace["selected_groups"] = sorted({g for step in trace for g in step["selected"]})
+        return self.propagate(ranking) if c.propagation else ranking
+
+    # ---- diagnostics, after the query finished (never seen by the search) -------------------------------------
+    def diagnose(self, state: QueryState, gold_rows: set[int]) -> None:
+        from garen_infer.methods.garen_diagnostics import GarenDiagnostics
+
+        if "_diagnostics" not in self.__dict__:
+            self._diagnostics = GarenDiagnostics(self)
+        state.trace["gold"] = self._diagnostics.diagnose(state, gold_rows)
+
+    @staticmethod
+    def summarize(records: list[dict]) -> dict:
+        from garen_infer.methods.garen_diagnostics import summarize
+
+        return summarize(records)
+
+    # ---- App. E: candidates, votes, budget allocation -----------------------------------------------------------
+    def candidate_groups(self, window: list[int]) -> tuple[list[int], dict[int, int]]:
+        """Groups of the window's k-NN neighbours, in first-seen order, and each group's vote (Eq. 11): the
+        number of window documents whose neighbourhood intersects the group."""
+        votes: dict[int, int] = {}
+        for d in window:
+            for g in dict.fromkeys(self.doc_group[n] for n in self.graph.of(d)):
+                votes[g] = votes.get(g, 0) + 1
+        return list(votes), votes
+
+    def groups_to_score(self, candidates, votes, scores, first_stage, observed) -> list[int]:
+        """At most K_g unscored groups: the highest votes; when fewer are available, the groups of the
+        top-ranked first-stage documents whose group is not yet covered fill the budget."""
+        k = self.config.k_groups
+        unscored = [g for g in candidates if g not in scores]
+        if k is None:
+            return unscored
+        if len(unscored) > k:
+            return sorted(unscored, key=lambda g: -votes[g])[:k]  # stable: ties keep first-seen order
+        chosen = list(unscored)
+        covered = set(scores) | set(chosen)
+        for d in first_stage:
+            if len(chosen) >= k:
+                break
+            g = self.doc_group[d]
+            if d not in observed and g not in covered:
+                chosen.append(g)
+                covered.add(g)
+        return chosen
+
+    def connectivity(self, window: list[int], candidates: list[int]) -> dict[int, float]:
+        """Sec. 6.4's heuristic navigator: a group's score is the number of k-NN edges from the window into it."""
+        edges: dict[int, float] = {g: 0.0 for g in candidates}
+        for d in window:
+            for n in self.graph.of(d):
+                edges[self.doc_group[n]] = edges.get(self.doc_group[n], 0.0) + 1.0
+        return edges
+
+    # ---- sec. 4.2.2: explore (round robin) or exploit (depth first) -------------------------------------------
+    def expand(self, ranked_groups: list[int], observed: set, state: QueryState, room: int, explore: bool) -> list[int]:
+        rank = state.first_stage_rank
+        unseen = len(rank)  # documents outside the first-stage list come after it, by row
+        queues = deque()
+        for g in ranked_groups:
+            docs = sorted((d for d in self.members[g] if d not in observed), key=lambda d: (rank.get(d, unseen), d))
+            if docs:
+                queues.append(deque(docs))
+        picked: list[int] = []
+        while queues and len(picked) < room:
+            if explore:  # one document from each group in score order, then around again
+                queue = queues.popleft()
+                picked.append(queue.popleft())
+                if queue:
+                    queues.append(queue)
+            else:  # exhaust the best group before moving to the next
+                picked.append(queues[0].popleft())
+                if not queues[0]:
+                    queues.popleft()
+        return picked
+
+    # ---- sec. 4.3: group-driven evidence propagation ------------------------------------------------------------
+    def propagation_scores(self, ranking: list[int]) -> dict[int, float]:
+        """score(d) = b(d) + alpha * sum of b(d') over d' in d's group (Eq. 9; the sum includes d itself, as the
+        equation is written), with RBP weights b(d) = (1-p) p^(rank-1) for the top 10 and 0 otherwise (Eq. 8)."""
+        c = self.config
+        base = {d: (1 - c.rbp_p) * c.rbp_p ** i for i, d in enumerate(ranking[: c.propagation_top])}
+        group_mass: dict[int, float] = {}
+        for d, b in base.items():
+            group_mass[self.doc_group[d]] = group_mass.get(self.doc_group[d], 0.0) + b
+        return {d: base.get(d, 0.0) + c.alpha * group_mass.get(self.doc_group[d], 0.0) for d in ranking}
+
+    def propagate(self, ranking: list[int]) -> list[int]:
+        """All observed documents sorted by propagated score; ties keep the pre-propagation order."""
+        score = self.propagation_scores(ranking)
+        return sorted(ranking, key=lambda d: -score[d])
+
+
+METHOD = Garen

@@ -1,0 +1,107 @@
+"""GAREN's offline groups: Leiden with recursive re-partitioning, the App. C.2 controls, and summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
+from garen_infer.index.summaries import ExtractiveSummarizer, parse_summary
+from garen_infer.llm.types import Completion, SamplingParams
+
+
+def planted_graph(n_clusters=3, size=45, k=8, seed=0):
+    """k-NN rows of points around n_clusters well separated centres (a real exact k-NN graph)."""
+    from garen_infer.index.knn_graph import KnnGraph
+
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_clusters, 16)) * 5
+    points = np.concatenate([c + rng.normal(size=(size, 16)) for c in centres]).astype(np.float32)
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    graph = KnnGraph.build(points, k)
+    return graph, points
+
+
+@pytest.mark.parametrize("backend", ["graspologic", "leidenalg"])
+def test_leiden_partitions_every_document_into_small_groups(backend):
+    graph, _ = planted_graph()
+    groups = leiden_groups(graph.neighbours, graph.weights, max_group_size=20, backend=backend)
+    rows = sorted(r for g in groups for r in g)
+    assert rows == list(range(135))  # a partition: every document exactly once
+    assert max(len(g) for g in groups) <= 20  # 45-document clusters were re-partitioned
+    for g in groups:  # groups never straddle the planted clusters
+        assert len({r // 45 for r in g}) == 1
+    assert groups == leiden_groups(graph.neighbours, graph.weights, max_group_size=20, backend=backend)  # seeded
+
+
+def test_a_group_leiden_cannot_split_stays_large():
+    # 30 identical documents: a clique that no partition improves (App. F's "near-identical" large groups)
+    from garen_infer.index.knn_graph import KnnGraph
+
+    points = np.ones((30, 4), dtype=np.float32) / 2
+    graph = KnnGraph.build(points, 29)
+    groups = leiden_groups(graph.neighbours, graph.weights, max_group_size=20)
+    assert sorted(r for g in groups for r in g) == list(range(30))
+
+
+def test_controls_have_the_requested_number_of_groups():
+    _, points = planted_graph()
+    for groups in (kmeans_groups(points, 9), random_groups(135, 9)):
+        assert len(groups) == 9 and sorted(r for g in groups for r in g) == list(range(135))
+    assert group_stats([[0, 1], [2, 3, 4]]) == {"groups": 2, "min": 2, "max": 3, "mean": 2.5}
+
+
+def test_parse_summary_repairs_real_model_mistakes():
+    fenced = '```json\n{"detailed_fingerprints": [], "concept": "Hand hygiene", "summary": "WHO guidance on washing.",}\n```'
+    assert parse_summary(fenced) == {"concept": "Hand hygiene", "summary": "WHO guidance on washing."}
+    truncated = '{"concept": "Kelvin equation", "summary": "Vapour pressure over curved interfaces'
+    assert parse_summary(truncated)["concept"] == "Kelvin equation"
+    assert parse_summary("I cannot help with that.") is None
+    assert parse_summary('{"concept": "x"}') is None  # no summary: not usable
+
+
+def test_extractive_summary_is_deterministic_and_names_key_terms():
+    texts = [
+        "Cones respond to light of different wavelengths. They work in bright light.",
+        "Rod cells work better in dim light. Rods are photoreceptors.",
+        "Photoreceptors convert light into signals. Cones and rods are photoreceptors.",
+        "Stock markets fell sharply today. Investors sold shares.",
+    ]
+    vectors = np.eye(4, dtype=np.float32)[[0, 0, 0, 1]] + 0.01
+    summarizer = ExtractiveSummarizer(texts, vectors)
+    first = summarizer.summarize([0, 1, 2])
+    assert first == summarizer.summarize([0, 1, 2])
+    assert "photoreceptors" in first["concept"]
+    assert first["summary"].startswith(("Cones", "Rod", "Photoreceptors"))
+
+
+@dataclass
+class ScriptedBackend:
+    """Stands in for the generator's model: answers from a script, one reply per attempt."""
+
+    replies: list[str]
+    id: str = "scripted"
+
+    def generate(self, chats, params):
+        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        return [Completion(text=reply) for _ in chats]
+
+
+@dataclass
+class ScriptedGenerator:
+    backend: ScriptedBackend
+    sampling: SamplingParams = SamplingParams()
+    name: str = "scripted"
+
+
+def test_llm_summaries_retry_then_give_up():
+    from garen_infer.index.groups import GroupParams, _llm_summaries
+
+    texts = ["a doc", "b doc"]
+    good = '{"concept": "Letters", "summary": "Documents about letters."}'
+    retried = _llm_summaries(ScriptedGenerator(ScriptedBackend(["not json", good])), [0], [[0, 1]], texts, GroupParams())
+    assert retried[0] == {"concept": "Letters", "summary": "Documents about letters."}
+    hopeless = _llm_summaries(ScriptedGenerator(ScriptedBackend(["no"])), [0], [[0, 1]], texts, GroupParams(summary_retries=2))
+    assert hopeless[0] is None  # the caller then uses the extractive summary and counts a fallback
