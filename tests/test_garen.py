@@ -193,3 +193,10 @@ def test_budgets_are_used_exactly(budget):
     drive(garen.search(world_state(budget)), {d: float(d % 7) for d in range(200)}, {}, log)
     reranks = [r for r in log if isinstance(r, Rerank)]
     assert len(set().union(*(r.rows for r in reranks))) == min(budget, 200)
+
+
+def test_a_query_with_no_first_stage_hits_asks_nothing():
+    garen = make_garen(ring_neighbours(), MEMBERS)
+    log: list = []
+    assert drive(garen.search(QueryState(Query("q", "zzz"), [], 100)), {}, {}, log) == []
+    assert log == []

@@ -67,7 +67,10 @@ class Garen(Method):
         scores: dict[int, float] = {}  # Pi_q: the navigator's score cache for this query
         trace = state.trace.setdefault("iterations", [])
         for t in range(1, iterations + 1):
-            if t == iterations or not window:
+            if not window:  # the first stage found nothing and no group was reachable
+                reranked = []
+                break
+            if t == iterations:
                 reranked = yield Rerank(tuple(window))
                 break
             candidates, votes = self.candidate_groups(window)
