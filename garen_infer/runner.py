@@ -104,7 +104,7 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
             missing = [r for r in method_cls.roles if r not in config.models]
             if missing:
                 raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache or ResponseCache())
+            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage))
         states = [QueryState(q, rows, budget) for q, rows in zip(todo, first)]
         method = method_cls(options, index, dataset)

@@ -32,7 +32,10 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
     if kind == "jsonl" and rest:
         from garen_infer.data.jsonl import load_jsonl
 
-        return load_jsonl(*rest.split(","))
+        files = rest.split(",")
+        if len(files) > 3:
+            raise DataError(spec, f"a jsonl spec names at most 3 files (corpus, queries, qrels), got {len(files)}")
+        return load_jsonl(*files)
     from garen_infer.data.beir import load_beir
 
     if kind == "beir" and rest:

@@ -1,0 +1,163 @@
+"""Shared fixtures: a tiny BEIR corpus written by the tests, its index (built once per session with the
+cpu-default index stages), a tiny random Qwen3 model with an in-process tokenizer, and the path of the real
+corpora in ../shared/data (tests that need them skip when it is absent)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged embedding model and the tiny model are local
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The tests feed models a handful of short texts: one thread is fastest, and several threads spin badly when
+# the machine is busy (a 4-query MiniLM encode went from 12 ms to 1 s on two loaded cores).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# ---- the tiny corpus: three topics, four documents each -------------------------------------------------------
+DOCS = [
+    ("vol1", "Volcanic eruptions", "A volcano erupts when magma rises through the crust and escapes as lava, ash and gas."),
+    ("vol2", "Lava flows", "Basaltic lava flows from shield volcanoes such as Kilauea move slowly downhill and cool into rock."),
+    ("vol3", "Volcanic ash", "Ash clouds from explosive eruptions ground aircraft because the glass particles melt in jet engines."),
+    ("vol4", "Magma chambers", "Pressure builds in a magma chamber beneath the volcano until the rock above fractures."),
+    ("pho1", "Photosynthesis", "Plants use chlorophyll to capture sunlight and convert carbon dioxide and water into glucose and oxygen."),
+    ("pho2", "Chloroplasts", "Chloroplasts are the organelles in leaf cells where the light reactions of photosynthesis take place."),
+    ("pho3", "The Calvin cycle", "In the Calvin cycle the enzyme rubisco fixes carbon dioxide into sugars using energy from ATP."),
+    ("pho4", "Leaf pigments", "Green chlorophyll masks the yellow carotenoids of leaves until autumn, when chlorophyll breaks down."),
+    ("py1", "Python lists", "A Python list is a mutable sequence; append adds an item and sort orders the items in place."),
+    ("py2", "Python dictionaries", "A Python dictionary maps keys to values; lookups by key take constant time on average."),
+    ("py3", "Python exceptions", "Python raises an exception such as KeyError or ValueError; catch it with try and except blocks."),
+    ("py4", "Python generators", "A Python generator function uses yield to produce values lazily, one at a time, on demand."),
+]
+QUERIES = [
+    ("q1", "why do volcanoes erupt lava and ash", []),
+    ("q2", "how do plants turn sunlight into sugar with chlorophyll", []),
+    ("q3", "python dictionary key lookup", ["py2"]),  # excludes a document it would otherwise rank first
+    ("q4", "catching an exception in python", []),
+]
+QRELS = [
+    ("q1", "vol1", 2), ("q1", "vol4", 1), ("q1", "vol2", 1),
+    ("q2", "pho1", 2), ("q2", "pho2", 1), ("q2", "pho3", 1),
+    ("q3", "py1", 1),
+    ("q4", "py3", 2),
+]
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def write_beir(folder: Path, docs=DOCS, queries=QUERIES, qrels=QRELS, split: str = "test") -> Path:
+    """Write a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) and return it."""
+    folder = Path(folder)
+    write_jsonl(folder / "corpus.jsonl", [{"_id": d, "title": t, "text": x} for d, t, x in docs])
+    write_jsonl(
+        folder / "queries.jsonl",
+        [{"_id": q, "text": x, **({"excluded_ids": ex} if ex else {})} for q, x, ex in queries],
+    )
+    (folder / "qrels").mkdir(exist_ok=True)
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, d, s in qrels]
+    (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def beir_dir(tmp_path_factory) -> Path:
+    """The tiny BEIR folder, shared by the session: treat it as read-only."""
+    return write_beir(tmp_path_factory.mktemp("tiny") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(beir_dir):
+    from garen_infer.data.beir import load_beir
+
+    return load_beir(beir_dir)
+
+
+BASE_STAGES = ("bm25", "embeddings", "knn_graph")
+
+
+@pytest.fixture(scope="session")
+def index_config():
+    """cpu-default's bm25, embeddings and knn_graph stages: what bm25, rerank and slidegar need."""
+    from garen_infer.config import load_preset
+    from garen_infer.index.stages import IndexConfig
+
+    stages = load_preset("cpu-default")["index"]
+    return IndexConfig.from_dict({name: stages[name] for name in BASE_STAGES})
+
+
+@pytest.fixture(scope="session")
+def tiny_index(tiny_dataset, index_config, tmp_path_factory):
+    """The tiny corpus indexed with the cpu-default stages (bm25, embeddings, knn_graph); read-only."""
+    from garen_infer.index.folder import IndexFolder
+
+    path = tmp_path_factory.mktemp("index") / "tiny-index"
+    IndexFolder.build(tiny_dataset, path, index_config, log=lambda *_: None)
+    return IndexFolder.open(path, tiny_dataset)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data (the real SciFact and Cranfield copies); skips the test when absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real corpora not available: {SHARED_DATA} is absent")
+    return SHARED_DATA
+
+
+# ---- a tiny random Qwen3 with a byte-level BPE tokenizer trained here ------------------------------------------
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def _training_text() -> list[str]:
+    words = " ".join(f"{t} {x}" for _, t, x in DOCS).split() + " ".join(q for _, q, _ in QUERIES).split()
+    extra = (
+        "yes no rank the passages above based on their relevance to the search query identifiers [1] > [2] "
+        "received passage you are rankgpt an intelligent assistant system user assistant okay please provide "
+        "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"
+    ).split()
+    return [" ".join(words + extra)] * 4
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A folder holding a randomly initialised 2-layer Qwen3 and its tokenizer, loadable by transformers."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-qwen3")
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    raw.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    raw.train_from_iterator(_training_text(), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(folder)
+
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=128, head_dim=16, max_position_embeddings=4096,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
+        tie_word_embeddings=True, initializer_range=0.5,
+    )
+    Qwen3ForCausalLM(config).save_pretrained(folder)
+    return folder

@@ -1,0 +1,154 @@
+"""The response cache in front of a real transformers model (a tiny random Qwen3 built by conftest): a repeated
+request is answered from the cache with the same text or score, and a rerun of a whole run makes no model call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from garen_infer.llm.backends import CachedBackend
+from garen_infer.llm.cache import NoCache, ResponseCache
+from garen_infer.llm.prompts import rankgpt, yes_no
+from garen_infer.llm.types import SamplingParams
+
+GREEDY = SamplingParams(max_tokens=12)
+PREFIX = "<think>\n\n</think>\n\n"
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_model_dir):
+    from garen_infer.llm.backends.transformers_backend import TransformersBackend
+
+    return TransformersBackend(model=str(tiny_model_dir), device="cpu", batch_size=4)
+
+
+class CountingBackend:
+    """Passes requests to the real backend and remembers how many prompts reached it."""
+
+    def __init__(self, inner):
+        self.inner, self.id, self.prompts = inner, inner.id, 0
+
+    def generate(self, chats, params):
+        self.prompts += len(chats)
+        return self.inner.generate(chats, params)
+
+    def score_yes_no(self, chats, prefix):
+        self.prompts += len(chats)
+        return self.inner.score_yes_no(chats, prefix)
+
+
+def chats():
+    return [
+        rankgpt("why do volcanoes erupt", ["Magma rises through the crust.", "Chlorophyll is green."]),
+        rankgpt("python dictionary lookup", ["A dict maps keys to values.", "Lava cools into basalt.", "Lists are mutable."]),
+    ]
+
+
+def test_backend_loads_the_saved_model(backend, tiny_model_dir):
+    assert backend.id == f"transformers:{tiny_model_dir}"
+    assert (backend.device, backend.dtype) == ("cpu", "float32")
+    assert backend.tokenizer.padding_side == "left"
+
+
+def test_generate_is_greedy_and_deterministic(backend):
+    first = backend.generate(chats(), GREEDY)
+    second = backend.generate(list(reversed(chats())), GREEDY)
+    assert [c.text for c in first] == [c.text for c in reversed(second)]  # batch order and padding do not matter
+    assert all(0 < c.output_tokens <= GREEDY.max_tokens and c.input_tokens > 20 for c in first)
+    assert not any(c.cached for c in first)
+
+
+def test_score_yes_no_is_a_probability(backend):
+    pairs = [("why do volcanoes erupt", "Magma rises through the crust."), ("python", "Chlorophyll is green."), ("q", "")]
+    scores = [c.score for c in backend.score_yes_no([yes_no(q, d) for q, d in pairs], PREFIX)]
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    again = [c.score for c in backend.score_yes_no([yes_no(q, d) for q, d in pairs[:1]], PREFIX)]
+    assert again[0] == pytest.approx(scores[0], abs=1e-5)  # alone or in a padded batch
+
+
+def test_second_call_is_served_from_the_cache(backend, tmp_path):
+    counting = CountingBackend(backend)
+    cached = CachedBackend(counting, ResponseCache(tmp_path / "c.sqlite"))
+    first = cached.generate(chats(), GREEDY)
+    assert counting.prompts == 2 and not any(c.cached for c in first)
+    second = cached.generate(chats(), GREEDY)
+    assert counting.prompts == 2 and all(c.cached for c in second)
+    assert [c.text for c in second] == [c.text for c in first]
+    assert [(c.input_tokens, c.output_tokens) for c in second] == [(c.input_tokens, c.output_tokens) for c in first]
+
+    # the cache is a file: a new process (here: a new cache object) finds the answers too
+    reopened = CachedBackend(counting, ResponseCache(tmp_path / "c.sqlite"))
+    assert [c.text for c in reopened.generate(chats(), GREEDY)] == [c.text for c in first]
+    assert counting.prompts == 2
+
+    # other sampling parameters are another request
+    cached.generate(chats()[:1], SamplingParams(max_tokens=5))
+    assert counting.prompts == 3
+
+
+def test_yes_no_scores_are_cached(backend, tmp_path):
+    counting = CountingBackend(backend)
+    cached = CachedBackend(counting, ResponseCache(tmp_path / "c.sqlite"))
+    prompts = [yes_no("volcano", "lava"), yes_no("python", "dict")]
+    first = cached.score_yes_no(prompts, PREFIX)
+    second = cached.score_yes_no(prompts, PREFIX)
+    assert counting.prompts == 2 and all(c.cached for c in second)
+    assert [c.score for c in second] == [c.score for c in first]
+    cached.score_yes_no(prompts, "")  # another assistant prefix is another prompt
+    assert counting.prompts == 4
+
+
+def test_duplicates_in_one_batch_are_computed_once(backend, tmp_path):
+    counting = CountingBackend(backend)
+    cached = CachedBackend(counting, ResponseCache(tmp_path / "c.sqlite"))
+    a, b = chats()
+    out = cached.generate([a, b, a, a], GREEDY)
+    assert counting.prompts == 2
+    assert [c.cached for c in out] == [False, False, True, True]  # the first asker pays; repeats are hits
+    assert out[0].text == out[2].text == out[3].text
+
+
+def test_no_cache_always_calls_the_model(backend):
+    counting = CountingBackend(backend)
+    cached = CachedBackend(counting, NoCache())
+    cached.generate(chats(), GREEDY)
+    cached.generate(chats(), GREEDY)
+    assert counting.prompts == 4
+
+
+def test_rerun_of_a_whole_run_makes_no_model_call(backend, tiny_dataset, tiny_index, tmp_path):
+    from garen_infer.llm.roles import LLMListwiseReranker, Roles
+    from garen_infer.runner import RunConfig, execute
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    config = RunConfig(method="rerank", method_options={"budget": 6, "window": 4, "stride": 2})
+    doc_texts = [d.full_text for d in tiny_dataset.documents]
+
+    def run(out):
+        reranker = LLMListwiseReranker(CachedBackend(backend, cache), doc_texts, "rankgpt", max_words=30, sampling=SamplingParams(max_tokens=16))
+        return execute(tiny_dataset, tiny_index, config, out, roles=Roles(reranker=reranker), log=lambda *_: None)
+
+    first = run(tmp_path / "first")
+    assert first["mean_model_calls"] > 0 and first["mean_input_tokens"] > 0
+    second = run(tmp_path / "second")
+    assert second["mean_model_calls"] == 0
+    assert second["mean_cache_hits"] == first["mean_model_calls"] + first["mean_cache_hits"] > 0
+    assert second["mean_input_tokens"] == first["mean_input_tokens"]  # costs are replayed, not zeroed
+    assert (tmp_path / "second" / "run.trec").read_bytes() == (tmp_path / "first" / "run.trec").read_bytes()
+    trace = [json.loads(line) for line in (tmp_path / "second" / "trace.jsonl").read_text().splitlines()]
+    assert all(t["ledger"]["roles"]["reranker"]["model_calls"] == 0 for t in trace)
+
+
+def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_dataset, tiny_index, tmp_path):
+    """The runner builds its roles from ``models:`` and uses the cache it is given, even while that is empty."""
+    from garen_infer.runner import RunConfig, execute
+
+    cache = ResponseCache(tmp_path / "fresh.sqlite")
+    models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt", "max_words": 20, "sampling": {"max_tokens": 8}}}
+    config = RunConfig(method="rerank", method_options={"budget": 4, "window": 4, "stride": 2}, models=models, limit=2)
+    first = execute(tiny_dataset, tiny_index, config, tmp_path / "a", cache=cache, log=lambda *_: None)
+    assert first["mean_model_calls"] > 0
+    assert len(cache) == 2 * first["mean_model_calls"]  # two queries, every answer stored in this file
+    second = execute(tiny_dataset, tiny_index, config, tmp_path / "b", cache=ResponseCache(tmp_path / "fresh.sqlite"), log=lambda *_: None)
+    assert second["mean_model_calls"] == 0 and second["mean_cache_hits"] == first["mean_model_calls"]

@@ -1,0 +1,184 @@
+"""``garen-infer`` end to end on the tiny corpus: index, run, eval; and bad input answered with exit code 2 and
+one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import write_beir
+from garen_infer.cli import main
+
+
+@pytest.fixture(scope="module")
+def cli_index(beir_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "index"
+    preset = tmp_path_factory.mktemp("preset") / "base.yaml"
+    # cpu-default with only the stages the three baselines need
+    from garen_infer.config import load_preset
+    import yaml
+
+    base = load_preset("cpu-default")
+    base["index"] = {k: base["index"][k] for k in ("bm25", "embeddings", "knn_graph")}
+    preset.write_text(yaml.safe_dump(base))
+    assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(out)]) == 0
+    return out
+
+
+def one_error_line(capsys, command: str) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"garen-infer {command}: error: ")
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_index_writes_a_manifest(cli_index, beir_dir, capsys):
+    manifest = json.loads((cli_index / "manifest.json").read_text())
+    assert manifest["corpus"]["doc_count"] == 12
+    assert set(manifest["stages"]) == {"bm25", "embeddings", "knn_graph"}
+    assert json.loads((cli_index / "doc_ids.json").read_text())[0] == "vol1"
+    assert (cli_index / "knn_graph" / "edges.u32.np").is_file()
+
+
+def test_index_again_keeps_built_stages(cli_index, beir_dir, tmp_path, capsys):
+    preset = tmp_path / "bm25-only.yaml"
+    preset.write_text("index:\n  bm25: {variant: bm25s, k1: 1.2, b: 0.75}\n")
+    capsys.readouterr()
+    assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(cli_index)]) == 0
+    out = capsys.readouterr().out
+    assert "[index] bm25: already built with these params, kept" in out
+
+
+@pytest.mark.parametrize("method", ["bm25", "rerank", "slidegar"])
+def test_run_and_eval(method, cli_index, beir_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main([
+        "run", "--dataset", f"beir:{beir_dir}", "--index", str(cli_index), "--method", method, "--budget", "8",
+        "--out", str(out), "--cache", str(tmp_path / "cache.sqlite"),
+    ])
+    assert code == 0
+    capsys.readouterr()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["method"] == method and metrics["queries"] == 4
+    assert 0.0 < metrics["nDCG@10"] <= 1.0 and 0.0 < metrics["R@100"] <= 1.0
+    for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
+        assert f"mean_{key}" in metrics
+    if method == "bm25":
+        assert metrics["mean_requests"] == 0
+    else:
+        assert 0 < metrics["mean_budget_used"] <= 8 and metrics["mean_requests"] > 0
+    trace = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
+    assert sorted(t["qid"] for t in trace) == ["q1", "q2", "q3", "q4"]
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["method"] == method and saved["dataset"] == "tiny/test"
+    lines = (out / "run.trec").read_text().splitlines()
+    assert lines[0].split()[:4] == ["q1", "Q0", lines[0].split()[2], "1"] and lines[0].split()[5] == method
+
+    # eval scores the run file the same way the run did
+    assert main(["eval", "--dataset", str(beir_dir), "--run", str(out / "run.trec")]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["nDCG@10"] == pytest.approx(metrics["nDCG@10"])
+    assert evaluated["R@100"] == pytest.approx(metrics["R@100"])
+
+
+def test_run_prints_metrics_and_honours_overrides(cli_index, beir_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main([
+        "run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--limit", "2",
+        "--set", "methods.rerank.window=3", "--set", "methods.rerank.stride=1", "--out", str(out), "--no-cache",
+    ])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((out / "metrics.json").read_text())
+    assert printed["queries"] == 2
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["method_options"] == {"budget": 100, "window": 3, "stride": 1}
+    assert saved["limit"] == 2
+
+
+def test_eval_with_other_measures(cli_index, beir_dir, tmp_path, capsys):
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 vol1 1 2 x\nq1 Q0 pho1 2 1 x\nq4 Q0 py3 1 1 x\n")
+    assert main(["eval", "--dataset", str(beir_dir), "--run", str(run), "--measures", "P@1", "RR"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["P@1"] == pytest.approx(0.5)  # q1 and q4 right at rank 1; q2 and q3 missing from the run count 0
+    assert result["queries"] == 4
+
+
+# ---- bad input: exit code 2, one line, no traceback -------------------------------------------------------------
+def test_missing_dataset_folder(tmp_path, capsys):
+    assert main(["index", "--dataset", f"beir:{tmp_path / 'absent'}", "--out", str(tmp_path / "i")]) == 2
+    line = one_error_line(capsys, "index")
+    assert str(tmp_path / "absent") in line and "not a folder" in line
+    assert not (tmp_path / "i").exists()
+
+
+def test_not_a_dataset_spec(tmp_path, capsys):
+    assert main(["index", "--dataset", str(tmp_path / "absent"), "--out", str(tmp_path / "i")]) == 2
+    assert "not a dataset spec" in one_error_line(capsys, "index")
+
+
+def test_bad_preset(beir_dir, tmp_path, capsys):
+    assert main(["index", "--dataset", str(beir_dir), "--preset", "no-such-preset", "--out", str(tmp_path / "i")]) == 2
+    line = one_error_line(capsys, "index")
+    assert "no preset 'no-such-preset'" in line and "cpu-default" in line
+
+
+def test_bad_override(beir_dir, tmp_path, capsys):
+    assert main(["index", "--dataset", str(beir_dir), "--set", "index.bm25", "--out", str(tmp_path / "i")]) == 2
+    assert "expected KEY=VALUE" in one_error_line(capsys, "index")
+
+
+def test_unknown_index_stage(beir_dir, tmp_path, capsys):
+    assert main(["index", "--dataset", str(beir_dir), "--set", "index.colbert={}", "--out", str(tmp_path / "i")]) == 2
+    assert "unknown index stage 'colbert'" in one_error_line(capsys, "index")
+
+
+def test_unknown_method(cli_index, beir_dir, tmp_path, capsys):
+    code = main(["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "colbert", "--out", str(tmp_path / "r"), "--no-cache"])
+    assert code == 2
+    assert "unknown method 'colbert'" in one_error_line(capsys, "run")
+
+
+def test_unknown_method_option(cli_index, beir_dir, tmp_path, capsys):
+    code = main([
+        "run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank",
+        "--set", "methods.rerank.windw=5", "--out", str(tmp_path / "r"), "--no-cache",
+    ])
+    assert code == 2
+    assert "has no option(s) windw" in one_error_line(capsys, "run")
+
+
+def test_index_of_another_corpus_is_refused(cli_index, tmp_path, capsys):
+    from conftest import DOCS
+
+    other = write_beir(tmp_path / "other", docs=DOCS[:-1] + [("py4", "Python generators", "Generators are lazy.")])
+    code = main(["run", "--dataset", str(other), "--index", str(cli_index), "--method", "bm25", "--out", str(tmp_path / "r"), "--no-cache"])
+    assert code == 2
+    line = one_error_line(capsys, "run")
+    assert "this index was built for corpus 'tiny/test'" in line and "not for 'other/test'" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_not_an_index_folder(beir_dir, tmp_path, capsys):
+    code = main(["run", "--dataset", str(beir_dir), "--index", str(tmp_path), "--method", "bm25", "--out", str(tmp_path / "r"), "--no-cache"])
+    assert code == 2
+    assert "not an index folder" in one_error_line(capsys, "run")
+
+
+def test_bad_run_file(beir_dir, tmp_path, capsys):
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 vol1 1 0.5 x\nq1 Q0 vol2 2 high x\n")
+    assert main(["eval", "--dataset", str(beir_dir), "--run", str(run)]) == 2
+    line = one_error_line(capsys, "eval")
+    assert f"{run}, line 2, field 'score'" in line
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--method", "bm25"])  # --dataset, --index and --out are missing
+    assert exit_info.value.code == 2
+    assert "required" in capsys.readouterr().err

@@ -1,0 +1,188 @@
+"""The per-query ledger (Reranker@k: distinct documents sent to the reranker) and one conformance test that every
+method passes: budget respected, no excluded id in the run, strictly decreasing scores, deterministic."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+
+import pytest
+
+from garen_infer.config import load_preset
+from garen_infer.errors import GarenError
+from garen_infer.llm.ledger import BudgetExceeded, QueryLedger
+from garen_infer.llm.requests import Rerank
+from garen_infer.llm.types import Completion
+from garen_infer.methods.base import METHODS, QueryState, get_method
+
+
+# ---- QueryLedger -----------------------------------------------------------------------------------------------
+def test_admit_counts_distinct_documents():
+    ledger = QueryLedger(budget=5)
+    ledger.admit_documents([1, 2, 3])
+    ledger.admit_documents([2, 3, 4])  # 2 and 3 were already reranked: re-sending them is free
+    assert ledger.reranked == {1, 2, 3, 4}
+    ledger.admit_documents([1, 2, 3, 4])
+    ledger.admit_documents([4, 5])
+    assert len(ledger.reranked) == 5
+
+
+def test_admit_refuses_before_exceeding_the_budget():
+    ledger = QueryLedger(budget=5)
+    ledger.admit_documents([1, 2, 3, 4])
+    with pytest.raises(BudgetExceeded, match="4 of 5 used"):
+        ledger.admit_documents([3, 4, 5, 6])  # two new documents, one slot left
+    assert ledger.reranked == {1, 2, 3, 4}  # a refused request spends nothing
+    ledger.admit_documents([5])
+    assert ledger.summary()["budget_used"] == 5
+    assert isinstance(BudgetExceeded("x"), GarenError)
+
+
+def test_unlimited_budget():
+    ledger = QueryLedger()
+    ledger.admit_documents(range(10_000))
+    assert ledger.summary()["budget_used"] == 10_000 and ledger.summary()["budget"] is None
+
+
+def test_record_sums_per_role():
+    ledger = QueryLedger(budget=100)
+    ledger.record("reranker", Completion(text="[1] > [2]", input_tokens=100, output_tokens=10, seconds=0.5))
+    ledger.record("reranker", Completion(text="[2] > [1]", input_tokens=120, output_tokens=12, cached=True))
+    ledger.record("navigator", Completion(score=0.9, input_tokens=30, output_tokens=1, seconds=0.25))
+    summary = ledger.summary()
+    assert summary["roles"]["reranker"] == {
+        "requests": 2, "model_calls": 1, "cache_hits": 1, "input_tokens": 220, "output_tokens": 22, "seconds": 0.5,
+    }
+    assert summary["roles"]["navigator"]["model_calls"] == 1
+    assert (summary["requests"], summary["model_calls"], summary["cache_hits"]) == (3, 2, 1)
+    assert (summary["input_tokens"], summary["output_tokens"], summary["model_seconds"]) == (250, 23, 0.75)
+
+
+# ---- the scheduler consults the ledger before any model call ----------------------------------------------------
+class CountingReranker:
+    """Keeps each window's order and remembers every window it was sent."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.windows = []
+
+    def rerank(self, jobs):
+        self.windows.extend(j.rows for j in jobs)
+        return [(list(j.rows), Completion(text="")) for j in jobs]
+
+
+def test_scheduler_refuses_a_window_over_budget_before_calling_the_model():
+    from garen_infer.data.dataset import Query
+    from garen_infer.llm.roles import Roles
+    from garen_infer.scheduler import Scheduler
+
+    def greedy(state):  # a buggy method: its second window brings three new documents with one slot left
+        yield Rerank((0, 1, 2))
+        yield Rerank((2, 3, 4, 5))
+        return []
+
+    reranker = CountingReranker()
+    state = QueryState(Query("q", "text"), first_stage=list(range(10)), budget=4)
+    with pytest.raises(BudgetExceeded):
+        list(Scheduler(Roles(reranker=reranker)).run([state], greedy))
+    assert reranker.windows == [(0, 1, 2)]
+
+
+# ---- conformance: every method through runner.execute on the tiny index ----------------------------------------
+BASE_METHODS = ("bm25", "rerank", "slidegar")
+OPTIONAL_METHODS = tuple(m for m in ("garen", "rgs") if m in METHODS)
+
+
+def available_method(name):
+    try:
+        return get_method(name)
+    except GarenError as err:  # the registry knows the name, but its module is not in this version
+        pytest.skip(str(err))
+
+
+class SpyReranker:
+    """Wraps the real reranker and records the distinct documents each query sent to it."""
+
+    def __init__(self, inner):
+        self.inner, self.name = inner, inner.name
+        self.seen = defaultdict(set)
+
+    def rerank(self, jobs):
+        for job in jobs:
+            self.seen[job.query].update(job.rows)
+        return self.inner.rerank(jobs)
+
+
+@pytest.fixture(scope="module")
+def full_index(tiny_index, tiny_dataset, tmp_path_factory):
+    """The tiny index completed with every stage of cpu-default (groups, proximity graph, ...), for the methods
+    that need more than bm25/embeddings/knn_graph."""
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.stages import IndexConfig
+
+    path = tmp_path_factory.mktemp("full-index") / "index"
+    shutil.copytree(tiny_index.path, path)
+    config = IndexConfig.from_dict(load_preset("cpu-default")["index"])
+    return IndexFolder.build(tiny_dataset, path, config, log=lambda *_: None)
+
+
+def read_trec(path):
+    rows = defaultdict(list)
+    for line in path.read_text().splitlines():
+        qid, q0, doc, rank, score, tag = line.split()
+        rows[qid].append((doc, int(rank), float(score)))
+    return rows
+
+
+def run_method(name, budget, dataset, index, out):
+    from garen_infer.cli import run_config_from
+    from garen_infer.llm.cache import NoCache
+    from garen_infer.llm.roles import build_roles
+    from garen_infer.runner import execute
+
+    preset = load_preset("cpu-default")
+    config = run_config_from(preset, name, budget)
+    method = get_method(name)
+    roles = build_roles({r: config.models[r] for r in method.roles}, [d.full_text for d in dataset.documents], index, NoCache())
+    spy = roles.reranker = SpyReranker(roles.reranker) if roles.reranker else None
+    metrics = execute(dataset, index, config, out, roles=roles, log=lambda *_: None)
+    return metrics, spy
+
+
+@pytest.mark.parametrize("budget", range(5, 11))
+@pytest.mark.parametrize("name", BASE_METHODS + OPTIONAL_METHODS)
+def test_method_conformance(name, budget, tiny_dataset, tiny_index, request, tmp_path):
+    method = available_method(name)
+    index = tiny_index
+    if not all(tiny_index.has(s) for s in method.index_stages):
+        index = request.getfixturevalue("full_index")
+    metrics, spy = run_method(name, budget, tiny_dataset, index, tmp_path / "a")
+    takes_budget = "budget" in method.Config.__dataclass_fields__
+
+    # budget: the reranker never saw more distinct documents than allowed, and the ledger agrees
+    trace = [json.loads(line) for line in (tmp_path / "a" / "trace.jsonl").read_text().splitlines()]
+    assert sorted(t["qid"] for t in trace) == ["q1", "q2", "q3", "q4"]
+    for record in trace:
+        used = record["ledger"]["budget_used"]
+        if takes_budget:
+            assert record["ledger"]["budget"] == budget and used <= budget
+        query = next(q for q in tiny_dataset.queries if q.id == record["qid"])
+        if spy is not None:
+            assert len(spy.seen[query.text]) == used
+    assert metrics["mean_budget_used"] <= (budget if takes_budget else 0)
+
+    # the run file: every judged query, no excluded id, ranks 1..n with strictly decreasing scores
+    run = read_trec(tmp_path / "a" / "run.trec")
+    assert set(run) <= {"q1", "q2", "q3", "q4"}
+    assert "py2" not in {doc for doc, _, _ in run["q3"]}  # q3 excludes py2
+    for qid, rows in run.items():
+        assert [rank for _, rank, _ in rows] == list(range(1, len(rows) + 1))
+        scores = [score for _, _, score in rows]
+        assert all(a > b for a, b in zip(scores, scores[1:])), (qid, scores)
+        assert len({doc for doc, _, _ in rows}) == len(rows)
+
+    # deterministic: the same configuration gives the same run file byte for byte
+    run_method(name, budget, tiny_dataset, index, tmp_path / "b")
+    assert (tmp_path / "a" / "run.trec").read_bytes() == (tmp_path / "b" / "run.trec").read_bytes()
