@@ -26,11 +26,17 @@ class Bm25Params:
     variant: str = "bm25s"  # "bm25s" | "bright"
     k1: float = 1.2
     b: float = 0.75
-    stopwords: str = "en"
-    stemmer: str = "english"  # Snowball language, or "" for none
+    stopwords: str = "en"  # bm25s list name, or "lucene" for Lucene's English stop set
+    stemmer: str = "english"  # a PyStemmer algorithm ("english" = Snowball, "porter" as Lucene), or "" for none
 
 
-BRIGHT_BM25 = Bm25Params(variant="bright", k1=0.9, b=0.4)  # BRIGHT retrievers.py
+# Lucene's EnglishAnalyzer stop set (what pyserini's analyzer, and so BRIGHT's BM25, removes)
+LUCENE_STOPWORDS = (
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of",
+    "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
+)
+# BRIGHT retrievers.py: Lucene analyzer (Porter stemming, Lucene stop set), k1 = 0.9, b = 0.4
+BRIGHT_BM25 = Bm25Params(variant="bright", k1=0.9, b=0.4, stopwords="lucene", stemmer="porter")
 
 
 def tokenize(texts: list[str], params: Bm25Params, show_progress: bool = False) -> list[list[str]]:
@@ -41,7 +47,8 @@ def tokenize(texts: list[str], params: Bm25Params, show_progress: bool = False) 
         import Stemmer
 
         stemmer = Stemmer.Stemmer(params.stemmer).stemWords
-    return bm25s.tokenize(texts, stopwords=params.stopwords or None, stemmer=stemmer, return_ids=False, show_progress=show_progress)
+    stopwords = list(LUCENE_STOPWORDS) if params.stopwords == "lucene" else (params.stopwords or None)
+    return bm25s.tokenize(texts, stopwords=stopwords, stemmer=stemmer, return_ids=False, show_progress=show_progress)
 
 
 class Bm25Index:

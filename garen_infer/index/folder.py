@@ -33,7 +33,10 @@ class IndexFolder:
         manifest_path = path / "manifest.json"
         if not manifest_path.is_file():
             raise GarenError(f"{path}: not an index folder (no manifest.json); build one with 'garen-infer index'")
-        manifest = json.loads(manifest_path.read_text())
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise GarenError(f"{manifest_path}: unreadable manifest ({err}); rebuild the index with 'garen-infer index --force'") from None
         if manifest.get("format") != FORMAT:
             raise GarenError(f"{manifest_path}: index format {manifest.get('format')} is not {FORMAT}; rebuild it")
         folder = cls(path, manifest)
