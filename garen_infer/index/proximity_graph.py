@@ -1,0 +1,190 @@
+"""The proximity graph RGS searches (anchors.md sec. 3.2): a DiskANN (Vamana) graph over the document embeddings,
+cosine, alpha 1.2, build list 100, out-degree by corpus size, built with the maintained Rust bindings
+(PyPI ``diskannpy-rust``, imported as ``diskannpy``).
+
+Stored under ``proximity_graph/``:
+- ``ann`` and ``ann.data``: DiskANN's own graph and vectors, enough to reload the index for greedy search;
+- ``offsets.npy`` (int64, n + 1) and ``neighbours.npy`` (uint32): each document's out-neighbours as CSR rows, in
+  DiskANN's order;
+- ``meta.json``: doc count, degree, dimension and the DiskANN start point.
+
+DiskANN adds one frozen start point, id n, a copy of document 0 (and writes an empty slot after it). Edges into it are read as edges into document 0
+(self-loops and repeats dropped); its own list is not a document's and is not kept in the CSR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from garen_infer.errors import GarenError
+from garen_infer.index.atomic import atomic_path
+from garen_infer.index.stages import Stage, register
+
+DISKANN_PREFIX = "ann"  # diskannpy's default index_prefix; the files are ann (graph) and ann.data (vectors)
+
+
+@dataclass(frozen=True)
+class ProximityGraphParams:
+    alpha: float = 1.2  # RGS author's code (run_retrieval.py): diskannpy build, alpha 1.2
+    build_list: int = 100  # same: l_build (complexity) 100
+    degree: int = 0  # R; 0 = by corpus size as in the author's code (8 / 12 / 16 / 32)
+    threads: int = 1  # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1)
+
+
+def degree_for(doc_count: int) -> int:
+    """Out-degree R by corpus size, the author's rule: > 1M -> 32, > 100k -> 16, > 10k -> 12, else 8."""
+    if doc_count > 1_000_000:
+        return 32
+    if doc_count > 100_000:
+        return 16
+    if doc_count > 10_000:
+        return 12
+    return 8
+
+
+def _diskann():
+    os.environ.setdefault("RUST_LOG", "error")  # the Rust side logs every build step at INFO otherwise
+    try:
+        import diskannpy
+    except ImportError as err:
+        raise GarenError("the proximity graph needs DiskANN's Python bindings: pip install diskannpy-rust") from err
+    return diskannpy
+
+
+def read_diskann_graph(path: Path) -> tuple[list[np.ndarray], int, int]:
+    """Parse DiskANN's in-memory graph file: ``<u64 file size><u32 max degree><u32 start><u64 frozen points>``,
+    then per node ``u32 degree`` and that many ``u32`` ids. Returns (neighbour lists, start, frozen count)."""
+    raw = Path(path).read_bytes()
+    if len(raw) < 24:
+        raise GarenError(f"{path}: too short for a DiskANN graph file")
+    size, _max_degree, start, frozen = struct.unpack_from("<QIIQ", raw, 0)
+    if size != len(raw):
+        raise GarenError(f"{path}: header says {size} bytes, the file has {len(raw)}; rebuild the proximity graph")
+    words = np.frombuffer(raw, dtype="<u4", offset=24)
+    lists, pos = [], 0
+    while pos < len(words):
+        degree = int(words[pos])
+        lists.append(words[pos + 1 : pos + 1 + degree].astype(np.uint32))
+        pos += 1 + degree
+    return lists, int(start), int(frozen)
+
+
+def to_csr(lists: list[np.ndarray], doc_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Documents' neighbour lists as CSR, with frozen points (ids >= doc_count, copies of document 0) read as 0."""
+    offsets = np.zeros(doc_count + 1, dtype=np.int64)
+    rows = []
+    for node in range(doc_count):
+        ids = [0 if i >= doc_count else int(i) for i in lists[node]]
+        clean = [i for i in dict.fromkeys(ids) if i != node]
+        rows.append(np.asarray(clean, dtype=np.uint32))
+        offsets[node + 1] = offsets[node] + len(clean)
+    ids = np.concatenate(rows) if rows else np.zeros(0, dtype=np.uint32)
+    return offsets, ids.astype(np.uint32)
+
+
+class ProximityGraph:
+    """Out-neighbours per document (``of``) and greedy search on the DiskANN index (``search``)."""
+
+    def __init__(self, folder: Path, offsets: np.ndarray, neighbours: np.ndarray, meta: dict):
+        self.folder, self.offsets, self.neighbours, self.meta = Path(folder), offsets, neighbours, meta
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def degree(self) -> int:
+        return int(self.meta["degree"])
+
+    def of(self, row: int) -> list[int]:
+        """Out-neighbours of a document row, in DiskANN's order."""
+        return self.neighbours[self.offsets[row] : self.offsets[row + 1]].tolist()
+
+    def degrees(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @cached_property
+    def _index(self):
+        diskannpy = _diskann()
+        return diskannpy.AsyncDiskIndex(
+            str(self.folder), num_threads=1, r=self.degree, l=int(self.meta["build_list"]), alpha=float(self.meta["alpha"]),
+            graph_slack_factor=1.0, distance_metric="cosine", vector_dtype=np.float32, dimensions=int(self.meta["dim"]),
+        )
+
+    def search(self, query_vectors: np.ndarray, k: int, list_size: int = 5000) -> list[list[int]]:
+        """Greedy (beam) search from DiskANN's start point with search list ``list_size``; the top k rows per query.
+        k is capped at the corpus size (DiskANN pads longer answers with zeros)."""
+        k = max(1, min(k, len(self)))
+        queries = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
+        found = self._index.batch_search(queries, k_value=k, l_value=max(list_size, k), num_threads=1)
+        return [[int(i) for i in row if i < len(self)] for row in np.asarray(found.identifiers)]
+
+    # ---- building and storing -------------------------------------------------------------------------------
+    @classmethod
+    def build(cls, vectors: np.ndarray, params: ProximityGraphParams, folder: Path) -> dict:
+        """Build into ``folder`` (replaced atomically) and return facts for the manifest."""
+        diskannpy = _diskann()
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        n, dim = vectors.shape
+        if n < 2:
+            raise GarenError(f"a proximity graph needs at least 2 documents, this corpus has {n}")
+        degree = params.degree or degree_for(n)
+        threads = max(1, params.threads)
+        with atomic_path(folder) as tmp:
+            scratch = Path(tempfile.mkdtemp(prefix=".diskann.", dir=tmp.parent))
+            start = time.perf_counter()
+            diskannpy.build_async_index(
+                data=vectors, distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
+                graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
+                graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
+                max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
+            )
+            seconds = time.perf_counter() - start
+            lists, start_point, frozen = read_diskann_graph(scratch / DISKANN_PREFIX)
+            # diskannpy-rust 0.49 writes one more, empty, slot after the frozen point; anything else is a surprise
+            if len(lists) < n + frozen or any(len(extra) for extra in lists[n + frozen :]):
+                raise GarenError(f"DiskANN wrote {len(lists)} nodes for {n} documents and {frozen} frozen points")
+            offsets, ids = to_csr(lists, n)
+            tmp.mkdir()
+            for name in (DISKANN_PREFIX, f"{DISKANN_PREFIX}.data"):
+                shutil.move(str(scratch / name), tmp / name)
+            shutil.rmtree(scratch, ignore_errors=True)
+            np.save(tmp / "offsets.npy", offsets)
+            np.save(tmp / "neighbours.npy", ids)
+            degrees = np.diff(offsets)
+            meta = {
+                "type": "proximity_graph", "format": "csr", "doc_count": int(n), "dim": int(dim), "degree": int(degree),
+                "alpha": params.alpha, "build_list": params.build_list, "diskann_start": start_point, "frozen_points": frozen,
+            }
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        return {
+            "seconds": round(seconds, 2), "degree": int(degree), "edges": int(len(ids)),
+            "degree_min": int(degrees.min()), "degree_mean": round(float(degrees.mean()), 3), "degree_max": int(degrees.max()),
+        }
+
+    @classmethod
+    def load(cls, folder: Path) -> "ProximityGraph":
+        folder = Path(folder)
+        meta = json.loads((folder / "meta.json").read_text())
+        offsets = np.load(folder / "offsets.npy")
+        neighbours = np.load(folder / "neighbours.npy")
+        if len(offsets) != meta["doc_count"] + 1 or offsets[-1] != len(neighbours):
+            raise GarenError(f"{folder}: the neighbour lists do not match meta.json; rebuild the proximity graph")
+        return cls(folder, offsets, neighbours, meta)
+
+
+def _build_proximity_graph(folder, dataset, params: ProximityGraphParams) -> dict:
+    vectors = np.load(folder.path / "embeddings.npy")
+    return ProximityGraph.build(vectors, params, folder.path / "proximity_graph")
+
+
+register(Stage("proximity_graph", ProximityGraphParams, _build_proximity_graph, requires=("embeddings",)))
