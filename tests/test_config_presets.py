@@ -81,8 +81,13 @@ def test_bad_index_section():
         IndexConfig.from_dict({"colbert": {}})
     with pytest.raises(GarenError, match="index stage 'bm25'.*k3"):
         IndexConfig.from_dict({"bm25": {"k3": 1}})
+
+
+def test_a_stage_without_its_inputs_is_refused_before_building(tiny_dataset, tmp_path):
+    from garen_infer.index.folder import IndexFolder
+
     with pytest.raises(GarenError, match="'knn_graph' needs stage\\(s\\) embeddings"):
-        IndexConfig.from_dict({"knn_graph": {"k": 4}})
+        IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict({"knn_graph": {"k": 4}}), log=lambda m: None)
 
 
 def test_unknown_preset_and_bad_files(tmp_path):
@@ -99,3 +104,19 @@ def test_unknown_preset_and_bad_files(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
     assert load_preset(str(empty)) == {}
+
+
+def test_rebuilding_a_stage_rebuilds_what_was_built_from_it(tiny_dataset, tiny_index, tmp_path):
+    import shutil
+
+    from garen_infer.index.folder import IndexFolder
+
+    folder = tmp_path / "index"
+    shutil.copytree(tiny_index.path, folder)
+    stages = {"embeddings": {"max_seq_length": 128}, "knn_graph": {"k": 16}}
+    messages: list[str] = []
+    IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict(stages), log=messages.append)
+    # knn_graph asks for the same k as the tiny index has, yet it is rebuilt because the embeddings changed
+    assert "[index] knn_graph: building" in messages and not any("knn_graph: already built" in m for m in messages)
+    only_embeddings = IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict({"embeddings": {}}), log=lambda m: None)
+    assert not only_embeddings.has("knn_graph")  # stale, so forgotten rather than trusted

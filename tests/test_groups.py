@@ -105,3 +105,36 @@ def test_llm_summaries_retry_then_give_up():
     assert retried[0] == {"concept": "Letters", "summary": "Documents about letters."}
     hopeless = _llm_summaries(ScriptedGenerator(ScriptedBackend(["no"])), [0], [[0, 1]], texts, GroupParams(summary_retries=2))
     assert hopeless[0] is None  # the caller then uses the extractive summary and counts a fallback
+
+
+def test_groups_stage_with_a_real_llm_summarizer_falls_back_and_resumes(tiny_dataset, tiny_index, tiny_model_dir, tmp_path, monkeypatch):
+    """The groups stage on the tiny corpus, summarised by a real (tiny, untrained) transformers model: its output
+    is not JSON, so every group ends with the extractive fallback, counted in the manifest. A second build with a
+    partial file already holding group 0 keeps that summary instead of asking again."""
+    import json
+    import shutil
+
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.stages import IndexConfig
+
+    monkeypatch.setenv("GAREN_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "index"
+    shutil.copytree(tiny_index.path, folder)
+    summarizer = {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "sampling": {"max_tokens": 8}}
+    config = IndexConfig.from_dict({"groups": {"max_group_size": 4, "summarizer": summarizer, "summary_retries": 1}})
+    built = IndexFolder.build(tiny_dataset, folder, config, log=lambda m: None)
+    info = built.manifest["stages"]["groups"]["info"]
+    assert info["summary_fallbacks"] == info["groups"] and info["max"] <= 4
+    records = [json.loads(l) for l in (folder / "groups" / "groups.jsonl").read_text().splitlines()]
+    assert all(r["summarizer"] == "extractive" and r["summary"] for r in records)
+    assert sorted(d for r in records for d in r["docs"]) == sorted(tiny_dataset.doc_ids)
+
+    # resume: pretend an earlier build was interrupted after summarising group 0
+    groups = [[tiny_dataset.doc_index[d] for d in r["docs"]] for r in records]
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(groups).encode()).hexdigest()[:12]
+    partial = folder / f".groups.{digest}.partial.jsonl"
+    partial.write_text(json.dumps({"group": 0, "concept": "kept", "summary": "from the interrupted build", "summarizer": "earlier"}) + "\n")
+    rebuilt = IndexFolder.build(tiny_dataset, folder, config, force=True, log=lambda m: None)
+    assert rebuilt.groups().concepts[0] == "kept" and not partial.exists()

@@ -58,13 +58,20 @@ class IndexFolder:
         load_optional_stages()
         path = Path(path)
         corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
-        if (path / "manifest.json").is_file() and not force:
-            folder = cls.open(path, dataset)
-        else:
+        folder = cls.open(path) if (path / "manifest.json").is_file() else None
+        if folder is not None and folder.manifest["corpus"]["fingerprint"] != corpus["fingerprint"]:
+            if not force:
+                folder.check_corpus(dataset)  # refuses, naming both corpora
+            folder = None  # --force on another corpus: every stage is stale
+        if folder is None:
             path.mkdir(parents=True, exist_ok=True)
             folder = cls(path, {"format": FORMAT, "corpus": corpus, "stages": {}})
             (path / "doc_ids.json").write_text(json.dumps(dataset.doc_ids))
             folder._save_manifest()
+        for name in config.stages:  # a stage's inputs come from this build or from the folder already
+            missing = [r for r in STAGES[name].requires if r not in config.stages and not folder.has(r)]
+            if missing:
+                raise GarenError(f"index stage '{name}' needs stage(s) {', '.join(missing)}: add them to the preset")
         for name, params in config.stages.items():
             recorded = folder.manifest["stages"].get(name)
             wanted = asdict(params)
@@ -76,10 +83,18 @@ class IndexFolder:
             log(f"[index] {name}: building")
             info = STAGES[name].build(folder, dataset, params)
             folder.manifest["stages"][name] = {"params": wanted, "info": info, "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            folder._forget_dependents(name)
             folder._save_manifest()
             folder.__dict__.pop(name, None)
             folder.__dict__.pop("_groups", None)
         return folder
+
+    def _forget_dependents(self, name: str) -> None:
+        """Stages built from an older ``name`` are stale: drop them so they are rebuilt, never trusted."""
+        for other, stage in STAGES.items():
+            if name in stage.requires and self.has(other):
+                del self.manifest["stages"][other]
+                self._forget_dependents(other)
 
     def _save_manifest(self) -> None:
         write_json(self.path / "manifest.json", self.manifest)

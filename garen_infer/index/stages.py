@@ -99,8 +99,4 @@ class IndexConfig:
                 stages[name] = STAGES[name].params_type(**(values or {}))
             except TypeError as err:
                 raise GarenError(f"index stage '{name}': {err}") from err
-        for name in stages:
-            missing = [r for r in STAGES[name].requires if r not in stages]
-            if missing:
-                raise GarenError(f"index stage '{name}' needs stage(s) {', '.join(missing)} in the same preset")
         return cls(stages)
