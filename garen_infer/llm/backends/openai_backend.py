@@ -1,0 +1,210 @@
+"""Any OpenAI-compatible chat server (vLLM's ``vllm serve``, SGLang, hosted APIs) over plain HTTP (stdlib only).
+
+- ``generate``: POST {base_url}/chat/completions per chat, up to ``concurrency`` requests in flight at once.
+- ``score_yes_no``: the same endpoint with ``max_tokens`` 1 and ``top_logprobs`` 20 (Qwen3-Reranker's vLLM
+  recipe, anchors.md sec. 7). The answer token's listed alternatives give log P(yes) and log P(no); P(yes) is
+  normalised over the two, and a label missing from the list counts as -10, as in Qwen3's code.
+  Label matching: Qwen3-Reranker scores the bare lowercase tokens "yes" and "no"; an entry whose token is
+  exactly that is used when listed, so scores equal the offline backends'. Otherwise the best-ranked entry
+  that equals the label after stripping whitespace and lowercasing (" yes", "Yes", "NO") stands in, so
+  a model whose tokenizer or chat format prefers a spaced or capitalised answer is still scored.
+  A server that returns no logprobs at all raises GarenError.
+  The assistant prefix (Qwen3's empty think block) is sent as a final assistant message to be continued
+  (``prefix_mode="continue"``: vLLM's ``continue_final_message``, ``add_generation_prompt: false``), or left
+  out (``"drop"``) for servers that do not know those fields, such as hosted APIs.
+- Connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff; when the server still
+  does not answer, GarenError says so, and the runner keeps the queries finished so far.
+- The API key is read from the environment variable named by ``api_key_env`` at each request. It is never
+  stored on the backend, and never part of ``id``, cache keys, logs or error messages.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from garen_infer.errors import GarenError
+from garen_infer.llm.backends.vllm_backend import MISSING_LOGPROB, TOP_LOGPROBS, yes_probability  # no vllm import
+from garen_infer.llm.types import Chat, Completion, SamplingParams
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}  # overloaded or restarting: worth another try
+
+
+class _Retryable(Exception):
+    """One failed attempt that may succeed later; ``reason`` names it without any secret."""
+
+    def __init__(self, reason: str, unreachable: bool, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason, self.unreachable, self.retry_after = reason, unreachable, retry_after
+
+
+@dataclass
+class OpenAIBackend:
+    model: str
+    base_url: str = "https://api.openai.com/v1"  # e.g. http://127.0.0.1:8000/v1 for `vllm serve`
+    api_key_env: str | None = "OPENAI_API_KEY"  # the variable's NAME; unset or empty = no Authorization header
+    timeout: float = 120.0  # seconds per socket operation (LATTICE: 120 s)
+    max_retries: int = 4  # further attempts after the first (LATTICE: 4)
+    backoff: float = 1.0  # first wait in seconds, doubled after each failed attempt
+    max_backoff: float = 30.0
+    concurrency: int = 20  # requests in flight at once (LATTICE: llm_max_concurrent_calls 20)
+    prefix_mode: str = "continue"  # how score_yes_no sends the assistant prefix: "continue" | "drop"
+    max_tokens_field: str = "max_tokens"  # "max_completion_tokens" for OpenAI models that refuse max_tokens
+    extra_body: dict = field(default_factory=dict)  # merged into every request, e.g. chat_template_kwargs
+
+    def __post_init__(self):
+        if self.prefix_mode not in ("continue", "drop"):
+            raise GarenError(f"openai backend: prefix_mode must be 'continue' or 'drop', not '{self.prefix_mode}'")
+        self.base_url = self.base_url.rstrip("/")
+        self.id = f"openai:{self.base_url}:{self.model}"
+
+    # ---- roles ------------------------------------------------------------------------------------------------
+    def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
+        body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
+        return self._map(lambda chat: self._generate_one(chat, body), chats)
+
+    def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
+        return self._map(lambda chat: self._score_one(chat, assistant_prefix), chats)
+
+    # ---- one request each -------------------------------------------------------------------------------------
+    def _generate_one(self, chat: Chat, body: dict) -> Completion:
+        answer = self._post("/chat/completions", {"messages": chat, **body})
+        choice = _first_choice(answer, self.base_url)
+        text = (choice.get("message") or {}).get("content") or ""
+        usage = answer.get("usage") or {}
+        return Completion(text=text, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0))
+
+    def _score_one(self, chat: Chat, assistant_prefix: str) -> Completion:
+        body = {"temperature": 0.0, self.max_tokens_field: 1, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
+        messages = list(chat)
+        if assistant_prefix and self.prefix_mode == "continue":
+            messages.append({"role": "assistant", "content": assistant_prefix})
+            body.update(add_generation_prompt=False, continue_final_message=True)
+        answer = self._post("/chat/completions", {"messages": messages, **body})
+        choice = _first_choice(answer, self.base_url)
+        steps = ((choice.get("logprobs") or {}).get("content")) or []
+        if not steps:
+            raise GarenError(
+                f"the server at {self.base_url} returned no logprobs for model '{self.model}': yes/no scoring needs "
+                "'logprobs' with 'top_logprobs' (vLLM and OpenAI give them); use another server or backend for this role"
+            )
+        first = steps[0]
+        entries = [(e.get("token", ""), e.get("logprob", MISSING_LOGPROB)) for e in first.get("top_logprobs") or []]
+        entries.append((first.get("token", ""), first.get("logprob", MISSING_LOGPROB)))  # the answer itself
+        p_yes = yes_probability(label_logprob(entries, "yes"), label_logprob(entries, "no"))
+        usage = answer.get("usage") or {}
+        return Completion(score=p_yes, input_tokens=usage.get("prompt_tokens", 0), output_tokens=1)
+
+    # ---- transport --------------------------------------------------------------------------------------------
+    def _map(self, call, chats: list[Chat]) -> list[Completion]:
+        if not chats:
+            return []
+        if len(chats) == 1 or self.concurrency <= 1:
+            return [call(c) for c in chats]
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(chats)), thread_name_prefix="openai")
+        try:
+            return list(pool.map(call, chats))  # answers in input order; the first failure is raised
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _post(self, path: str, body: dict) -> dict:
+        url = self.base_url + path
+        payload = json.dumps({**self.extra_body, "model": self.model, **body}).encode("utf-8")
+        delay, attempts = self.backoff, self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._post_once(url, payload)
+            except _Retryable as failure:
+                if attempt == attempts:
+                    if failure.unreachable:
+                        raise GarenError(
+                            f"the OpenAI-compatible server at {self.base_url} is not answering ({failure.reason}; "
+                            f"{attempts} attempts); check that it is running and that base_url is right"
+                        ) from None
+                    raise GarenError(
+                        f"the OpenAI-compatible server at {self.base_url} keeps failing ({failure.reason}; {attempts} attempts)"
+                    ) from None
+                wait = min(failure.retry_after if failure.retry_after is not None else delay, self.max_backoff)
+                log.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", self.base_url, failure.reason, wait, attempt + 1, attempts)
+                time.sleep(wait)
+                delay = min(delay * 2, self.max_backoff)
+        raise AssertionError("unreachable")
+
+    def _post_once(self, url: str, payload: bytes) -> dict:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        request = urllib.request.Request(url, data=payload, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as err:
+            detail = _redact(_error_detail(err), key)
+            if err.code in RETRY_STATUS:
+                raise _Retryable(f"HTTP {err.code}: {detail}", unreachable=False, retry_after=_retry_after(err)) from None
+            raise GarenError(f"the server at {self.base_url} refused the request for model '{self.model}': HTTP {err.code}: {detail}") from None
+        except urllib.error.URLError as err:
+            raise _Retryable(_redact(f"cannot connect: {err.reason}", key), unreachable=True) from None
+        except (TimeoutError, socket.timeout):
+            raise _Retryable(f"no answer within {self.timeout:g} s", unreachable=True) from None
+        except (ConnectionError, http.client.HTTPException, OSError) as err:
+            raise _Retryable(_redact(f"connection lost: {type(err).__name__}: {err}", key), unreachable=True) from None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise GarenError(f"the server at {self.base_url} answered with something that is not JSON: {_redact(raw[:200].decode('utf-8', 'replace'), key)!r}") from None
+
+
+def label_logprob(entries: list[tuple[str, float]], label: str) -> float:
+    """The logprob of ``label`` among (token, logprob) alternatives: the exact token if listed, else the
+    best-ranked token equal to it after stripping whitespace and lowercasing, else -10."""
+    exact = [lp for token, lp in entries if token == label]
+    if exact:
+        return max(exact)
+    loose = [lp for token, lp in entries if token.strip().lower() == label]
+    return max(loose) if loose else MISSING_LOGPROB
+
+
+def _first_choice(answer: dict, base_url: str) -> dict:
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not choices:
+        raise GarenError(f"the server at {base_url} answered without any 'choices': {str(answer)[:200]}")
+    return choices[0]
+
+
+def _error_detail(err: urllib.error.HTTPError) -> str:
+    try:
+        raw = err.read().decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - the body is only for the message
+        return err.reason or ""
+    try:
+        data = json.loads(raw)
+        message = data.get("error", data) if isinstance(data, dict) else data
+        if isinstance(message, dict):
+            message = message.get("message", message)
+        return str(message)[:300]
+    except ValueError:
+        return raw[:300]
+
+
+def _retry_after(err: urllib.error.HTTPError) -> float | None:
+    try:
+        return max(0.0, float(err.headers.get("Retry-After")))
+    except (TypeError, ValueError):
+        return None
+
+
+def _redact(text: str, key: str | None) -> str:
+    """A server may echo what it was sent; the key never reaches a message."""
+    return text.replace(key, "***") if key else text

