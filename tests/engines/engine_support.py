@@ -1,0 +1,132 @@
+"""What the engine tests share: paths, engine settings, prompts, and a restartable `vllm serve` process."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts" / "vllm_cpu"
+CHAT_TEMPLATE = SCRIPTS / "chat_template.jinja"
+GEMMA = Path(os.environ.get("GAREN_GEMMA_DIR", Path.home() / ".cache" / "garen" / "gemma3-270m-hf"))
+SERVED_NAME = "gemma3-270m"
+SERVER_READY_S = 240  # a start takes ~40 s on 2 cores; a cold page cache can double it
+
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+SKIP_REASON = (
+    "vllm is not installed in this environment (engine tests run in .venv-vllm: scripts/vllm_cpu/run_engine_tests.sh)"
+    if not HAVE_VLLM
+    else f"the converted Gemma 3 270M checkpoint is missing at {GEMMA} (run scripts/vllm_cpu/convert_gemma.py)"
+    if not (GEMMA / "config.json").is_file()
+    else ""
+)
+
+if not SKIP_REASON:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB per engine
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Engine settings verified for vllm-cpu (scripts/vllm_cpu/README.md); the transformers side runs bf16 too.
+ENGINE = {"dtype": "bfloat16", "enforce_eager": True, "max_model_len": 2048, "engine_args": {"distributed_executor_backend": "uni"}}
+TOLERANCE = 0.03  # |ΔP(yes)| allowed between bf16 engines; measured maxima are printed by the tests
+
+
+# ---- prompts --------------------------------------------------------------------------------------------------
+PAIRS = [
+    ("what causes the seasons on earth", "Earth's seasons are caused by the tilt of its rotational axis relative to its orbit."),
+    ("what causes the seasons on earth", "The recipe calls for two cups of flour, one egg and a pinch of salt."),
+    ("python dictionary key lookup", "A Python dictionary maps keys to values; lookups by key take constant time on average."),
+    ("python dictionary key lookup", "Basaltic lava flows from shield volcanoes move slowly downhill."),
+    ("why do volcanoes erupt", "A volcano erupts when magma rises through the crust and escapes as lava, ash and gas."),
+    ("why do volcanoes erupt", "Plants use chlorophyll to capture sunlight and make glucose."),
+    ("is the sky blue", "The sky looks blue because air scatters short wavelengths more than long ones."),
+    ("is the sky blue", "Python raises KeyError when a key is missing."),
+]
+# Gemma 270M (a base model) almost never puts the bare tokens "yes"/"no" in its top 20 after Qwen3's prompt, so
+# the top-20 recipe would compare clamped -10s. Ending the answer cue with a JSON string opener makes both bare
+# labels top-10 tokens for every pair above: the comparison then measures the engines, not the clamp.
+JSON_PREFIX = '{"answer": "'
+
+
+def plain_yes_no(query: str, doc: str) -> list[dict]:
+    return [{"role": "user", "content": f"Query: {query}\nDocument: {doc}\nIs the document relevant to the query? Answer yes or no, in lowercase."}]
+
+
+GEN_CHATS = [
+    [{"role": "user", "content": "The capital of France is"}],
+    [{"role": "user", "content": "Write a haiku about rain."}],
+    [{"role": "user", "content": "Is the sky blue? Answer yes or no."}],
+    [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "List three colours."}],
+]
+
+
+# ---- the server -----------------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class VllmServer:
+    """`python scripts/vllm_cpu/vllm_cli.py serve` on 127.0.0.1 in its own process group; restartable on the
+    same port, so a run folder's recorded base_url stays valid across a restart."""
+
+    def __init__(self, log_dir: Path):
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.log_dir, self.proc, self.starts = log_dir, None, 0
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, str(SCRIPTS / "vllm_cli.py"), "serve", str(GEMMA), "--host", "127.0.0.1", "--port", str(self.port),
+            "--served-model-name", SERVED_NAME, "--chat-template", str(CHAT_TEMPLATE), "--dtype", "bfloat16",
+            "--enforce-eager", "--max-model-len", "2048", "--distributed-executor-backend", "uni",
+        ]
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> float:
+        self.starts += 1
+        log = open(self.log_dir / f"serve-{self.starts}.log", "w")
+        began = time.time()
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ))
+        while time.time() - began < SERVER_READY_S:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vllm serve exited with {self.proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/models", timeout=2):
+                    return time.time() - began
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"vllm serve not ready after {SERVER_READY_S} s; see {log.name}")
+
+    def ensure_running(self) -> None:
+        if not self.running():
+            self.start()
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+

@@ -1,0 +1,67 @@
+"""The vLLM offline backend gives the transformers backend's answers: same greedy text, P(yes) within TOLERANCE."""
+
+from __future__ import annotations
+
+import copy
+
+from engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, TOLERANCE, plain_yes_no
+
+from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
+from garen_infer.llm.types import SamplingParams
+
+
+def _max_gap(a, b) -> float:
+    return max(abs(x.score - y.score) for x, y in zip(a, b))
+
+
+def test_top20_scores_match_transformers(offline, transformers_backend):
+    """Qwen3-Reranker's vLLM recipe (allowed_token_ids + top-20 logprobs) on prompts where both labels are top-20."""
+    chats = [plain_yes_no(q, d) for q, d in PAIRS]
+    ours = offline.score_yes_no(chats, JSON_PREFIX)
+    ref = transformers_backend.score_yes_no(chats, JSON_PREFIX)
+    gap = _max_gap(ours, ref)
+    print(f"top20: max |dP(yes)| vLLM vs transformers (bf16, {len(chats)} prompts) = {gap:.4f}")
+    assert gap <= TOLERANCE
+    assert all(0.0 < c.score < 1.0 for c in ours)
+    assert [c.input_tokens for c in ours] == [c.input_tokens for c in ref]  # the very same prompt tokens
+
+
+def test_label_id_scores_match_transformers_on_qwen3_prompts(offline, transformers_backend):
+    """With logprob_token_ids both labels are exact, so even Qwen3's prompt (labels far outside the top 20 for
+    this base model) gives the transformers softmax over [no, yes]."""
+    exact = copy.copy(offline)  # shares the engine
+    exact.yes_no_logprobs = "label_ids"
+    chats = [yes_no(q, d) for q, d in PAIRS]
+    ours = exact.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)
+    ref = transformers_backend.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)
+    gap = _max_gap(ours, ref)
+    print(f"label_ids: max |dP(yes)| vLLM vs transformers (bf16, {len(chats)} prompts) = {gap:.4f}")
+    assert gap <= TOLERANCE
+
+
+def test_top20_recipe_counts_a_missing_label_as_minus_ten(offline):
+    """On Qwen3's prompt this base model ranks both labels beyond 1,000: only the sampled label is listed, the
+    other gets -10, so P(yes) = sigmoid(+-(logprob + 10)), the clamp Qwen3's own vLLM code applies."""
+    import math
+
+    scores = [c.score for c in offline.score_yes_no([yes_no(q, d) for q, d in PAIRS[:2]], QWEN3_ASSISTANT_PREFIX)]
+    for p in scores:
+        listed = -10.0 - math.log(max(p, 1 - p) / min(p, 1 - p))  # the listed label's logprob implied by p
+        assert -14.0 < listed < -10.0  # a real logprob of about -11 against the clamped -10
+
+
+def test_greedy_text_equals_transformers(offline, transformers_backend):
+    params = SamplingParams(max_tokens=32)
+    ours = offline.generate(GEN_CHATS, params)
+    ref = transformers_backend.generate(GEN_CHATS, params)
+    for a, b in zip(ours, ref):
+        print(repr(a.text))
+    assert [c.text for c in ours] == [c.text for c in ref]
+    assert [c.input_tokens for c in ours] == [c.input_tokens for c in ref]
+    assert [c.output_tokens for c in ours] == [c.output_tokens for c in ref]
+
+
+def test_over_long_prompt_is_cut_to_fit_the_context(offline):
+    long_doc = " ".join(["the volcano erupted and ash covered the town"] * 400)  # ~3,600 tokens > 2,048
+    [answer] = offline.generate([[{"role": "user", "content": long_doc + "\nSummarise."}]], SamplingParams(max_tokens=4))
+    assert 2048 - 4 - 1 <= answer.input_tokens <= 2048 - 4

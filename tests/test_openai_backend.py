@@ -1,0 +1,166 @@
+"""The OpenAI-compatible backend's protocol and error paths, against a stdlib HTTP server on 127.0.0.1 that
+answers with canned OpenAI-format JSON. (Real-server checks: tests/engines/test_openai_server.py.)"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from garen_infer.errors import GarenError
+from garen_infer.llm.backends.openai_backend import OpenAIBackend, label_logprob
+from garen_infer.llm.types import SamplingParams
+
+KEY = "sk-test-SECRET-0123456789"
+CHAT = [{"role": "user", "content": "Is the sky blue?"}]
+
+
+class FakeServer:
+    """Records each request and answers with ``script`` items in turn: (status, body dict, delay s, headers)."""
+
+    def __init__(self):
+        self.requests, self.script, self.in_flight, self.max_in_flight = [], [], 0, 0
+        self.lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with owner.lock:
+                    owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    status, answer, delay, headers = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
+                    owner.in_flight += 1
+                    owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+                time.sleep(delay)
+                if callable(answer):
+                    answer = answer(body)
+                raw = json.dumps(answer).encode()
+                try:
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):  # the client timed out first
+                    pass
+                finally:
+                    with owner.lock:
+                        owner.in_flight -= 1
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def answer(self, *items):
+        """Items are (status, body[, delay[, headers]]); the last one keeps answering."""
+        self.script = [tuple(i) + (0.0, {})[len(i) - 2 :] for i in items]
+
+
+@pytest.fixture
+def server():
+    srv = FakeServer()
+    yield srv
+    srv.httpd.shutdown()
+    srv.httpd.server_close()
+
+
+@pytest.fixture
+def backend(server, monkeypatch):
+    monkeypatch.setenv("GAREN_TEST_KEY", KEY)
+    return OpenAIBackend("m", base_url=server.base_url + "/", api_key_env="GAREN_TEST_KEY", max_retries=2, backoff=0.01, timeout=5)
+
+
+def chat_answer(text="Yes.", prompt_tokens=7, completion_tokens=2):
+    return {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
+
+
+def logprob_answer(token, logprob, tops):
+    return {"choices": [{"message": {"content": token}, "logprobs": {"content": [
+        {"token": token, "logprob": logprob, "top_logprobs": [{"token": t, "logprob": lp} for t, lp in tops]}
+    ]}}]}
+
+
+def test_generate_sends_the_chat_and_the_key_header_but_never_shows_the_key(server, backend):
+    server.answer((200, chat_answer("Paris", 11, 1)))
+    [out] = backend.generate([CHAT], SamplingParams(max_tokens=5, temperature=0.0, seed=3))
+    assert (out.text, out.input_tokens, out.output_tokens) == ("Paris", 11, 1)
+    request = server.requests[0]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["headers"]["Authorization"] == f"Bearer {KEY}"
+    assert request["body"] == {"model": "m", "messages": CHAT, "temperature": 0.0, "top_p": 1.0, "seed": 3, "max_tokens": 5}
+    assert backend.id == f"openai:{server.base_url}:m"
+    assert KEY not in repr(backend) and KEY not in backend.id
+
+
+def test_yes_no_score_from_top_logprobs_and_prefix_continuation(server, backend):
+    server.answer((200, logprob_answer("yes", -0.2, [("yes", -0.2), (" No", -1.0), ("no", -2.0)])))
+    [out] = backend.score_yes_no([CHAT], "<think>\n\n</think>\n\n")
+    assert out.score == pytest.approx(1 / (1 + math.exp(-2.0 + 0.2)))  # the exact "no" wins over " No"
+    body = server.requests[0]["body"]
+    assert body["messages"][-1] == {"role": "assistant", "content": "<think>\n\n</think>\n\n"}
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert (body["max_tokens"], body["logprobs"], body["top_logprobs"]) == (1, True, 20)
+
+    backend.prefix_mode = "drop"
+    backend.score_yes_no([CHAT], "<think>\n\n</think>\n\n")
+    assert server.requests[1]["body"]["messages"] == CHAT and "continue_final_message" not in server.requests[1]["body"]
+
+
+def test_label_matching_exact_then_spaced_or_capitalised_then_minus_ten():
+    assert label_logprob([(" Yes", -1.0), ("yes", -3.0)], "yes") == -3.0
+    assert label_logprob([(" Yes", -1.0), ("YES", -0.5)], "yes") == -0.5
+    assert label_logprob([("maybe", -0.1)], "no") == -10.0
+
+
+def test_a_server_without_logprobs_is_a_clear_error(server, backend):
+    server.answer((200, chat_answer("yes")))
+    with pytest.raises(GarenError, match="returned no logprobs"):
+        backend.score_yes_no([CHAT], "")
+
+
+def test_retries_5xx_and_429_with_backoff_then_succeeds(server, backend):
+    server.answer((503, {"error": {"message": "loading"}}), (429, {"error": "slow down"}, 0.0, {"Retry-After": "0"}), (200, chat_answer("ok")))
+    [out] = backend.generate([CHAT], SamplingParams())
+    assert out.text == "ok" and len(server.requests) == 3
+
+
+def test_unreachable_server_is_named_after_retries(backend, monkeypatch):
+    backend.base_url = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
+    start = time.perf_counter()
+    with pytest.raises(GarenError) as err:
+        backend.generate([CHAT], SamplingParams())
+    assert "server at http://127.0.0.1:9/v1 is not answering" in str(err.value) and "3 attempts" in str(err.value)
+    assert KEY not in str(err.value)
+    assert time.perf_counter() - start < 5
+
+
+def test_timeout_counts_as_not_answering(server, backend):
+    server.answer((200, chat_answer(), 1.0, {}))
+    backend.timeout, backend.max_retries = 0.2, 1
+    with pytest.raises(GarenError, match="is not answering \\(no answer within 0.2 s; 2 attempts\\)"):
+        backend.generate([CHAT], SamplingParams())
+
+
+def test_client_errors_fail_at_once_and_an_echoed_key_is_redacted(server, backend):
+    server.answer((401, {"error": {"message": f"bad key {KEY}"}}))
+    with pytest.raises(GarenError) as err:
+        backend.generate([CHAT], SamplingParams())
+    assert "HTTP 401" in str(err.value) and "bad key ***" in str(err.value) and KEY not in str(err.value)
+    assert len(server.requests) == 1
+
+
+def test_a_batch_runs_concurrently_up_to_the_limit_and_keeps_order(server, backend):
+    server.answer((200, lambda body: chat_answer(body["messages"][0]["content"]), 0.1, {}))
+    backend.concurrency = 3
+    chats = [[{"role": "user", "content": f"q{i}"}] for i in range(7)]
+    assert [c.text for c in backend.generate(chats, SamplingParams())] == [f"q{i}" for i in range(7)]
+    assert 2 <= server.max_in_flight <= 3
