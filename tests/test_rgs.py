@@ -307,3 +307,13 @@ def test_rgs_end_to_end_on_the_tiny_corpus(tiny_dataset, tmp_path):
         assert 0 < metrics["mean_budget_used"] <= 10 and metrics["nDCG@10"] > 0.5
         records = [json.loads(line) for line in (tmp_path / f"run-{first_stage}" / "trace.jsonl").read_text().splitlines()]
         assert all(r["ledger"]["budget_used"] <= 10 for r in records)
+
+
+def test_depth_caps_the_backfill_not_the_searched_documents():
+    first = FIRST + list(range(11, 40))
+    ranking, _, _, _ = drive(make_rgs(GRAPH, seeds=2, depth=12, **SMALL), first, 9, by_score(SCORES))
+    assert ranking == [2, 6, 8, 9, 3, 4, 1, 7, 0] + [5, 11, 12]  # 9 searched documents, then 3 of the first stage
+    ranking, _, _, _ = drive(make_rgs(GRAPH, seeds=2, depth=5, **SMALL), first, 9, by_score(SCORES))
+    assert ranking == [2, 6, 8, 9, 3, 4, 1, 7, 0]  # every searched document stays, whatever the depth
+    ranking, _, _, _ = drive(make_rgs(GRAPH, seeds=2, backfill=False, **SMALL), first, 9, by_score(SCORES))
+    assert ranking == [2, 6, 8, 9]  # the author's output: A alone

@@ -53,6 +53,7 @@ class RgsConfig:
     stride: int = STRIDE  # w / 2 = 10 (paper: step w/2; code)
     first_stage: str = "graph"  # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
     search_list: int = 5000  # DiskANN search list for the "graph" first stage (code: search_L = 5000)
+    depth: int = 1000  # documents in the output ranking at most (as the run's first stage keeps; BRIGHT: 1000)
     backfill: bool = True  # after A: documents truncated from A (in the order they were cut), then unseen first-stage
     #   documents. Harness choice for R@100 (SlideGAR's code backfills too); the author's code outputs only A's top 10,
     #   so nDCG@10 is unchanged. A reranker that agrees with itself implies no order between documents cut at
@@ -86,11 +87,12 @@ class ReRankerGuidedSearch(Method):
         return self.config.list_length or list_length_for(budget)
 
     # ---- the search -----------------------------------------------------------------------------------------
-    def initial_list(self, state: QueryState) -> list[int]:
+    def initial_list(self, state: QueryState, budget: int) -> list[int]:
         if self.config.first_stage == "run":
             return list(state.first_stage)
         vector = self.query_vector(state.query.text)
-        return self.index.proximity_graph.search(vector, self.config.search_list, self.config.search_list)[0]
+        keep = min(self.config.search_list, max(self.config.depth, self.seed_count(budget)))
+        return self.index.proximity_graph.search(vector, keep, self.config.search_list)[0]  # top `keep` of a 5000-list
 
     PREFETCH = 64  # queries encoded per batch for the graph first stage
 
@@ -111,7 +113,7 @@ class ReRankerGuidedSearch(Method):
 
     def search(self, state: QueryState) -> Search:
         budget = state.budget if state.budget is not None else self.config.budget
-        initial = self.initial_list(state)
+        initial = self.initial_list(state, budget)
         limit, early_stop = self.list_length(budget), self.stops_early()
         seen: set[int] = set()  # every document sent (or committed) to the reranker: the budget spent
         expanded: set[int] = set()  # U
@@ -140,7 +142,7 @@ class ReRankerGuidedSearch(Method):
         if self.config.backfill:
             for batch in dropped:
                 ranking += batch
-            ranking += [d for d in initial if d not in seen]
+            ranking += [d for d in initial if d not in seen][: max(0, self.config.depth - len(ranking))]
         return ranking
 
     def _insert(self, A: list[int], new: list[int], seen: set[int], early_stop: bool, stats: dict) -> Search:
