@@ -1,0 +1,30 @@
+"""The transformers backend gives a prompt the same answer whatever batch it shares (left padding)."""
+
+from __future__ import annotations
+
+import pytest
+
+from garen_infer.llm.backends.transformers_backend import TransformersBackend
+from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
+from garen_infer.llm.types import SamplingParams
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_model_dir):
+    return TransformersBackend(model=str(tiny_model_dir), device="cpu", batch_size=4)
+
+
+def test_yes_no_scores_do_not_depend_on_the_batch(backend):
+    chats = [yes_no("q", "short"), yes_no("a longer query about graphs", "a much longer document " * 6)]
+    together = [c.score for c in backend.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)]
+    alone = [backend.score_yes_no([c], QWEN3_ASSISTANT_PREFIX)[0].score for c in chats]
+    assert together == pytest.approx(alone, abs=1e-5)
+    assert all(0.0 <= p <= 1.0 for p in together)
+
+
+def test_greedy_generation_does_not_depend_on_the_batch(backend):
+    chats = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "rank these passages " * 5}]]
+    params = SamplingParams(max_tokens=6)
+    together = [c.text for c in backend.generate(chats, params)]
+    alone = [backend.generate([c], params)[0].text for c in chats]
+    assert together == alone
