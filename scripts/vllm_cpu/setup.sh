@@ -19,11 +19,32 @@ PKGS=(
   "gguf==0.19.0"
   "accelerate==1.15.0"   # transformers needs it to load a GGUF (convert_gemma.py)
 )
+# What tests/engines needs besides vllm: the project itself (installed --no-deps, so vllm's pins stay), its
+# import-time and BM25/eval deps, pytest, and peft for the LoRA test. None of them moves a vllm pin.
+TEST_PKGS=(
+  "pytest==9.2.0"
+  "peft==0.21.2"
+  "bm25s==0.3.16"
+  "pystemmer==3.1.0"
+  "scipy==1.17.1"
+  "ir-measures==0.4.3"
+  "pytrec-eval-terrier==0.5.11"
+)
 START=$(date +%s)
 
 if [[ "${1:-}" == "--force" ]]; then rm -rf "$VENV"; fi
 
+install_project() {
+  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures" >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "[setup] installing the project (--no-deps) and the engine-test packages"
+  "$VENV/bin/python" -m pip install -q "${TEST_PKGS[@]}"
+  "$VENV/bin/python" -m pip install -q --no-deps -e "$ROOT"
+}
+
 if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
+  install_project
   echo "[setup] $VENV already set up ($(cat "$STAMP")); use --force to rebuild"
   exit 0
 fi
@@ -51,5 +72,6 @@ print("vllm", vllm.__version__, "| torch", torch.__version__,
       "| transformers", transformers.__version__, "| gguf", md.version("gguf"))
 EOF
 
+install_project
 "$VENV/bin/python" -c "import vllm; print(vllm.__version__)" > "$STAMP"
 echo "[setup] done in $(( $(date +%s) - START )) s"

@@ -97,7 +97,8 @@ class TransformersBackend:
         for batch in self._batches([render_chat(self.tokenizer, c) + assistant_prefix for c in chats]):
             input_ids, mask, lengths = self._encode(batch)
             with torch.inference_mode():
-                logits = self.net(input_ids=input_ids, attention_mask=mask).logits[:, -1, :]
+                # logits of the last position only: all positions would be batch x length x vocab floats (GBs)
+                logits = self.net(input_ids=input_ids, attention_mask=mask, logits_to_keep=1).logits[:, -1, :]
             pair = torch.stack([logits[:, no], logits[:, yes]], dim=1).float()
             p_yes = torch.softmax(pair, dim=1)[:, 1].tolist()
             out.extend(Completion(text="", score=p, input_tokens=n, output_tokens=1) for p, n in zip(p_yes, lengths))
