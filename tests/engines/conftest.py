@@ -15,7 +15,7 @@ import gc
 from pathlib import Path
 
 import pytest
-from engine_support import CHAT_TEMPLATE, ENGINE, GEMMA, SKIP_REASON, VllmServer
+from .engine_support import CHAT_TEMPLATE, ENGINE, GEMMA, SKIP_REASON, VllmServer
 
 
 def pytest_collection_modifyitems(config, items):

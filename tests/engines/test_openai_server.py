@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, SERVED_NAME, TOLERANCE, plain_yes_no
+from .engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, SERVED_NAME, TOLERANCE, plain_yes_no
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.openai_backend import OpenAIBackend

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_support import REPO, SERVED_NAME
+from .engine_support import REPO, SERVED_NAME
 
 DOCS = [
     ("vol1", "Volcanic eruptions", "A volcano erupts when magma rises through the crust and escapes as lava, ash and gas."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, TOLERANCE, plain_yes_no
+from .engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, TOLERANCE, plain_yes_no
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.types import SamplingParams

@@ -7,7 +7,7 @@ import copy
 import importlib.util
 
 import pytest
-from engine_support import ENGINE, GEN_CHATS, PAIRS, TOLERANCE
+from .engine_support import ENGINE, GEN_CHATS, PAIRS, TOLERANCE
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.types import SamplingParams
