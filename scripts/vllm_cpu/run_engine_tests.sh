@@ -3,7 +3,7 @@
 # checkpoint (idempotent), then run tests/engines in the vLLM environment and print pytest's summary.
 #
 # Usage: bash scripts/vllm_cpu/run_engine_tests.sh [extra pytest args, e.g. -k lora]
-# Warm (environment and checkpoint present): ~4 min on 2 cores. Cold: add ~1.5 min setup + ~1 min conversion.
+# Warm (environment and checkpoint present): 2.5-3.5 min on 2 cores. Cold: add ~1.5 min setup + ~1 min conversion.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -92,6 +92,8 @@ class VllmBackend:
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _prompts(self, texts: list[str], reserve: int) -> list[dict]:
         limit = min(self.max_length, self._context - reserve)
+        if limit <= PROMPT_TAIL_TOKENS:
+            raise GarenError(f"vllm backend: {reserve} output tokens leave no room for a prompt in max_model_len {self._context}")
         prompts = []
         for text in texts:
             ids = self.tokenizer(text, add_special_tokens=False).input_ids  # templates write any BOS themselves
