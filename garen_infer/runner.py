@@ -69,7 +69,8 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
         options_dict["budget"] = config.budget  # --budget overrides the preset
     options = make_config(method_cls, options_dict)
     budget = options.budget if takes_budget else None
-    for stage in method_cls.index_stages:
+    method = method_cls(options, index, dataset)  # its options may change the stages and roles it uses
+    for stage in method.index_stages:
         index.require(stage, f"method '{config.method}'")
     resolved = {
         "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
@@ -79,10 +80,11 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
     }
     out.mkdir(parents=True, exist_ok=True)
     config_path = out / "config.json"
+    resolved = json.loads(json.dumps(resolved))  # as it reads back from disk (tuples become lists)
     if config_path.exists():
         saved = json.loads(config_path.read_text())
-        if saved != json.loads(json.dumps(resolved)):
-            diff = sorted(k for k in resolved if saved.get(k) != json.loads(json.dumps(resolved)).get(k))
+        if saved != resolved:
+            diff = sorted(k for k in resolved if saved.get(k) != resolved.get(k))
             raise GarenError(f"{out}: holds a run with a different configuration ({', '.join(diff)} differ); use another --out folder")
     else:
         write_json(config_path, resolved)
@@ -100,14 +102,13 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
             from garen_infer.llm.cache import ResponseCache
             from garen_infer.llm.roles import build_roles
 
-            needed = {r: config.models[r] for r in method_cls.roles if r in config.models}
-            missing = [r for r in method_cls.roles if r not in config.models]
+            needed = {r: config.models[r] for r in method.roles if r in config.models}
+            missing = [r for r in method.roles if r not in config.models]
             if missing:
                 raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
             roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage))
         states = [QueryState(q, rows, budget) for q, rows in zip(todo, first)]
-        method = method_cls(options, index, dataset)
         scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
         doc_ids = index.doc_ids
         start = time.perf_counter()

@@ -186,3 +186,22 @@ def test_method_conformance(name, budget, tiny_dataset, tiny_index, request, tmp
     # deterministic: the same configuration gives the same run file byte for byte
     run_method(name, budget, tiny_dataset, index, tmp_path / "b")
     assert (tmp_path / "a" / "run.trec").read_bytes() == (tmp_path / "b" / "run.trec").read_bytes()
+
+
+def test_garen_with_the_connectivity_navigator_needs_no_navigator_model(full_index, tiny_dataset, tmp_path):
+    """A variant that makes no navigator calls runs with only a reranker configured."""
+    from garen_infer.cli import run_config_from
+    from garen_infer.llm.cache import NoCache
+    from garen_infer.runner import execute
+
+    preset = load_preset("cpu-default", ["methods.garen.navigator=connectivity"])
+    del preset["models"]["navigator"]
+    config = run_config_from(preset, "garen", 12)
+    execute(tiny_dataset, full_index, config, tmp_path / "run", cache=NoCache(), log=lambda *_: None)
+    ledgers = [json.loads(line)["ledger"] for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
+    assert ledgers and all(set(ledger["roles"]) <= {"reranker"} and ledger["budget_used"] <= 12 for ledger in ledgers)
+
+    model_navigator = run_config_from(load_preset("cpu-default"), "garen", 12)
+    del model_navigator.models["navigator"]
+    with pytest.raises(GarenError, match="needs model\\(s\\) for navigator"):
+        execute(tiny_dataset, full_index, model_navigator, tmp_path / "run2", cache=NoCache(), log=lambda *_: None)

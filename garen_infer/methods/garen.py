@@ -62,7 +62,7 @@ class Garen(Method):
     def search(self, state: QueryState) -> Search:
         c = self.config
         iterations = 1 + max(0, (state.budget - c.window) // (c.window - c.keep))
-        window = list(state.first_stage[: c.window])
+        window = list(state.first_stage[: min(c.window, state.budget)])
         observed, dropped = set(window), []  # dropped: reranked documents that left the window, latest first
         scores: dict[int, float] = {}  # Pi_q: the navigator's score cache for this query
         trace = state.trace.setdefault("iterations", [])
