@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from garen_infer.append_log import read_finished
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
@@ -38,26 +39,8 @@ class RunConfig:
     limit: int | None = None  # first N judged queries only (smoke runs)
 
 
-def _read_trace(path: Path) -> dict[str, dict]:
-    """Finished queries so far; a torn last line (the process died mid-write) is cut off."""
-    done: dict[str, dict] = {}
-    if not path.exists():
-        return done
-    good_bytes = 0
-    with open(path, "rb") as handle:
-        for raw in handle:
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError:
-                break
-            if not raw.endswith(b"\n"):
-                break
-            done[record["qid"]] = record
-            good_bytes += len(raw)
-    if good_bytes != path.stat().st_size:
-        with open(path, "r+b") as handle:
-            handle.truncate(good_bytes)
-    return done
+def first_stage_stage(config: RunConfig) -> str:
+    return "embeddings" if FirstStageConfig(**config.first_stage).kind == "dense" else "bm25"
 
 
 def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
@@ -74,6 +57,8 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
         index.require(stage, f"method '{config.method}'")
     resolved = {
         "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
+        # a stage rebuilt with other params between an interruption and a resume must not be mixed in
+        "index_stages": {s: index.manifest["stages"][s]["params"] for s in sorted(set(method.index_stages) | {first_stage_stage(config)}) if index.has(s)},
         "method": config.method, "method_options": asdict(options), "budget": budget,
         "first_stage": asdict(FirstStageConfig(**config.first_stage)), "models": config.models,
         "limit": config.limit,
@@ -91,7 +76,7 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
 
     queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
     trace_path = out / "trace.jsonl"
-    done = _read_trace(trace_path)
+    done = read_finished(trace_path, "qid")
     todo = [q for q in queries if q.id not in done]
     if done:
         log(f"[run] resuming: {len(done)} of {len(queries)} queries already finished")

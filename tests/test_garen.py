@@ -200,3 +200,22 @@ def test_a_query_with_no_first_stage_hits_asks_nothing():
     log: list = []
     assert drive(garen.search(QueryState(Query("q", "zzz"), [], 100)), {}, {}, log) == []
     assert log == []
+
+
+def test_documents_leaving_the_window_keep_their_reranked_order():
+    garen = make_garen(ring_neighbours(), MEMBERS, propagation=False)
+    log: list = []
+    relevance = {d: float(d % 7) for d in range(200)}
+    ranking = drive(garen.search(world_state()), relevance, {f"G{g}: group {g}": g / 20 for g in range(20)}, log)
+    reranks = [r for r in log if isinstance(r, Rerank)]
+    last, before_last = reranks[-1], reranks[-2]
+    assert ranking[:20] == sorted(last.rows, key=lambda d: -relevance[d])
+    assert ranking[20:30] == sorted(before_last.rows, key=lambda d: -relevance[d])[10:]  # losers, best first
+
+
+@pytest.mark.parametrize("budget", [95, 25])
+def test_a_budget_off_the_window_grid_is_still_spent(budget):
+    garen = make_garen(ring_neighbours(), MEMBERS)
+    log: list = []
+    drive(garen.search(world_state(budget)), {d: float(d % 7) for d in range(200)}, {}, log)
+    assert len(set().union(*(r.rows for r in log if isinstance(r, Rerank)))) == budget

@@ -97,3 +97,8 @@ def test_empty_window():
 )
 def test_always_a_permutation(text):
     assert is_permutation(parse_permutation(text, 5), 5)
+
+
+def test_reasoning_cut_off_before_its_ranking_gives_the_identity():
+    cut = "[Reasoning Trace] Step 1: identify the 2 mechanisms. Step 2: documents [14] and [3] describe"
+    assert parse_permutation(cut, 20) == list(range(20))

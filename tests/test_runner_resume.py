@@ -137,3 +137,21 @@ def test_batching_across_queries_does_not_change_the_run(tiny_dataset, tiny_inde
     reranker = ScriptedReranker(tiny_index)
     execute(tiny_dataset, tiny_index, config(max_active_queries=16), out, roles=Roles(reranker=reranker), log=lambda *_: None)
     assert (out / "run.trec").read_bytes() == (uninterrupted / "run.trec").read_bytes()
+
+
+def test_an_index_stage_rebuilt_with_other_params_is_not_mixed_into_a_resume(tiny_dataset, tiny_index, uninterrupted, tmp_path):
+    import shutil
+
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.stages import IndexConfig
+
+    copy = tmp_path / "index"
+    shutil.copytree(tiny_index.path, copy)
+    run = tmp_path / "run"
+    shutil.copytree(uninterrupted, run)
+    rebuilt = IndexFolder.build(tiny_dataset, copy, IndexConfig.from_dict({"bm25": {"k1": 0.9}}), log=lambda *_: None)
+    saved = json.loads((run / "config.json").read_text())
+    saved["index"] = str(copy)  # same folder name as the run was started with, but bm25 has changed since
+    (run / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(GarenError, match="index_stages"):
+        execute(tiny_dataset, rebuilt, config(), run, roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=1)), log=lambda *_: None)

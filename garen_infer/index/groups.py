@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from garen_infer.append_log import read_finished
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
@@ -87,14 +88,7 @@ def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
 def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], partial: Path) -> tuple[list[dict], dict]:
     texts = [d.full_text for d in dataset.documents]
     extractive = ExtractiveSummarizer(texts, folder.embeddings)
-    done: dict[int, dict] = {}
-    if partial.exists():
-        for line in partial.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-                done[record["group"]] = record
-            except (json.JSONDecodeError, KeyError):
-                break  # a torn last line: redo from there
+    done: dict[int, dict] = read_finished(partial, "group")
     kind = params.summarizer.get("backend", "extractive")
     generator = None
     if kind != "extractive":

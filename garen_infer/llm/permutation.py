@@ -34,6 +34,8 @@ def clean_response(text: str) -> str:
         text = answers[-1]
     elif "[Document Ranking]" in text:  # GAREN's reasoning prompt: the ranking follows its own header
         text = text.rsplit("[Document Ranking]", 1)[1]
+    elif "[Reasoning Trace]" in text:  # reasoning cut off before its ranking: its step numbers are not ids
+        text = ""
     return _ascii_digits(text)
 
 

@@ -2,7 +2,7 @@
 
 Per query (Algorithm 1 with App. E):
     W_1 = R_0[:w]
-    for t = 1..T:                      T = 1 + (budget - w) / (w - h)  ->  9 iterations, 100 documents
+    for t = 1..T:                      T = 1 + ceil((budget - w) / (w - h))  ->  9 iterations, 100 documents
         W~_t = Rerank(q, W_t)
         if t < T:                      (issued together with the reranking: both depend only on W_t)
             G_cand = { Omega(d') : d' in N_k(d), d in W_t }
@@ -61,7 +61,8 @@ class Garen(Method):
     # ---- the search ---------------------------------------------------------------------------------------------
     def search(self, state: QueryState) -> Search:
         c = self.config
-        iterations = 1 + max(0, (state.budget - c.window) // (c.window - c.keep))
+        step = c.window - c.keep
+        iterations = 1 + max(0, -(-(state.budget - c.window) // step))  # ceil: the last expansion may be partial
         window = list(state.first_stage[: min(c.window, state.budget)])
         observed, dropped = set(window), []  # dropped: reranked documents that left the window, latest first
         scores: dict[int, float] = {}  # Pi_q: the navigator's score cache for this query
@@ -90,7 +91,7 @@ class Garen(Method):
             if c.fill_from_first_stage and len(expansion) < room:
                 filled = [d for d in state.first_stage if d not in observed and d not in expansion][: room - len(expansion)]
             observed.update(expansion + filled)
-            dropped = reranked[c.keep :][::-1] + dropped
+            dropped = reranked[c.keep :] + dropped  # later windows' losers first, each in reranked order
             trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(self.doc_group[d] for d in expansion)),
                           "explore": explore, "filled_from_first_stage": len(filled)})
             window = reranked[: c.keep] + expansion + filled

@@ -54,10 +54,9 @@ class RgsConfig:
     first_stage: str = "graph"  # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
     search_list: int = 5000  # DiskANN search list for the "graph" first stage (code: search_L = 5000)
     depth: int = 1000  # documents in the output ranking at most (as the run's first stage keeps; BRIGHT: 1000)
-    backfill: bool = True  # after A: documents truncated from A (in the order they were cut), then unseen first-stage
-    #   documents. Harness choice for R@100 (SlideGAR's code backfills too); the author's code outputs only A's top 10,
-    #   so nDCG@10 is unchanged. A reranker that agrees with itself implies no order between documents cut at
-    #   different times; the order of the cuts puts the seeds' leftovers first, where retrieve-and-rerank has them.
+    backfill: bool = False  # append unseen first-stage documents after the observed ones. Off by default so
+    #   R@100 is recall over the documents the reranker observed (GAREN sec. 5). The observed documents always
+    #   follow A in the order they were cut from it (a harness choice; the author's code outputs A's top 10 only).
 
 
 class ReRankerGuidedSearch(Method):
@@ -139,9 +138,9 @@ class ReRankerGuidedSearch(Method):
         state.trace.update(stats, seeds=len(seeds), budget_used=len(seen), list_length=limit,
                            stop="budget" if len(seen) >= budget else "converged")
         ranking = list(A)
+        for batch in dropped:  # observed documents cut from A, in the order they were cut
+            ranking += batch
         if self.config.backfill:
-            for batch in dropped:
-                ranking += batch
             ranking += [d for d in initial if d not in seen][: max(0, self.config.depth - len(ranking))]
         return ranking
 

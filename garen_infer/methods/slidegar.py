@@ -20,7 +20,9 @@ class SlideGarConfig:
     budget: int = 100  # c, documents the reranker sees
     window: int = 20  # w (buffer_size)
     step: int = 10  # b (step_size): documents kept and documents added per iteration
-    backfill: bool = True  # append unscored R0 documents after the scored ones, as the official code does
+    # The official code appends unscored R0 documents after the scored ones (True). Off by default so R@100 is
+    # recall over the documents the reranker observed, as GAREN sec. 5 defines it for every method.
+    backfill: bool = False
 
 
 class SlideGar(Method):
