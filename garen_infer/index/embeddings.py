@@ -67,6 +67,15 @@ class Embedder:
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         return self._encode([self.params.query_prompt + t for t in texts], show_progress=False)
 
+    def query_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Query embeddings, each text encoded once per process: the reranker, the navigator and the
+        first stage of one run all ask for the same queries."""
+        cache = self.__dict__.setdefault("_query_cache", {})
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
+        if missing:
+            cache.update(zip(missing, self.encode_queries(missing)))
+        return [cache[t] for t in texts]
+
     def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
         vectors = self.encoder.encode(
             texts, batch_size=self.params.batch_size, show_progress_bar=show_progress,

@@ -35,19 +35,11 @@ class EmbeddingReranker:
 
     def __init__(self, embedder, doc_vectors: np.ndarray):
         self.embedder, self.doc_vectors = embedder, doc_vectors
-        self._query_vectors: dict[str, np.ndarray] = {}
-
-    def query_vectors(self, queries: list[str]) -> list[np.ndarray]:
-        missing = [q for q in dict.fromkeys(queries) if q not in self._query_vectors]
-        if missing:
-            for q, v in zip(missing, self.embedder.encode_queries(missing)):
-                self._query_vectors[q] = v
-        return [self._query_vectors[q] for q in queries]
 
     def rerank(self, jobs: list[RerankJob]) -> list[tuple[list[int], Completion]]:
         start = time.perf_counter()
         out = []
-        for job, qv in zip(jobs, self.query_vectors([j.query for j in jobs])):
+        for job, qv in zip(jobs, self.embedder.query_vectors([j.query for j in jobs])):
             rows = list(job.rows)
             sims = np.asarray(self.doc_vectors[rows]) @ qv
             order = np.argsort(-sims, kind="stable")
@@ -80,7 +72,6 @@ class EmbeddingYesNoScorer:
     def __init__(self, embedder):
         self.embedder = embedder
         self._text_vectors: dict[str, np.ndarray] = {}
-        self._reranker = EmbeddingReranker(embedder, np.zeros((0, 1), dtype=np.float32))
 
     def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
         start = time.perf_counter()
@@ -88,7 +79,7 @@ class EmbeddingYesNoScorer:
         if texts:
             for t, v in zip(texts, self.embedder.encode_documents(texts, show_progress=False)):
                 self._text_vectors[t] = v
-        query_vectors = self._reranker.query_vectors([q for q, _ in pairs])
+        query_vectors = self.embedder.query_vectors([q for q, _ in pairs])
         out = [Completion(score=float((1.0 + self._text_vectors[t] @ qv) / 2.0)) for (_, t), qv in zip(pairs, query_vectors)]
         for c in out:
             c.seconds = (time.perf_counter() - start) / max(len(out), 1)

@@ -98,14 +98,10 @@ class ReRankerGuidedSearch(Method):
     def query_vector(self, text: str):
         """The query's embedding. The runner starts queries in dataset order, so a miss also encodes the next
         queries of the dataset in the same batch (one batch of 64 costs about what two single queries do)."""
-        cache = self.__dict__.setdefault("_query_vectors", {})
-        if text not in cache:
-            texts = [q.text for q in self.dataset.queries] if self.dataset is not None else []
-            start = texts.index(text) if text in texts else len(texts)
-            batch = [text] + [t for t in dict.fromkeys(texts[start + 1 :]) if t not in cache and t != text][: self.PREFETCH - 1]
-            for t, v in zip(batch, self.index.embedder.encode_queries(batch)):
-                cache[t] = v
-        return cache[text]
+        texts = [q.text for q in self.dataset.queries] if self.dataset is not None else []
+        start = texts.index(text) + 1 if text in texts else len(texts)
+        batch = list(dict.fromkeys([text, *texts[start : start + self.PREFETCH - 1]]))
+        return self.index.embedder.query_vectors(batch)[0]  # the embedder encodes only what it has not seen
 
     def neighbours(self, row: int) -> list[int]:
         return self.index.proximity_graph.of(row)
