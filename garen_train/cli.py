@@ -1,10 +1,67 @@
-"""``garen-train``: training jobs. None is implemented yet; see the project's open issues."""
+"""``garen-train``: the training half of the toolkit.
+
+    garen-train mine     ...               replay a garen_infer traversal on an index and write training pairs
+    garen-train fit      --config FILE     a Lightning job (also validate, test, predict), driven by LightningCLI:
+                                           --print_config, dotted overrides (--trainer.max_epochs=2,
+                                           --model.init_args.lr=1e-4), --ckpt_path to resume a run
+    garen-train export   --checkpoint CKPT ...   turn a checkpoint into what garen-infer loads
+
+Every job's config names its LightningModule and LightningDataModule by class path (``model: {class_path: ...,
+init_args: ...}``), so one entry point serves every job and a new job is a module plus a YAML file under
+``configs/train/``. A module that can be exported implements the ``Exportable`` protocol of
+``garen_train.export``.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+
+from garen_infer.errors import GarenError
+
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+# other subcommands: name -> module with ``main(argv) -> int``
+JOBS = {"mine": "garen_train.mine", "export": "garen_train.export"}
+
+
+def usage() -> str:
+    return (__doc__ or "").strip()
+
+
+def run_lightning(argv: list[str]):
+    """LightningCLI in subclass mode: the config picks the module and data classes."""
+    from lightning.pytorch import LightningDataModule, LightningModule
+    from lightning.pytorch.cli import LightningCLI
+
+    saved, sys.argv = sys.argv, ["garen-train", *argv]  # LightningCLI reads sys.argv (and warns if args= also set)
+    try:
+        return LightningCLI(
+            LightningModule, LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
+            save_config_kwargs={"overwrite": True},
+        )
+    finally:
+        sys.argv = saved
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("garen-train: no training job is implemented yet (navigator LoRA and soft partitions are planned)", file=sys.stderr)
-    return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    command, rest = argv[0], argv[1:]
+    try:
+        if command in LIGHTNING_COMMANDS:
+            run_lightning([command, *rest])
+            return 0
+        if command in JOBS:
+            try:
+                module = importlib.import_module(JOBS[command])
+            except ModuleNotFoundError as err:
+                if err.name != JOBS[command]:
+                    raise
+                raise GarenError(f"'{command}' is not available in this version") from None
+            return module.main(rest)
+        raise GarenError(f"unknown command '{command}'; choose one of {', '.join([*LIGHTNING_COMMANDS, *JOBS])}")
+    except GarenError as err:
+        print(f"garen-train {command}: error: {err}", file=sys.stderr)
+        return 2
