@@ -153,6 +153,10 @@ def test_a_folder_is_trusted_only_when_finished_and_unchanged(tmp_path):
         handle.write(json.dumps(line("z", "added later")) + "\n")
     with pytest.raises(GarenError, match="does not match manifest.json"):
         read_mined(folder)
+    with open(folder / "groups.jsonl", "a") as handle:
+        handle.write('{"qid": "torn')  # a torn last line reads as a changed file too, not as a JSON traceback
+    with pytest.raises(GarenError, match="does not match manifest.json"):
+        read_mined(folder)
     (folder / "manifest.json").unlink()
     with pytest.raises(GarenError, match="not a finished 'garen-train mine' output"):
         read_mined(folder)
@@ -163,10 +167,10 @@ def test_a_rewrite_that_dies_leaves_no_trusted_folder(tmp_path, monkeypatch):
     write(folder, "training", [line("a", "first")])
     import garen_train.mining.folder as module
 
-    def dies(path, text):
+    def dies(path, lines):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(module, "write_text", dies)
+    monkeypatch.setattr(module, "write_jsonl", dies)
     with pytest.raises(KeyboardInterrupt):
         write(folder, "training", [line("b", "second")])
     with pytest.raises(GarenError, match="not a finished"):  # the old manifest went first: nothing reads as done

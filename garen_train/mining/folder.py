@@ -30,7 +30,7 @@ from pathlib import Path
 
 from garen_infer.data.dataset import Query
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import write_json, write_text
+from garen_infer.index.atomic import atomic_path, write_json
 from garen_train.mining.guard import check_disjoint
 
 FORMAT = "garen-mined-pairs/1"
@@ -42,14 +42,21 @@ def write_mined(out: Path, groups: list[dict], documents: list[dict], manifest: 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # until the new manifest lands, the folder reads as unfinished
-    files = {}
-    for name, lines in ((GROUPS, groups), (DOCUMENTS, documents)):
-        text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-        write_text(out / name, text)
-        files[name] = {"lines": len(lines), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+    files = {name: write_jsonl(out / name, lines) for name, lines in ((GROUPS, groups), (DOCUMENTS, documents))}
     manifest = {"format": FORMAT, **manifest, "files": files}
     write_json(out / MANIFEST, manifest)
     return manifest
+
+
+def write_jsonl(path: Path, lines: list[dict]) -> dict:
+    """Stream the lines to a temporary name (a SciFact train mine is ~100k lines), hash them, rename."""
+    digest = hashlib.sha256()
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        for line in lines:
+            raw = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+            digest.update(raw)
+            handle.write(raw)
+    return {"lines": len(lines), "sha256": digest.hexdigest()}
 
 
 @dataclass
@@ -85,13 +92,20 @@ def read_mined(folder: str | Path, purpose: str | None = None) -> MinedPairs:
         raise GarenError(f"purpose '{purpose}' is not one of {', '.join(PURPOSES)}")
     if purpose == "training" and manifest["purpose"] != "training":
         raise GarenError(f"{folder}: mined from {manifest['dataset']['name']} with --evaluation; it may validate or test a model, never train one")
-    lines = {}
-    for name, expected in manifest["files"].items():
-        raw = (folder / name).read_bytes() if (folder / name).is_file() else b""
-        if hashlib.sha256(raw).hexdigest() != expected["sha256"]:
-            raise GarenError(f"{folder / name}: does not match {MANIFEST} (changed or truncated after mining); mine again")
-        lines[name] = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+    lines = {name: read_jsonl(folder / name, expected["sha256"]) for name, expected in manifest["files"].items()}
     return MinedPairs(folder, manifest, lines[GROUPS], lines[DOCUMENTS])
+
+
+def read_jsonl(path: Path, sha256: str) -> list[dict]:
+    digest, raw_lines = hashlib.sha256(), []
+    if path.is_file():
+        with open(path, "rb") as handle:
+            for raw in handle:
+                digest.update(raw)
+                raw_lines.append(raw)
+    if digest.hexdigest() != sha256:
+        raise GarenError(f"{path}: does not match {MANIFEST} (changed or truncated after mining); mine again")
+    return [json.loads(raw) for raw in raw_lines]
 
 
 def check_training_data(training: MinedPairs, *held_out: MinedPairs) -> None:
