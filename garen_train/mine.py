@@ -85,17 +85,10 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     rankings = first_stage(index, [q.text for q in queries], FirstStageConfig(**traversal.config.first_stage))
     first_stage_seconds = time.perf_counter() - start
-    groups, documents, initial_gold = [], [], {}
-    for query, ranking in zip(queries, rankings):
-        judgments = dataset.qrels.get(query.id, {})
-        gold = {dataset.doc_index[d] for d, rel in judgments.items() if rel > 0 and d in dataset.doc_index}
-        method = traversal.method
-        groups += group_pairs(query, traversal.records[query.id]["trace"].get("iterations", []), gold, method.doc_group, method.texts)
-        documents += document_pairs(query, judgments, ranking, dataset.documents, dataset.doc_index, negatives)
-        initial_gold[query.id] = {str(method.doc_group[r]) for r in ranking[: method.config.window] if r in gold}
+    groups, documents, initial_gold = label_queries(dataset, queries, rankings, traversal, negatives)
 
     start = time.perf_counter()
-    score_lines(traversal.navigator, groups + documents if args.scores == "all" else groups if args.scores == "groups" else [])
+    score_lines(traversal.navigator, {"all": groups + documents, "groups": groups, "none": []}[args.scores])
     scoring_seconds = time.perf_counter() - start
 
     manifest = {
@@ -150,6 +143,20 @@ def guarded_dataset(dataset: Dataset, args) -> tuple[Dataset, dict]:
         "dropped": [asdict(o) for o in dropped],
     }
     return Dataset(dataset.name, dataset.documents, kept, {q: j for q, j in dataset.qrels.items() if q not in gone}), record
+
+
+def label_queries(dataset: Dataset, queries: list[Query], rankings: list[list[int]], traversal, negatives: NegativeSampling):
+    """Group and document lines for each query, and the gold groups its first window already held (App. C.3)."""
+    groups, documents, initial_gold = [], [], {}
+    method = traversal.method
+    for query, ranking in zip(queries, rankings):
+        judgments = dataset.qrels.get(query.id, {})
+        gold = {dataset.doc_index[d] for d, rel in judgments.items() if rel > 0 and d in dataset.doc_index}
+        iterations = traversal.records[query.id]["trace"].get("iterations", [])
+        groups += group_pairs(query, iterations, gold, method.doc_group, method.texts)
+        documents += document_pairs(query, judgments, ranking, dataset.documents, dataset.doc_index, negatives)
+        initial_gold[query.id] = {str(method.doc_group[r]) for r in ranking[: method.config.window] if r in gold}
+    return groups, documents, initial_gold
 
 
 def score_lines(navigator, lines: list[dict]) -> None:
