@@ -43,8 +43,9 @@ def first_stage_stage(config: RunConfig) -> str:
     return "embeddings" if FirstStageConfig(**config.first_stage).kind == "dense" else "bm25"
 
 
-def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
-    out = Path(out)
+def configure_method(dataset: Dataset, index, config: RunConfig):
+    """The method a run configuration names, built on this index: (class, options, method, budget). Refuses
+    unknown options and an index that lacks a stage the method reads (``garen-infer bench`` plans with this)."""
     method_cls = get_method(config.method)
     options_dict = dict(config.method_options)
     takes_budget = "budget" in method_cls.Config.__dataclass_fields__
@@ -55,6 +56,24 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
     method = method_cls(options, index, dataset)  # its options may change the stages and roles it uses
     for stage in method.index_stages:
         index.require(stage, f"method '{config.method}'")
+    return method_cls, options, method, budget
+
+
+def build_method_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
+    """The model roles a configured method uses, built from the run's models (loads the models)."""
+    from garen_infer.llm.cache import ResponseCache
+    from garen_infer.llm.roles import build_roles
+
+    needed = {r: config.models[r] for r in method.roles if r in config.models}
+    missing = [r for r in method.roles if r not in config.models]
+    if missing:
+        raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
+    return build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
+
+
+def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+    out = Path(out)
+    method_cls, options, method, budget = configure_method(dataset, index, config)
     resolved = {
         "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
         # a stage rebuilt with other params between an interruption and a resume must not be mixed in
@@ -84,14 +103,7 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
     wall = 0.0
     if todo:
         if roles is None:
-            from garen_infer.llm.cache import ResponseCache
-            from garen_infer.llm.roles import build_roles
-
-            needed = {r: config.models[r] for r in method.roles if r in config.models}
-            missing = [r for r in method.roles if r not in config.models]
-            if missing:
-                raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
+            roles = build_method_roles(method, config, dataset, index, cache)
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage))
         states = [QueryState(q, rows, budget) for q, rows in zip(todo, first)]
         scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
