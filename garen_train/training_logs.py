@@ -91,6 +91,8 @@ def read_tensorboard(folder: Path, name: str) -> LoggedRun:
         if tag in NOT_METRICS:
             continue
         points = sorted((e.step, float(e.value)) for e in accumulator.Scalars(tag) if math.isfinite(e.value))
+        if tag == "hp_metric" and points == [(0, -1.0)]:
+            continue  # TensorBoardLogger's placeholder when no hyperparameter metric was set
         if points:
             run.series[tag] = points
     return run

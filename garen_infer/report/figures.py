@@ -67,7 +67,7 @@ def accuracy_vs_cost(matrix: DatasetMatrix, path: Path) -> str | None:
     """nDCG@10 against model calls, model seconds and (when priced) dollars per query, like GAREN Fig. 6."""
     if not matrix.cells:
         return None
-    axes_spec = [("requests", "model calls per query (cache hits included)"), ("model_seconds", "model seconds per query")]
+    axes_spec = [("requests", "model calls per query, all roles (cache hits included)"), ("model_seconds", "model seconds per query")]
     if any(c.cost.get("dollars") for c in matrix.cells):
         axes_spec.append(("dollars", "dollars per query (estimated from tokens)"))
     style = styles(matrix.labels)

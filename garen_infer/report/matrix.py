@@ -155,14 +155,13 @@ def _rounded(value):
     return value
 
 
-def per_query_lines(matrix: DatasetMatrix) -> list[str]:
-    """CSV lines: dataset, label, budget, query id, then one column per measure (for one's own analyses)."""
-    lines = []
+def per_query_rows(matrix: DatasetMatrix) -> list[list]:
+    """Rows of per_query.csv: dataset, label, budget, query id, then one value per measure (for one's own analyses)."""
+    rows = []
     for c in matrix.cells:
         for qid in sorted(c.scores[MEASURES[0]]):
-            values = ",".join(f"{c.scores[m][qid]:.6f}" for m in MEASURES)
-            lines.append(f"{matrix.name},{c.label},{'' if c.budget is None else c.budget},{json.dumps(qid)},{values}")
-    return lines
+            rows.append([matrix.name, c.label, "" if c.budget is None else c.budget, qid, *(f"{c.scores[m][qid]:.6f}" for m in MEASURES)])
+    return rows
 
 
 def first_stage_provider(index, dataset: Dataset):

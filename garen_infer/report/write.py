@@ -11,6 +11,7 @@ of an old report mixed with half of a new one:
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.report import figures, tables
 from garen_infer.report.document import Code, Document, Figure, Heading, Paragraph, Table
-from garen_infer.report.matrix import Cell, collect, first_stage_provider, matrix_json, per_query_lines
+from garen_infer.report.matrix import Cell, collect, first_stage_provider, matrix_json, per_query_rows
 from garen_infer.report.provenance import provenance
 from garen_infer.report.run_results import MEASURES, RunResult
 
@@ -54,8 +55,10 @@ def write_report(config, prepared, log=print, command: str = "") -> Path:
                    "significance": vars(config.significance), "prices": {r: vars(p) for r, p in config.prices.items()},
                    "datasets": {m.name: matrix_json(m) for m in matrices}}
         (tmp / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-        lines = ["dataset,method,budget,query_id," + ",".join(MEASURES)] + [l for m in matrices for l in per_query_lines(m)]
-        (tmp / "per_query.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        with open(tmp / "per_query.csv", "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(["dataset", "method", "budget", "query_id", *MEASURES])
+            writer.writerows(row for m in matrices for row in per_query_rows(m))
         (tmp / "bench.yaml").write_text(config.text or "", encoding="utf-8")
     log(f"[bench] report written to {out}")
     return out
