@@ -3,6 +3,7 @@ from a DatasetMatrix and returns its caption, which says exactly what the axes s
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -82,6 +83,10 @@ def accuracy_vs_cost(matrix: DatasetMatrix, path: Path) -> str | None:
             for c, x, y in zip(row, xs, ys):
                 if c.budget is not None:
                     ax.annotate(str(c.budget), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=style[label]["color"])
+        positive = [c.cost[key] for c in matrix.cells if c.cost.get(key)]
+        if positive and max(positive) / min(positive) > 20:  # costs spread over decades: log scale, 0 kept on it
+            ax.set_xscale("symlog", linthresh=10 ** math.floor(math.log10(min(positive))), linscale=0.6)
+            xlabel += " (log scale)"
         ax.set_xlabel(xlabel)
         ax.set_ylabel("nDCG@10")
         ax.grid(alpha=0.3)
