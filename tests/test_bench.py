@@ -102,10 +102,17 @@ def test_tables_hold_the_runs_numbers(bench):
     assert lines[0] == "dataset,method,budget,query_id,nDCG@10,R@100" and len(lines) == 1 + 10 * 5
 
 
-def test_rerun_makes_no_model_call_and_changes_no_run(bench):
+def test_rerun_makes_no_model_call_and_changes_no_run(bench, monkeypatch):
     tmp, _, again, traces = bench
     assert (again.queries_run, again.model_calls) == (0, 0)
     assert all(p.read_bytes() == data for p, data in traces.items())
+
+    def no_models(*_):
+        raise AssertionError("a finished cell loaded its models")
+
+    monkeypatch.setattr("garen_infer.runner.build_method_roles", no_models)
+    config = load_bench_config(tmp / "bench.yaml")
+    assert run_bench(config, ResponseCache(tmp / "cache.sqlite"), log=lambda *_: None).queries_run == 0
 
 
 def test_fresh_run_folders_are_answered_from_the_cache(bench, far_dataset_dir, full_index, tiny_model_dir, tmp_path):
@@ -142,6 +149,14 @@ def test_the_cli_runs_the_bench_and_compares_two_runs(bench, far_dataset_dir, ca
     assert main(["compare", str(a), str(b), "--dataset", f"beir:{far_dataset_dir}"]) == 0
     text = capsys.readouterr().out
     assert "wins" in text and "t-test p" in text and "5 queries answered by both" in text
+
+
+def test_compare_refuses_another_corpus(bench, tmp_path, capsys):
+    tmp, _, _, _ = bench
+    other = write_beir(tmp_path / "other", DOCS[:8], QUERIES[:2], [q for q in QRELS if q[0] in ("q1", "q2")])
+    assert main(["compare", str(tmp / "runs" / "tiny" / "garen@4"), str(tmp / "runs" / "tiny" / "rerank@4"), "--dataset", f"beir:{other}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "this run was made on corpus" in err[0]
 
 
 def test_unavailable_cells_are_refused_before_anything_runs_or_listed(far_dataset_dir, tiny_index, tiny_model_dir, tmp_path):
