@@ -33,7 +33,8 @@ def bench_file(tmp_path, data_dir, index, tiny_model_dir, **extra) -> str:
         "preset": "cpu-default",
         "budgets": [4, 8],
         "datasets": {"tiny": {"spec": f"beir:{data_dir}", "index": str(index)}},
-        "methods": ["all", {"method": "rerank", "label": "rerank-llm", "budgets": [8], "set": [
+        "methods": ["all", {"method": "garen", "label": "garen-w4", "budgets": [8], "set": ["methods.garen.window=4", "methods.garen.keep=2"]},
+                    {"method": "rerank", "label": "rerank-llm", "budgets": [8], "set": [
             f"models.reranker={json.dumps({'backend': 'transformers', 'model': str(tiny_model_dir), 'device': 'cpu', 'prompt': 'rankgpt', 'max_words': 20, 'sampling': {'max_tokens': 8}})}"]}],
         "baseline": "rerank",
         "significance": {"permutations": 2000, "seed": 0},
@@ -65,7 +66,7 @@ def test_report_folder_has_every_file(bench):
     for name in ("report.md", "report.html", "summary.md", "results.json", "per_query.csv", "bench.yaml"):
         assert (report / name).is_file(), name
     figures = sorted(p.name for p in (report / "figures").glob("*.png"))
-    assert figures == ["tiny-accuracy-vs-budget.png", "tiny-accuracy-vs-cost.png", "tiny-gold-distance.png", "tiny-reachability.png"]
+    assert figures == ["tiny-accuracy-vs-budget.png", "tiny-accuracy-vs-cost.png", "tiny-gold-distance.png", "tiny-reachability.png", "tiny-traversal.png"]
     from matplotlib.image import imread
 
     for name in figures:
@@ -75,7 +76,7 @@ def test_report_folder_has_every_file(bench):
         assert image.shape[0] > 200 and image.shape[1] > 400 and image.std() > 0  # a real, non-blank picture
     html = (report / "report.html").read_text()
     assert html.count("data:image/png;base64,") == len(figures) and "src='figures/" not in html  # self-contained
-    assert first.queries_run == 5 * 10 and first.model_calls > 0  # 5 queries x (4 methods x 2 budgets, bm25, rerank-llm@8)
+    assert first.queries_run == 5 * 11 and first.model_calls > 0  # 5 queries x (4 methods x 2 budgets, bm25, garen-w4@8, rerank-llm@8)
 
 
 def test_tables_hold_the_runs_numbers(bench):
@@ -83,7 +84,7 @@ def test_tables_hold_the_runs_numbers(bench):
     report = (tmp / "report" / "report.md").read_text()
     results = json.loads((tmp / "report" / "results.json").read_text())["datasets"]["tiny"]
     assert {(c["label"], c["budget"]) for c in results["cells"]} == {
-        ("bm25", None), *((m, b) for m in ("rerank", "slidegar", "garen", "rgs") for b in (4, 8)), ("rerank-llm", 8)}
+        ("bm25", None), *((m, b) for m in ("rerank", "slidegar", "garen", "rgs") for b in (4, 8)), ("garen-w4", 8), ("rerank-llm", 8)}
     for cell in results["cells"]:
         metrics = json.loads((tmp / "runs" / "tiny" / (cell["label"] + ("" if cell["budget"] is None else f"@{cell['budget']}")) / "metrics.json").read_text())
         assert cell["nDCG@10"] == pytest.approx(metrics["nDCG@10"], abs=1e-6) and cell["R@100"] == pytest.approx(metrics["R@100"], abs=1e-6)
@@ -99,7 +100,7 @@ def test_tables_hold_the_runs_numbers(bench):
     assert reach[("rerank", 8)] == {"1": {"queries": 1, "hit@100": 0.0}}  # reranking BM25's list never sees vol3
     assert "Hit@100" in report
     lines = (tmp / "report" / "per_query.csv").read_text().splitlines()
-    assert lines[0] == "dataset,method,budget,query_id,nDCG@10,R@100" and len(lines) == 1 + 10 * 5
+    assert lines[0] == "dataset,method,budget,query_id,nDCG@10,R@100" and len(lines) == 1 + 11 * 5
 
 
 def test_rerun_makes_no_model_call_and_changes_no_run(bench, monkeypatch):
@@ -118,7 +119,7 @@ def test_rerun_makes_no_model_call_and_changes_no_run(bench, monkeypatch):
 def test_fresh_run_folders_are_answered_from_the_cache(bench, far_dataset_dir, full_index, tiny_model_dir, tmp_path):
     tmp, _, _, _ = bench
     config = load_bench_config(bench_file(tmp_path, far_dataset_dir, full_index.path, tiny_model_dir))
-    config.methods = [m for m in config.methods if m != "all"]  # the LLM cell only
+    config.methods = [m for m in config.methods if m != "all" and m.label == "rerank-llm"]  # the LLM cell only
     outcome = run_bench(config, ResponseCache(tmp / "cache.sqlite"), log=lambda *_: None)
     assert outcome.queries_run == 5 and outcome.model_calls == 0
     records = [json.loads(l) for l in (tmp_path / "runs" / "tiny" / "rerank-llm@8" / "trace.jsonl").read_text().splitlines()]

@@ -22,6 +22,7 @@ from garen_infer.report.document import Code, Document, Figure, Heading, Paragra
 from garen_infer.report.matrix import Cell, collect, first_stage_provider, matrix_json, per_query_rows
 from garen_infer.report.provenance import provenance
 from garen_infer.report.run_results import MEASURES, RunResult
+from garen_infer.report.traversal import traversal
 
 KIND = "garen-bench-report"  # marks a folder this module may replace
 
@@ -29,12 +30,13 @@ KIND = "garen-bench-report"  # marks a folder this module may replace
 def write_report(config, prepared, log=print, command: str = "") -> Path:
     out = Path(config.report)
     check_report_folder(out, Path(config.runs))
-    matrices = []
+    matrices, case_studies = [], {}
     for matrix, dataset, index, plans in prepared:
         matrix.cells = [Cell(p.entry.label, p.entry.method, p.budget, RunResult.load(p.folder)) for p in plans if not p.problem]
-        collect(matrix, dataset, index, config.prices, config.significance.permutations, config.significance.seed,
-                first_stage_provider(index, dataset))
+        first_stage_rows = first_stage_provider(index, dataset)
+        collect(matrix, dataset, index, config.prices, config.significance.permutations, config.significance.seed, first_stage_rows)
         matrices.append(matrix)
+        case_studies[matrix.name] = lambda path, m=matrix, d=dataset, i=index, f=first_stage_rows: traversal(m, d, i, f, path)
     facts = provenance()
     command = command or f"garen-infer bench --config {config.path}"
     with atomic_path(out) as tmp:
@@ -44,7 +46,7 @@ def write_report(config, prepared, log=print, command: str = "") -> Path:
         doc.add(*setup)
         summary.add(*setup)
         for matrix in matrices:
-            doc.add(*_dataset_section(matrix, tmp / "figures", config.significance.alpha))
+            doc.add(*_dataset_section(matrix, tmp / "figures", config.significance.alpha, case_studies[matrix.name]))
             summary.add(*_summary_section(matrix, config.significance.alpha))
         doc.add(Heading("Provenance"), Paragraph(f"Command: `{command}`. The bench file:"), Code(config.text or "", "yaml"),
                 Paragraph("Package versions and machine:"), Code(json.dumps(facts, indent=2), "json"))
@@ -119,7 +121,7 @@ def _setup(config, matrices, facts: dict, command: str) -> list:
     return [Heading("Setup"), Paragraph("  \n".join(lines))]
 
 
-def _dataset_section(matrix, figures_dir: Path, alpha: float) -> list:
+def _dataset_section(matrix, figures_dir: Path, alpha: float, case_study) -> list:
     blocks: list = [Heading(matrix.name)]
     for measure in MEASURES:
         blocks.append(tables.accuracy_table(matrix, measure, alpha))
@@ -135,7 +137,8 @@ def _dataset_section(matrix, figures_dir: Path, alpha: float) -> list:
     reach = tables.reachability_table(matrix)
     if reach is not None:
         blocks.append(reach)
-    for name, draw in (("reachability", figures.reachability), ("gold-distance", figures.gold_distance)):
+    for name, draw in (("reachability", figures.reachability), ("gold-distance", figures.gold_distance),
+                       ("traversal", lambda m, path: case_study(path))):
         path = figures_dir / f"{matrix.name}-{name}.png"
         caption = draw(matrix, path)
         if caption:
