@@ -5,7 +5,8 @@ of an old report mixed with half of a new one:
     summary.md               setup and the main tables only (what benchmarks/bench_readme.py puts in the README)
     results.json             every number of the tables, each cell's resolved configuration, the provenance
     per_query.csv            dataset, method, budget, query id, nDCG@10, R@100 for every cell
-    figures/*.png            accuracy against budget, accuracy against cost, reachability, distance to gold
+    figures/*.png            accuracy against budget and against cost, reachability by distance, distance to gold
+                             on the document and group graphs, a traversal case study
     bench.yaml               the bench file as it was given
 """
 
@@ -30,13 +31,13 @@ KIND = "garen-bench-report"  # marks a folder this module may replace
 def write_report(config, prepared, log=print, command: str = "") -> Path:
     out = Path(config.report)
     check_report_folder(out, Path(config.runs))
-    matrices, case_studies = [], {}
+    sections = []  # (matrix, dataset, index, first-stage rows)
     for matrix, dataset, index, plans in prepared:
         matrix.cells = [Cell(p.entry.label, p.entry.method, p.budget, RunResult.load(p.folder)) for p in plans if not p.problem]
         first_stage_rows = first_stage_provider(index, dataset)
         collect(matrix, dataset, index, config.prices, config.significance.permutations, config.significance.seed, first_stage_rows)
-        matrices.append(matrix)
-        case_studies[matrix.name] = lambda path, m=matrix, d=dataset, i=index, f=first_stage_rows: traversal(m, d, i, f, path)
+        sections.append((matrix, dataset, index, first_stage_rows))
+    matrices = [s[0] for s in sections]
     facts = provenance()
     command = command or f"garen-infer bench --config {config.path}"
     with atomic_path(out) as tmp:
@@ -45,8 +46,9 @@ def write_report(config, prepared, log=print, command: str = "") -> Path:
         setup = _setup(config, matrices, facts, command)
         doc.add(*setup)
         summary.add(*setup)
-        for matrix in matrices:
-            doc.add(*_dataset_section(matrix, tmp / "figures", config.significance.alpha, case_studies[matrix.name]))
+        for matrix, dataset, index, first_stage_rows in sections:
+            doc.add(*_dataset_section(matrix, tmp / "figures", config.significance.alpha,
+                                      lambda path: traversal(matrix, dataset, index, first_stage_rows, path)))
             summary.add(*_summary_section(matrix, config.significance.alpha))
         doc.add(Heading("Provenance"), Paragraph(f"Command: `{command}`. The bench file:"), Code(config.text or "", "yaml"),
                 Paragraph("Package versions and machine:"), Code(json.dumps(facts, indent=2), "json"))
@@ -122,6 +124,7 @@ def _setup(config, matrices, facts: dict, command: str) -> list:
 
 
 def _dataset_section(matrix, figures_dir: Path, alpha: float, case_study) -> list:
+    """One dataset's tables and figures; ``case_study(path)`` draws its traversal figure (it needs the index)."""
     blocks: list = [Heading(matrix.name)]
     for measure in MEASURES:
         blocks.append(tables.accuracy_table(matrix, measure, alpha))
