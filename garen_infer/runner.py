@@ -59,18 +59,6 @@ def configure_method(dataset: Dataset, index, config: RunConfig):
     return method_cls, options, method, budget
 
 
-def build_method_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
-    """The model roles a configured method uses, built from the run's models (loads the models)."""
-    from garen_infer.llm.cache import ResponseCache
-    from garen_infer.llm.roles import build_roles
-
-    needed = {r: config.models[r] for r in method.roles if r in config.models}
-    missing = [r for r in method.roles if r not in config.models]
-    if missing:
-        raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-    return build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
-
-
 def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
     out = Path(out)
     method_cls, options, method, budget = configure_method(dataset, index, config)
@@ -103,7 +91,14 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
     wall = 0.0
     if todo:
         if roles is None:
-            roles = build_method_roles(method, config, dataset, index, cache)
+            from garen_infer.llm.cache import ResponseCache
+            from garen_infer.llm.roles import build_roles
+
+            needed = {r: config.models[r] for r in method.roles if r in config.models}
+            missing = [r for r in method.roles if r not in config.models]
+            if missing:
+                raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
+            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage))
         states = [QueryState(q, rows, budget) for q, rows in zip(todo, first)]
         scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)

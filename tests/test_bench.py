@@ -111,7 +111,7 @@ def test_rerun_makes_no_model_call_and_changes_no_run(bench, monkeypatch):
     def no_models(*_):
         raise AssertionError("a finished cell loaded its models")
 
-    monkeypatch.setattr("garen_infer.runner.build_method_roles", no_models)
+    monkeypatch.setattr("garen_infer.llm.roles.build_roles", no_models)
     config = load_bench_config(tmp / "bench.yaml")
     assert run_bench(config, ResponseCache(tmp / "cache.sqlite"), log=lambda *_: None).queries_run == 0
 

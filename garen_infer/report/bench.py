@@ -28,20 +28,6 @@ class CellPlan:
     folder: Path
     run_config: object  # garen_infer.runner.RunConfig
     problem: str | None = None  # why it cannot run here (a model or index stage it lacks)
-    method: object = None  # the configured method (its roles decide which models the cell loads)
-
-
-class SharedRoles:
-    """Model roles built on first use and then shared by every cell of a dataset that uses the same models, so a
-    model loads once per dataset instead of once per cell, and a cell with nothing left to run loads none."""
-
-    def __init__(self, build):
-        self._build, self._roles = build, None
-
-    def __getattr__(self, name):  # reranker, scorer(role), generator: whatever the scheduler asks for
-        if self._roles is None:
-            self._roles = self._build()
-        return getattr(self._roles, name)
 
 
 @dataclass
@@ -73,13 +59,11 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
                                labels=[e.label for e in entries], budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
                                baseline=config.baseline,
                                embedding_model=(index.manifest["stages"].get("embeddings") or {}).get("params", {}).get("model"))
-        shared: dict[str, SharedRoles] = {}
         for plan in plans:
             if plan.problem:
                 matrix.skipped.append(Skipped(plan.entry.label, plan.budget, plan.problem))
                 continue
-            roles = _shared_roles(shared, plan, dataset, index, cache)
-            ran, calls = _run_cell(dataset, index, plan, roles, cache, log)
+            ran, calls = _run_cell(dataset, index, plan, cache, log)
             queries_run, model_calls = queries_run + ran, model_calls + calls
             log(f"[bench] {entry.name} {plan.folder.name}: {ran} queries run now, {calls} model calls")
         matrices.append((matrix, dataset, index, plans))
@@ -137,7 +121,7 @@ def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodE
     plans = []
     for budget in budgets or [None]:  # no budgets: once, with the preset's
         run_config = run_config_from(preset, entry.method, budget, cell_limit)
-        problem, resolved, method = None, budget, None
+        problem, resolved = None, budget
         try:
             _, _, method, resolved = configure_method(dataset, index, run_config)
             missing = [r for r in method.roles if r not in run_config.models]
@@ -147,28 +131,21 @@ def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodE
             problem = str(err)
         name = entry.label if resolved is None else f"{entry.label}@{resolved}"
         folder = config.runs / dataset_entry.name / (name + (f".first{cell_limit}" if cell_limit else ""))
-        plans.append(CellPlan(entry, resolved, folder, run_config, problem, method))
+        plans.append(CellPlan(entry, resolved, folder, run_config, problem))
     return plans
 
 
-def _shared_roles(shared: dict, plan: CellPlan, dataset, index, cache) -> SharedRoles:
-    from garen_infer.runner import build_method_roles
-
-    models = plan.run_config.models
-    key = json.dumps({r: models.get(r) for r in plan.method.roles}, sort_keys=True)
-    if key not in shared:
-        shared[key] = SharedRoles(lambda: build_method_roles(plan.method, plan.run_config, dataset, index, cache))
-    return shared[key]
-
-
-def _run_cell(dataset, index, plan: CellPlan, roles, cache, log) -> tuple[int, int]:
-    """Run (or resume, or only re-read) one cell; (queries answered now, model calls they made)."""
+def _run_cell(dataset, index, plan: CellPlan, cache, log) -> tuple[int, int]:
+    """Run (or resume, or only re-read) one cell; (queries answered now, model calls they made). Each cell opens
+    the index and loads its models afresh, exactly as ``garen-infer run`` would: no cell inherits another's warm
+    caches (query embeddings, group-summary vectors), so its seconds do not depend on the order cells ran in."""
+    from garen_infer.index.folder import IndexFolder
     from garen_infer.runner import execute
 
     trace = plan.folder / "trace.jsonl"
     before = set(read_finished(trace, "qid"))
     start = time.perf_counter()
-    metrics = execute(dataset, index, plan.run_config, plan.folder, roles=roles, cache=cache, log=log)
+    metrics = execute(dataset, IndexFolder.open(index.path, dataset), plan.run_config, plan.folder, cache=cache, log=log)
     wall = time.perf_counter() - start
     records = read_finished(trace, "qid")
     new = [r for qid, r in records.items() if qid not in before]
