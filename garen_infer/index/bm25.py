@@ -14,18 +14,20 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from garen_infer.index.atomic import atomic_path
+from garen_infer.settings import NonNegativeFloat, Probability
 
 
 @dataclass(frozen=True)
 class Bm25Params:
-    variant: str = "bm25s"  # "bm25s" | "bright"
-    k1: float = 1.2
-    b: float = 0.75
+    variant: Literal["bm25s", "bright"] = "bm25s"
+    k1: NonNegativeFloat = 1.2
+    b: Probability = 0.75  # length normalisation, 0 (none) to 1 (full)
     stopwords: str = "en"  # bm25s list name, or "lucene" for Lucene's English stop set
     stemmer: str = "english"  # a PyStemmer algorithm ("english" = Snowball, "porter" as Lucene), or "" for none
 

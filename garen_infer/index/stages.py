@@ -18,6 +18,7 @@ from garen_infer.index.atomic import save_array
 from garen_infer.index.bm25 import Bm25Index, Bm25Params
 from garen_infer.index.embeddings import Embedder, EmbeddingParams
 from garen_infer.index.knn_graph import KnnGraph
+from garen_infer.settings import Count
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def _build_embeddings(folder, dataset, params: EmbeddingParams) -> dict:
 
 @dataclass(frozen=True)
 class KnnGraphParams:
-    k: int = 16  # GAREN App. A: each document linked to its 16 most similar documents (exact cosine)
+    k: Count = 16  # GAREN App. A: each document linked to its 16 most similar documents (exact cosine)
 
 
 def _build_knn_graph(folder, dataset, params: KnnGraphParams) -> dict:
@@ -89,14 +90,12 @@ class IndexConfig:
     @classmethod
     def from_dict(cls, raw: dict) -> "IndexConfig":
         from garen_infer.errors import GarenError
+        from garen_infer.settings import build
 
         load_optional_stages()
         stages = {}
         for name, values in (raw or {}).items():
             if name not in STAGES:
                 raise GarenError(f"unknown index stage '{name}'; known: {', '.join(STAGES)}")
-            try:
-                stages[name] = STAGES[name].params_type(**(values or {}))
-            except TypeError as err:
-                raise GarenError(f"index stage '{name}': {err}") from err
+            stages[name] = build(STAGES[name].params_type, values, f"index.{name}")
         return cls(stages)
