@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from garen_infer.errors import GarenError
+from garen_infer.writer_lock import writer_lock
 
 
 def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> None:
@@ -129,11 +131,15 @@ def cmd_demo(args) -> int:
     return run_demo(out, args.method)
 
 
+WRITES = {"index": "index folder", "run": "run folder"}  # commands that write the folder named by --out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "demo": cmd_demo}[args.command]
     try:
-        return command(args)
+        with writer_lock(args.out, WRITES[args.command]) if args.command in WRITES else nullcontext():
+            return command(args)  # a second writer of the folder is refused before any data loads
     except GarenError as err:
         print(f"garen-infer {args.command}: error: {err}", file=sys.stderr)
         return 2

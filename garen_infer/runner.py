@@ -25,6 +25,7 @@ from garen_infer.index.atomic import write_json
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.scheduler import Scheduler
 from garen_infer.settings import Count
+from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
 
 
@@ -53,6 +54,12 @@ def first_stage_stage(config: RunConfig) -> str:
 
 
 def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+    """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
+    with writer_lock(out, "run folder"):
+        return _execute(dataset, index, config, out, roles, cache, log)
+
+
+def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
     out = Path(out)
     method_cls = get_method(config.method)
     options_dict = dict(config.method_options)

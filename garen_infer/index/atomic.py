@@ -12,12 +12,15 @@ from pathlib import Path
 import numpy as np
 
 
+TEMP_MARK = ".tmp-"  # in the name of every temporary folder below; a dead writer's are swept by the next one
+
+
 @contextmanager
 def atomic_path(path: Path):
     """Yield a temporary sibling path; on success it replaces ``path`` (file or folder) in one rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)) / path.name
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TEMP_MARK}", dir=path.parent)) / path.name
     try:
         yield tmp
         if path.is_dir():
@@ -25,6 +28,14 @@ def atomic_path(path: Path):
         os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Remove what a writer killed mid-write left of its temporaries. Call it only under the folder's writer lock
+    (``garen_infer/writer_lock.py``): then no live process owns them."""
+    for leftover in Path(folder).glob(f".*{TEMP_MARK}*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def write_json(path: Path, obj) -> None:

@@ -16,8 +16,9 @@ import numpy as np
 
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import write_json
+from garen_infer.index.atomic import write_json, write_text
 from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages
+from garen_infer.writer_lock import writer_lock
 
 FORMAT = 1
 
@@ -55,8 +56,13 @@ class IndexFolder:
 
     @classmethod
     def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> "IndexFolder":
+        """Build (or complete) the index at ``path``; no other process may write it meanwhile."""
+        with writer_lock(path, "index folder"):
+            return cls._build(dataset, Path(path), config, force, log)
+
+    @classmethod
+    def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log) -> "IndexFolder":
         load_optional_stages()
-        path = Path(path)
         corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
         folder = cls.open(path) if (path / "manifest.json").is_file() else None
         if folder is not None and folder.manifest["corpus"]["fingerprint"] != corpus["fingerprint"]:
@@ -66,7 +72,7 @@ class IndexFolder:
         if folder is None:
             path.mkdir(parents=True, exist_ok=True)
             folder = cls(path, {"format": FORMAT, "corpus": corpus, "stages": {}})
-            (path / "doc_ids.json").write_text(json.dumps(dataset.doc_ids))
+            write_text(path / "doc_ids.json", json.dumps(dataset.doc_ids))
             folder._save_manifest()
         for name in config.stages:  # a stage's inputs come from this build or from the folder already
             missing = [r for r in STAGES[name].requires if r not in config.stages and not folder.has(r)]
