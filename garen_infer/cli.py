@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from contextlib import nullcontext
@@ -132,6 +133,10 @@ def cmd_demo(args) -> int:
 
 
 WRITES = {"index": "index folder", "run": "run folder"}  # commands that write the folder named by --out
+STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, what to do
+    errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)", errno.EFBIG: "allow larger files",
+    errno.EROFS: "choose a writable folder", errno.EACCES: "fix the permissions", errno.EPERM: "fix the permissions",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,4 +147,11 @@ def main(argv: list[str] | None = None) -> int:
             return command(args)  # a second writer of the folder is refused before any data loads
     except GarenError as err:
         print(f"garen-infer {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in STORAGE_ERRORS:
+            raise
+        print(f"garen-infer {args.command}: error: {err.filename or 'output'}: {err.strerror}; outputs are written under a "
+              f"temporary name and renamed when complete, so nothing half-written was kept: {STORAGE_ERRORS[err.errno]} "
+              f"and run the same command again", file=sys.stderr)
         return 2

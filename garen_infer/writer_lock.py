@@ -58,7 +58,7 @@ def writer_lock(folder: str | Path, what: str = "folder"):
         if left:
             log.warning("%s: taking over the %s from %s, which ended without releasing it", folder, what, describe_holder(left))
         remove_stale_temporaries(folder)  # only a dead writer can have left them: we hold the lock
-        _write_record(fd)
+        _write_record(fd, folder / LOCK_NAME)
         _held[key] = threading.get_ident()
         yield
     finally:
@@ -144,12 +144,16 @@ def _read_record(fd: int) -> dict:
     return record if isinstance(record, dict) else {}
 
 
-def _write_record(fd: int) -> None:
+def _write_record(fd: int, path: Path) -> None:
     record = {
         "pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:300] if sys.argv and sys.argv[0] else "",
     }
     data = json.dumps(record).encode("utf-8")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
-    os.fsync(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+    except OSError as err:
+        err.filename = err.filename or str(path)
+        raise

@@ -66,7 +66,11 @@ class Bm25Index:
             import bm25s
 
             retriever = bm25s.BM25(k1=params.k1, b=params.b, method="lucene")
-            retriever.index(tokens, show_progress=True)
+            # ids from a first-seen vocabulary: from strings, bm25s numbers terms in set order, which changes with
+            # Python's hash seed, so the saved index would differ from process to process
+            vocab: dict[str, int] = {}
+            ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
+            retriever.index((ids, vocab), show_progress=True)
             return cls(params, retriever)
         if params.variant == "bright":
             return cls(params, _LuceneQ.fit(tokens, params.k1, params.b))

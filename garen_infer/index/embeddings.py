@@ -25,6 +25,10 @@ class EmbeddingParams:
     batch_size: Count = 32
     max_seq_length: Count = 256
     query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "
+    # Bring your own: document vectors computed elsewhere with `model` (a .npy or .safetensors file with their
+    # ids; index/imported_vectors.py). `model` still encodes the queries. "" = encode the documents here.
+    vectors: str = ""
+    chunk_size: Count = 4096  # documents encoded and saved per chunk: a build killed mid-stage loses one chunk
 
 
 def resolve_model_path(name: str) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from garen_infer.append_log import read_finished
+from garen_infer.faults import fault_point
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
@@ -117,6 +118,7 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 done[g] = record
             out.flush()
+            fault_point("groups:summary-batch")
             bar.update(len(batch))
     info = {"summarizer": params.summarizer.get("model", "extractive"), "summary_fallbacks": fallbacks}
     return [done[g] for g in range(len(groups))], info

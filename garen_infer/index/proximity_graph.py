@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -144,12 +145,18 @@ class ProximityGraph:
         with atomic_path(folder) as tmp:
             scratch = Path(tempfile.mkdtemp(prefix=".diskann.", dir=tmp.parent))
             start = time.perf_counter()
-            diskannpy.build_async_index(
-                data=vectors, distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
-                graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
-                graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
-                max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
-            )
+            try:
+                diskannpy.build_async_index(
+                    data=vectors, distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
+                    graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
+                    graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
+                    max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
+                )
+            except Exception as err:  # noqa: BLE001 - the Rust side reports a failed write as a plain Exception
+                found = re.search(r"\(os error (\d+)\)", str(err))
+                if found is None:
+                    raise
+                raise OSError(int(found.group(1)), os.strerror(int(found.group(1))), str(folder)) from None
             seconds = time.perf_counter() - start
             lists, start_point, frozen = read_diskann_graph(scratch / DISKANN_PREFIX)
             # diskannpy-rust 0.49 writes one more, empty, slot after the frozen point; anything else is a surprise
