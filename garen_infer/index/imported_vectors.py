@@ -26,7 +26,7 @@ from garen_infer.errors import DataError
 from garen_infer.index.atomic import atomic_path
 
 SLICE = 32768  # rows read, checked and copied at a time
-NORM_TOLERANCE = 1e-3  # rows whose norm is further from 1 are normalised (and counted)
+NORM_TOLERANCE = 1e-5  # rows whose norm is further from 1 (beyond float32 rounding) are normalised, and counted
 
 
 def import_vectors(path: Path, doc_ids: list[str], out: Path) -> dict:
