@@ -74,9 +74,8 @@ def ivf_index(vectors: np.ndarray, nlist: int, nprobe: int, seed: int, device: s
     index.cp.seed = seed
     index.cp.niter = 10  # k-means rounds; a coarser clustering costs a larger nprobe, which the recall check sets
     index.cp.max_points_per_centroid = 64  # train on <= 64 points a list: k-means stays linear in n
+    index.train(_training_sample(vectors, nlist * 64, seed))  # on the CPU: the same lists whatever the device
     index = _on_device(index, device)
-    train = _training_sample(vectors, nlist * 64, seed)
-    index.train(train)
     for start in range(0, len(vectors), 65536):
         index.add(np.ascontiguousarray(vectors[start : start + 65536], dtype=np.float32))
     _set_nprobe(index, nprobe, device)
@@ -174,8 +173,9 @@ def build_knn_graph(vectors: np.ndarray, params: KnnGraphParams) -> tuple[KnnGra
     if params.recall_sample:
         sample = SampleRecall(vectors, params.k, params.recall_sample, params.seed, params.device)
         recall = sample.of(index, nprobe)
-        while recall < params.recall_target and nprobe < nlist:  # deterministic: the data and the seed decide
-            nprobe = min(nlist, nprobe * 2)
+        most = nlist if params.device == "cpu" else min(nlist, 2048)  # faiss on GPUs probes at most 2048 lists
+        while recall < params.recall_target and nprobe < most:  # deterministic: the data and the seed decide
+            nprobe = min(most, nprobe * 2)
             recall = sample.of(index, nprobe)
         info.update({"recall_at_k": round(recall, 4), "recall_sample": sample.size})
     _set_nprobe(index, nprobe, params.device)
