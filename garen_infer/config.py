@@ -1,5 +1,6 @@
 """Presets: YAML files in ``configs/`` (or any path) holding the index stages, the first stage, the models per
-role and per-method options. ``--set a.b=value`` overrides single fields from the command line."""
+role and per-method options. ``--set a.b=value`` overrides single fields from the command line. A preset is
+checked field by field (``garen_infer/settings.py``) as it loads, before any data or model is touched."""
 
 from __future__ import annotations
 
@@ -25,16 +26,66 @@ def preset_path(name_or_path: str) -> Path:
 
 
 def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] = ()) -> dict:
-    path = preset_path(name_or_path)
+    preset = read_yaml_mapping(preset_path(name_or_path), overrides)
+    check_preset(preset)
+    return preset
+
+
+def read_yaml_mapping(path: Path, overrides: list[str] = ()) -> dict:
+    """A YAML file holding a mapping (a preset, a bench file), with ``--set`` overrides applied."""
     try:
-        preset = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        mapping = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise GarenError(f"{path}: not valid YAML ({err})") from err
-    if not isinstance(preset, dict):
+    if not isinstance(mapping, dict):
         raise GarenError(f"{path}: expected a mapping at the top level")
     for item in overrides:
-        apply_override(preset, item)
-    return preset
+        apply_override(mapping, item)
+    return mapping
+
+
+# run: keys that the command line or another section of the preset sets
+RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "method_options": "methods:", "budget": "--budget", "first_stage": "first_stage:", "models": "models:"}
+
+
+def check_preset(preset: dict) -> None:
+    """Every value of the sections the toolkit reads, against its config field: one ``GarenError`` line naming
+    the key, the value and what is allowed. Other top-level sections are left to whoever reads them."""
+    from garen_infer.first_stage import FirstStageConfig
+    from garen_infer.index.stages import IndexConfig
+    from garen_infer.llm.types import SamplingParams
+    from garen_infer.methods.base import METHODS, get_method
+    from garen_infer.runner import RunConfig
+    from garen_infer.settings import validate
+
+    IndexConfig.from_dict(_section(preset, "index"))
+    validate(FirstStageConfig, preset.get("first_stage"), "first_stage")
+    run = _section(preset, "run")
+    for key in sorted(set(run) & set(RUN_KEYS_SET_ELSEWHERE)):
+        raise GarenError(f"invalid setting run.{key}: it is set by {RUN_KEYS_SET_ELSEWHERE[key]}, not under run")
+    validate(RunConfig, run, "run", partial=True)
+    for role, spec in _section(preset, "models").items():
+        if not isinstance(spec, dict):
+            raise GarenError(f"invalid setting models.{role}={spec!r}: expected a mapping such as {{backend: embedding}}")
+        if "sampling" in spec:
+            validate(SamplingParams, spec["sampling"], f"models.{role}.sampling")
+    for name, options in _section(preset, "methods").items():
+        if name not in METHODS:
+            raise GarenError(f"invalid setting methods.{name}: no such method; known: {', '.join(METHODS)}")
+        try:
+            method = get_method(name)
+        except GarenError:  # registered, but not shipped in this version: its options cannot be checked
+            continue
+        validate(method.Config, options, f"methods.{name}")
+
+
+def _section(preset: dict, name: str) -> dict:
+    value = preset.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise GarenError(f"invalid setting {name}={value!r}: expected a mapping")
+    return value
 
 
 def apply_override(preset: dict, item: str) -> None:

@@ -97,6 +97,7 @@ def _build_index(dataset, entry: DatasetEntry, presets: list[dict], log) -> None
     with different params would rebuild it back and forth, so that is refused."""
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
+    from garen_infer.writer_lock import writer_lock
 
     stages: dict[str, dict] = {}
     for preset in presets:
@@ -106,7 +107,8 @@ def _build_index(dataset, entry: DatasetEntry, presets: list[dict], log) -> None
                                  f"folder holds one version of a stage: use one preset's params, or another dataset entry")
             stages[name] = params or {}
     log(f"[bench] {entry.name}: index {entry.index}")
-    IndexFolder.build(dataset, entry.index, IndexConfig.from_dict(stages), log=log)
+    with writer_lock(entry.index, "index folder"):  # as 'garen-infer index' does
+        IndexFolder.build(dataset, entry.index, IndexConfig.from_dict(stages), log=log)
 
 
 def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict, dataset, index, limit) -> list[CellPlan]:

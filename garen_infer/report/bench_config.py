@@ -95,13 +95,12 @@ class BenchConfig:
 def load_bench_config(path: str | Path, overrides: list[str] = ()) -> BenchConfig:
     """Read a bench file; ``overrides`` are ``--set`` items on it, e.g. ``budgets=[100]`` or
     ``datasets.scifact.spec=beir:/data/scifact:test``."""
-    from garen_infer.config import load_preset
+    from garen_infer.config import read_yaml_mapping
 
     path = Path(path)
-    if path.suffix not in (".yaml", ".yml") or not path.is_file():
-        raise GarenError(f"{path}: no such bench file (a .yaml file)")
-    raw = load_preset(str(path), overrides)  # YAML mapping + --set, exactly as presets read
-    return parse_bench_config(raw, path, path.read_text(encoding="utf-8"))
+    if not path.is_file():
+        raise GarenError(f"{path}: no such bench file")
+    return parse_bench_config(read_yaml_mapping(path, overrides), path, path.read_text(encoding="utf-8"))
 
 
 def parse_bench_config(raw: dict, path: Path, text: str = "") -> BenchConfig:
