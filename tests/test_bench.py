@@ -4,6 +4,7 @@ and valid images, a rerun makes no model call, the bench file is checked before 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -197,3 +198,25 @@ def test_the_report_folder_never_replaces_something_else(far_dataset_dir, tiny_i
     path = bench_file(tmp_path, far_dataset_dir, tiny_index.path, tiny_model_dir, methods=["bm25"], report=str(tmp_path))
     assert main(["bench", "--config", path, "--cache", str(tmp_path / "c.sqlite")]) == 2
     assert "would contain the run folders" in capsys.readouterr().err
+
+
+def test_readme_section_is_regenerated_from_the_report(bench, tmp_path):
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("bench_readme", REPO / "benchmarks" / "bench_readme.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    tmp, _, _, _ = bench
+    readme = tmp_path / "README.md"
+    readme.write_text("# Project\n\nintro\n")
+    for _ in range(2):  # appended once, then replaced in place
+        section = script.readme_section(tmp / "report", tmp_path / "docs" / "bench", "the command", "a note", base=tmp_path)
+        script.replace_section(readme, section)
+    text = readme.read_text()
+    assert text.startswith("# Project\n\nintro\n") and text.count(script.START) == text.count(script.END) == 1
+    assert "#### tiny" in text and "the command" in text and "a note" in text
+    links = re.findall(r"\]\((docs/bench/[^)]+\.png)\)", text)
+    assert sorted(links) == ["docs/bench/tiny-accuracy-vs-budget.png", "docs/bench/tiny-accuracy-vs-cost.png"]
+    assert all((tmp_path / link).read_bytes().startswith(PNG) for link in links)

@@ -26,6 +26,7 @@ from garen_infer.report.run_results import MEASURES, RunResult
 from garen_infer.report.traversal import traversal
 
 KIND = "garen-bench-report"  # marks a folder this module may replace
+SUMMARY_FIGURES = ("accuracy-vs-budget", "accuracy-vs-cost")  # the figures summary.md shows too
 
 
 def write_report(config, prepared, log=print, command: str = "") -> Path:
@@ -47,9 +48,11 @@ def write_report(config, prepared, log=print, command: str = "") -> Path:
         doc.add(*setup)
         summary.add(*setup)
         for matrix, dataset, index, first_stage_rows in sections:
-            doc.add(*_dataset_section(matrix, tmp / "figures", config.significance.alpha,
-                                      lambda path: traversal(matrix, dataset, index, first_stage_rows, path)))
-            summary.add(*_summary_section(matrix, config.significance.alpha))
+            blocks = _dataset_section(matrix, tmp / "figures", config.significance.alpha,
+                                      lambda path: traversal(matrix, dataset, index, first_stage_rows, path))
+            doc.add(*blocks)
+            figures_shown = [b for b in blocks if isinstance(b, Figure) and b.path.stem.endswith(SUMMARY_FIGURES)]
+            summary.add(*_summary_section(matrix, config.significance.alpha, figures_shown))
         doc.add(Heading("Provenance"), Paragraph(f"Command: `{command}`. The bench file:"), Code(config.text or "", "yaml"),
                 Paragraph("Package versions and machine:"), Code(json.dumps(facts, indent=2), "json"))
         doc.write(tmp)
@@ -152,10 +155,11 @@ def _dataset_section(matrix, figures_dir: Path, alpha: float, case_study) -> lis
     return blocks
 
 
-def _summary_section(matrix, alpha: float) -> list:
+def _summary_section(matrix, alpha: float, figures_shown: list) -> list:
     blocks: list = [Heading(matrix.name, 3)]
     for measure in MEASURES:
         blocks.append(tables.accuracy_table(matrix, measure, alpha))
+    blocks += figures_shown
     cost = tables.cost_table(matrix)
     cost.rows = [r for r in cost.rows if not str(r[0]).startswith("  ↳")]  # per-role lines: in the full report
     blocks.append(cost)
