@@ -104,6 +104,16 @@ class LLMGenerator:
         return self.backend.generate(chats, self.sampling)
 
 
+class LLMToolChat:
+    """The agent role (RARG): a model that answers a chat with text and tool calls."""
+
+    def __init__(self, backend, sampling: SamplingParams | None = None):
+        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
+
+    def chat(self, requests: list[tuple[Chat, list[dict]]]) -> list[Completion]:
+        return self.backend.chat_with_tools(requests, self.sampling)
+
+
 # ---- building roles from a config ----------------------------------------------------------------------------
 ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix"}
 
@@ -113,6 +123,12 @@ class Roles:
     reranker: object | None = None
     scorers: dict[str, object] = field(default_factory=dict)  # by role name, e.g. "navigator"
     generator: object | None = None
+    agent: object | None = None  # a tool-calling chat model (LLMToolChat)
+
+    def agent_model(self):
+        if self.agent is None:
+            raise GarenError("this method needs an 'agent' model (one that calls tools); add models.agent to the config")
+        return self.agent
 
     def scorer(self, role: str):
         if role not in self.scorers:
@@ -138,8 +154,8 @@ def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
         kind = spec.get("backend", "embedding")
         sampling = SamplingParams(**spec["sampling"]) if "sampling" in spec else None
         if kind == "embedding":
-            if role == "generator":
-                raise GarenError("models.generator cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
+            if role in ("generator", "agent"):
+                raise GarenError(f"models.{role} cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
             if role == "reranker":
                 roles.reranker = EmbeddingReranker(index.embedder, index.embeddings)
             else:
@@ -150,6 +166,8 @@ def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
             roles.reranker = LLMListwiseReranker(backend, doc_texts, spec.get("prompt", "garen"), spec.get("max_words", MAX_PASSAGE_WORDS), sampling)
         elif role == "generator":
             roles.generator = LLMGenerator(backend, sampling)
+        elif role == "agent":
+            roles.agent = LLMToolChat(backend, sampling)
         else:
             roles.scorers[role] = LLMYesNoScorer(backend, spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX))
     return roles

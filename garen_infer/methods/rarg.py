@@ -1,0 +1,174 @@
+"""RARG, the Relevance-Aware RipGrep search agent (Li et al. 2026, rarg-paper.txt), in the BRIGHT retrieval
+setting: the agent searches the corpus as files with ripgrep, guided by the embedder, and answers with a ranked
+list of document paths, which is this method's ranking.
+
+    rarg    document-level relevance: embed_recall writes a scope file of the corpus ranked by the embedder, and
+            rg scans it in that order (-j1) (sec. 3.2)
+    rarg+   + entry points: embed_recall also shows the top-10 query-relevant paragraphs of the top scope
+            documents (sec. 3.3)
+    rarg++  + match-level relevance: a scoped rg collects up to M = 500 matches and shows the m = 60 the embedder
+            ranks best for a query built from the scope query and the pattern's keywords (sec. 3.4). It keeps
+            RARG+'s entry points: the paper's case study has "both initialized variants" (RARG+ and RARG++).
+
+Budget: the agent has no reranker budget; its cost is turns, tool calls and tokens (ledger role ``agent``, and
+``trace.agent`` per query). The loop and the tools are in ``garen_infer/agent``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
+from pathlib import Path
+
+from garen_infer.agent.answer import parse_ranking
+from garen_infer.agent.loop import run_agent
+from garen_infer.agent.prompts import MATCH_INSTRUCTION, USER_PROMPT, system_prompt, tool_schemas
+from garen_infer.agent.relevance import Relevance
+from garen_infer.agent.sandbox import Limits, Sandbox
+from garen_infer.agent.tools import Toolbox
+from garen_infer.agent.transcript import Transcript
+from garen_infer.errors import GarenError
+from garen_infer.index.corpus_files import CorpusFiles
+from garen_infer.methods.base import Method, QueryState, Search
+
+MATCH_QUERIES = ("constructed", "generative")
+BACKFILLS = ("none", "scope")
+
+
+@dataclass
+class RargConfig:
+    # ---- the loop (sec. 3.1, 4.1; App. A.2) ----
+    max_turns: int = 100  # sec. 4.1: turns capped at 100
+    answer_size: int = 10  # App. A.2: the answer ranks exactly ten document paths (BRIGHT)
+    # ---- embed_recall (sec. 3.2) ----
+    scope_size: int = 10_000  # sec. 3.2: the scope file holds at most 10,000 ranked paths
+    # ---- RARG+ entry points (sec. 3.3) ----
+    init_paragraphs: int = 0  # top paragraphs shown after the scope mapping (RARG+ and RARG++: 10)
+    init_docs: int = 20  # X, the top scope documents cut into paragraphs (sec. 3.3 says "top-X"; X is not given)
+    paragraph_min_chars: int = 400  # sec. 3.3: paragraphs of 400-1000 characters
+    paragraph_max_chars: int = 1000
+    # ---- RARG++ match-level relevance (sec. 3.4, 4.1) ----
+    match_rerank: bool = False  # RARG++: True
+    match_pool: int = 500  # M: matches collected for reranking (sec. 4.1)
+    match_query: str = "constructed"  # sec. 3.4: "constructed" (default) | "generative" (bash gets rerank_query)
+    match_instruction: str = MATCH_INSTRUCTION  # the "Instruct:" line of the constructed query (wording ours)
+    match_embedding: dict = field(default_factory=dict)  # EmbeddingParams of a separate match embedder; {} = the
+    #   index's (the paper's BRIGHT runs rank documents with NV-Embed and matches with Qwen3-Embedding-4B, sec. 4.1)
+    # ---- observation caps (sec. 4.1, BRIGHT; BrowseComp-Plus used 30 and 1,000) ----
+    max_matches: int = 60  # m: matches shown per search
+    match_chars: int = 500  # each match cut to 500 characters
+    tool_result_chars: int = 50_000  # C: any tool result cut to DCI's 50 KB (Level-3 compaction, step 1)
+    # ---- compaction (sec. 3.1, 4.1) ----
+    keep_tool_results: int = 40  # results of the 40 most recent tool calls survive compaction
+    compaction_threshold: int = 230_000  # tokens of context before compaction starts
+    # ---- harness (not in the paper) ----
+    command_seconds: float = 20.0  # wall-clock (and CPU) limit of one bash command
+    backfill: str = "none"  # "scope": after the agent's list, the latest scope's order (for recall at depth)
+    transcript_chars: int = 2000  # each tool result kept in the transcript up to this length
+
+
+@dataclass
+class RargPlusConfig(RargConfig):
+    init_paragraphs: int = 10  # sec. 3.3: the top-10 query-relevant paragraphs
+
+
+@dataclass
+class RargPlusPlusConfig(RargPlusConfig):
+    match_rerank: bool = True  # sec. 3.4
+
+
+class Rarg(Method):
+    name, Config, index_stages, roles = "rarg", RargConfig, ("embeddings", "corpus_files"), ("agent",)
+
+    def __init__(self, config: RargConfig, index, dataset):
+        super().__init__(config, index, dataset)
+        _validate(self.name, config)
+        self._workspace = Path(tempfile.mkdtemp(prefix="garen-rarg-"))  # one sandbox folder per query inside
+        weakref.finalize(self, shutil.rmtree, str(self._workspace), True)
+
+    @cached_property
+    def files(self) -> CorpusFiles:
+        return CorpusFiles.open(self.index)
+
+    @cached_property
+    def relevance(self) -> Relevance:
+        match_embedder = None
+        if self.config.match_embedding:
+            from garen_infer.index.embeddings import Embedder, EmbeddingParams
+
+            match_embedder = Embedder(EmbeddingParams(**self.config.match_embedding))
+        return Relevance(self.index, [d.full_text for d in self.dataset.documents], match_embedder)
+
+    def search(self, state: QueryState) -> Search:
+        cfg = self.config
+        workdir = Path(tempfile.mkdtemp(prefix="query-", dir=self._workspace))
+        try:
+            sandbox = Sandbox(self.files.docs_dir, workdir, Limits(seconds=cfg.command_seconds))
+            toolbox = Toolbox(sandbox, self.files, self.relevance, cfg)
+            transcript = Transcript(cfg.transcript_chars)
+            result = yield from run_agent(
+                system_prompt(cfg.answer_size, cfg.init_paragraphs > 0, cfg.match_rerank),
+                USER_PROMPT.format(query=state.query.text),
+                tool_schemas(generative_rerank=cfg.match_rerank and cfg.match_query == "generative"),
+                toolbox, transcript, cfg.max_turns, cfg.compaction_threshold, cfg.keep_tool_results,
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        ranking = parse_ranking(result.answer, self.files.row_of_name, self.files.row_of_id, cfg.answer_size)
+        answered = len(ranking)
+        if cfg.backfill == "scope" and toolbox.scope_rows:
+            listed = set(ranking)
+            ranking += [r for r in list(toolbox.scope_rows.values())[-1] if r not in listed]
+        agent = {k: v for k, v in asdict(result).items() if k != "answer"}
+        state.trace.update(
+            query=state.query.text, agent={**agent, "answered": answered}, answer=result.answer[: cfg.transcript_chars],
+            scopes=dict(toolbox.scopes), transcript=transcript.events, answer_size=cfg.answer_size,
+        )
+        return ranking
+
+    @staticmethod
+    def summarize(records: list[dict]) -> dict:
+        """Per-query means of the agent's work: turns, tool calls (by tool), refusals, documents answered."""
+        agents = [r["trace"]["agent"] for r in records if "agent" in r.get("trace", {})]
+        if not agents:
+            return {}
+        n = len(agents)
+        tools = sorted({name for a in agents for name in a["tool_calls"]})
+        out = {f"mean_{key}": round(sum(a[key] for a in agents) / n, 4) for key in ("turns", "refused", "errors", "reranked", "compactions", "answered")}
+        out["mean_tool_calls"] = round(sum(sum(a["tool_calls"].values()) for a in agents) / n, 4)
+        out.update({f"mean_calls_{name}": round(sum(a["tool_calls"].get(name, 0) for a in agents) / n, 4) for name in tools})
+        out["answered_share"] = round(sum(a["stop"] == "answer" for a in agents) / n, 4)
+        return out
+
+
+class RargPlus(Rarg):
+    name, Config = "rarg+", RargPlusConfig
+
+
+class RargPlusPlus(Rarg):
+    name, Config = "rarg++", RargPlusPlusConfig
+
+
+def _validate(method: str, config: RargConfig) -> None:
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if f.type in ("int", "float") and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+            raise GarenError(f"{method}: {f.name} must be a non-negative number, not {value!r}")
+    positive = ("max_turns", "answer_size", "scope_size", "max_matches", "match_pool", "match_chars", "tool_result_chars", "keep_tool_results", "command_seconds")
+    for name in positive:
+        if getattr(config, name) < 1:
+            raise GarenError(f"{method}: {name} must be at least 1, not {getattr(config, name)!r}")
+    if config.match_query not in MATCH_QUERIES:
+        raise GarenError(f"{method}: match_query must be one of {', '.join(MATCH_QUERIES)}, not '{config.match_query}'")
+    if config.backfill not in BACKFILLS:
+        raise GarenError(f"{method}: backfill must be one of {', '.join(BACKFILLS)}, not '{config.backfill}'")
+    if config.paragraph_min_chars > config.paragraph_max_chars:
+        raise GarenError(f"{method}: paragraph_min_chars ({config.paragraph_min_chars}) is above paragraph_max_chars ({config.paragraph_max_chars})")
+
+
+METHOD = Rarg
+RARG_PLUS = RargPlus
+RARG_PLUS_PLUS = RargPlusPlus
