@@ -171,54 +171,7 @@ def parse_command(argv: list[str]) -> ParsedCommand:
     if program not in SPECS:
         raise Refused(f"'{program}' is not allowed; the bash tool runs only {ALLOWED_NAMES}")
     spec = SPECS[program]
-    flags: list[tuple[str, str | None]] = []
-    positionals: list[str] = []
-    words, i, options_done = argv[1:], 0, False
-    while i < len(words):
-        word = words[i]
-        i += 1
-        if options_done or word == "-" or not word.startswith("-") or (program == "xargs" and positionals):
-            positionals.append(word)
-            if program == "xargs":  # everything from the first non-option word on is the command to run
-                positionals.extend(words[i:])
-                break
-            continue
-        if word == "--":
-            options_done = True
-            continue
-        if word.startswith("--"):
-            name, eq, value = word.partition("=")
-            _check_known(program, spec, name)
-            if name in spec.valued:
-                if not eq:
-                    if i >= len(words):
-                        raise Refused(f"{program}: '{name}' needs a value")
-                    value = words[i]
-                    i += 1
-                flags.append((name, value))
-            elif eq:
-                raise Refused(f"{program}: '{name}' takes no value")
-            else:
-                flags.append((name, None))
-            continue
-        if spec.numeric_shorthand and re.fullmatch(r"-\d+", word):
-            flags.append(("-n", word[1:]))
-            continue
-        j = 1  # a cluster of short flags: -inC3, -m5, -e pattern
-        while j < len(word):
-            name = "-" + word[j]
-            _check_known(program, spec, name)
-            if name in spec.valued:
-                value = word[j + 1 :]
-                if not value:
-                    if i >= len(words):
-                        raise Refused(f"{program}: '{name}' needs a value")
-                    value = words[i]
-                    i += 1
-                flags.append((name, value))
-                break
-            flags.append((name, None))
-            j += 1
+    flags, positionals = _split_words(program, spec, argv[1:])
     for name, value in flags:
         if name in spec.numeric and not NUMBER.fullmatch(value or ""):
             raise Refused(f"{program}: '{name}' needs a number, not '{value}'")
@@ -231,6 +184,57 @@ def parse_command(argv: list[str]) -> ParsedCommand:
         patterns, positionals = [positionals[0]], positionals[1:]
     _check_program_rules(program, flags, patterns, positionals)
     return ParsedCommand(program, flags, patterns, positionals)
+
+
+def _split_words(program: str, spec: Spec, words: list[str]) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """Flags (short clusters such as ``-inC3`` expanded) and positional words, in order."""
+    flags: list[tuple[str, str | None]] = []
+    positionals: list[str] = []
+    i, options_done = 0, False
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if options_done or word == "-" or not word.startswith("-"):
+            positionals.append(word)
+            if program == "xargs":  # everything from the first non-option word on is the command to run
+                positionals.extend(words[i:])
+                break
+            continue
+        if word == "--":
+            options_done = True
+            continue
+        if word.startswith("--"):
+            name, eq, attached = word.partition("=")
+            _check_known(program, spec, name)
+            if name in spec.valued:
+                value, i = _value(program, name, attached if eq else None, words, i)
+                flags.append((name, value))
+            elif eq:
+                raise Refused(f"{program}: '{name}' takes no value")
+            else:
+                flags.append((name, None))
+            continue
+        if spec.numeric_shorthand and re.fullmatch(r"-\d+", word):
+            flags.append(("-n", word[1:]))
+            continue
+        for j in range(1, len(word)):  # a cluster of short flags: -inC3, -m5, -e pattern
+            name = "-" + word[j]
+            _check_known(program, spec, name)
+            if name in spec.valued:
+                value, i = _value(program, name, word[j + 1 :] or None, words, i)
+                flags.append((name, value))
+                break
+            flags.append((name, None))
+    return flags, positionals
+
+
+def _value(program: str, name: str, attached: str | None, words: list[str], i: int) -> tuple[str, int]:
+    """A flag's value: attached (``-m5``, ``--max-count=5``, ``--regexp=``) or the next word."""
+    if attached is not None:
+        return attached, i
+    if i >= len(words):
+        raise Refused(f"{program}: '{name}' needs a value")
+    return words[i], i + 1
 
 
 def _check_known(program: str, spec: Spec, name: str) -> None:
