@@ -10,21 +10,26 @@ _LOCATION = re.compile(r"^corpus/[^:\s]+?[:-](?:\d+[:-]){0,2}")  # path[:line][:
 
 
 def split_paragraphs(text: str, min_chars: int = 400, max_chars: int = 1000) -> list[str]:
-    """Paragraphs of ``min_chars``-``max_chars`` characters (RARG sec. 3.3: 400-1000): the text's own lines and
-    paragraphs, long ones cut at sentence ends (else at a space) and short neighbours joined. A document shorter
-    than ``min_chars`` is one paragraph."""
-    pieces: list[str] = []
-    for block in (b.strip() for b in re.split(r"\n\s*\n|\n", text)):
-        if block:
-            pieces += _cut(block, min_chars, max_chars)
+    """Paragraphs of ``min_chars``-``max_chars`` characters (RARG sec. 3.3: 400-1000), following the text's own
+    lines: a line too short is joined with what follows, a text too long is cut at a sentence end (else at a
+    space). Only the last paragraph may be shorter than ``min_chars`` (when the text is, or when its remainder
+    does not fit into the paragraph before it)."""
     paragraphs: list[str] = []
-    for piece in pieces:
-        if paragraphs and len(paragraphs[-1]) < min_chars and len(paragraphs[-1]) + 1 + len(piece) <= max_chars:
-            paragraphs[-1] += "\n" + piece
+    carry = ""
+    for block in (b.strip() for b in text.splitlines()):
+        if not block:
+            continue
+        pieces = _cut(f"{carry}\n{block}" if carry else block, min_chars, max_chars)
+        paragraphs += pieces[:-1]
+        carry = pieces[-1]
+        if len(carry) >= min_chars:
+            paragraphs.append(carry)
+            carry = ""
+    if carry:
+        if paragraphs and len(paragraphs[-1]) + 1 + len(carry) <= max_chars:
+            paragraphs[-1] += "\n" + carry
         else:
-            paragraphs.append(piece)
-    if len(paragraphs) > 1 and len(paragraphs[-1]) < min_chars and len(paragraphs[-2]) + 1 + len(paragraphs[-1]) <= max_chars:
-        paragraphs[-2] += "\n" + paragraphs.pop()
+            paragraphs.append(carry)
     return paragraphs
 
 
