@@ -130,7 +130,7 @@ def test_openai_backend_sends_tools_and_reads_tool_calls():
     assert body["tools"] == TOOLS and body["max_tokens"] == 64
     sent = body["messages"][2]["tool_calls"][0]["function"]["arguments"]
     assert json.loads(sent) == {"command": "rg lava"}  # the API's arguments are a JSON string
-    assert body["messages"][3] == {"role": "tool", "tool_call_id": "call_1_0", "name": "bash", "content": "corpus/a.txt:1:lava"}
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "call_1_0", "content": "corpus/a.txt:1:lava"}
     calls = answer.extra["tool_calls"]
     assert (calls[0]["name"], calls[0]["arguments"], calls[0]["error"]) == ("bash", {"command": "rg -n lava"}, None)
     assert calls[1]["name"] == "read" and "not a JSON object" in calls[1]["error"]

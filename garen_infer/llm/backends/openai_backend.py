@@ -193,9 +193,12 @@ def label_logprob(entries: list[tuple[str, float]], label: str) -> float:
 
 
 def openai_messages(chat: Chat) -> Chat:
-    """The API wants each call's arguments as a JSON string; the chats keep them as dicts."""
+    """The API wants each call's arguments as a JSON string (the chats keep dicts) and a tool result without the
+    ``name`` that chat templates read."""
     out = []
     for message in chat:
+        if message["role"] == "tool":
+            message = {k: v for k, v in message.items() if k != "name"}
         if message.get("tool_calls"):
             calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}} for c in message["tool_calls"]]
             message = {**message, "tool_calls": calls}
