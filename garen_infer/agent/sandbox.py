@@ -165,19 +165,20 @@ class Sandbox:
         inner = parse_command(stage.positionals)
         per_call = next((int(v) for n, v in stage.flags if n in ("-n", "--max-args", "-L", "--max-lines")), 0)
         chunks: list[list[str]] = []
+        size = 0  # item bytes in the last chunk
         for item in items:
-            if chunks and (len(chunks[-1]) == per_call or (not per_call and sum(len(i) + 1 for i in chunks[-1]) + len(item) > self.limits.xargs_chunk_bytes)):
+            if not chunks or (len(chunks[-1]) == per_call if per_call else size + len(item) > self.limits.xargs_chunk_bytes):
                 chunks.append([])
-            if not chunks:
-                chunks.append([])
+                size = 0
             chunks[-1].append(item)
+            size += len(item) + 1
         argvs = [self._argv(inner, first=False, paths=[*inner.positionals, *chunk]) for chunk in chunks]  # checks every item
         out, status, errors, timed_out, cut = b"", 0, "", False, False
         for argv in argvs:
             piece, code, err, timed_out, piece_cut = self._spawn(argv, b"", deadline, (lambda b: stop(out + b)) if stop else None, len(out))
             out += piece
             errors += err
-            status = max(status, 123 if code not in (0, 1) else code)  # xargs: 123 when an invocation failed
+            status = max(status, code)  # the worst invocation's (1 = no match for rg and grep)
             cut |= piece_cut
             if timed_out or piece_cut or len(out) >= self.limits.stage_output_bytes:
                 break
