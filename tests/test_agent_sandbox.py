@@ -189,6 +189,11 @@ def test_scope_order_survives_ripgrep_and_j1_is_always_there(world):
     ):
         files = [line.split(":", 1)[0] for line in sandbox.run(command).output.splitlines()]
         assert files == scope  # every document matches once, in scope order (reverse of name order)
+    # long scopes are split over several invocations, as xargs does: still one ordered stream
+    small = Sandbox(root / "corpus_files" / "docs", root / "work", Limits(xargs_chunk_bytes=100))
+    result = small.run("cat scopes/scope_1.txt | xargs -d '\\n' rg -l common")
+    assert result.output.split() == scope
+    assert small.run("cat scopes/scope_1.txt | xargs -n 7 rg -l common").output.split() == scope
 
 
 def test_directory_searches_are_in_path_order(world):
