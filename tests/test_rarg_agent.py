@@ -227,6 +227,20 @@ def test_unreadable_and_wrong_calls_are_answered_not_run(agent_index, tiny_datas
     assert ids == [f"call_{t}_0" for t in range(2, 7)]  # the server's ids never reach a prompt
 
 
+def test_nudges_remind_a_model_that_answers_in_prose(agent_index, tiny_dataset, tmp_path):
+    prose = ("Volcanoes erupt because magma rises.", [])
+    policy = ScriptedPolicy(sequence(prose, prose, lambda q: call("embed_recall", scope_query=q), final=answer("corpus/vol1.txt")))
+    _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "a", policy, limit=1, nudges=2)
+    agent = trace["q1"]["trace"]["agent"]
+    assert (agent["nudges"], agent["turns"], agent["stop"], trace["q1"]["ranking"]) == (2, 4, "answer", ["vol1"])
+    reminder = policy.requests[1][0][-1]["content"]
+    assert reminder.startswith("Your reply has no tool call and no final ranking") and TINY_QUERY["q1"] in reminder
+    # the paper's loop (no nudges): prose is the final answer, and it names no document
+    policy = ScriptedPolicy(sequence(prose, final=answer("corpus/vol1.txt")))
+    _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "b", policy, limit=1)
+    assert len(policy.requests) == 1 and trace["q1"]["ranking"] == [] and trace["q1"]["trace"]["agent"]["stop"] == "answer"
+
+
 ROWS = {"a.txt": 0, "b.txt": 1, "4983.txt": 2, "2010.txt": 3}
 IDS = {"a": 0, "b": 1, "4983": 2, "2010": 3}
 

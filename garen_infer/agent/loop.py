@@ -6,7 +6,7 @@ response cache replays a finished conversation without a model (DCI-Agent-Lite's
     for turn in 1..max_turns:
         compact the context if it is too long
         reply = model(context, tools)              (the last turn is told to answer now)
-        no tool call in reply: it is the final answer; stop
+        no tool call in reply: it is the final answer; stop   (optionally: no ranking either -> remind, go on)
         run each tool call, append its result
     return the final answer's text
 
@@ -17,7 +17,7 @@ every rerun a cache miss. A call that cannot be read is answered with a note say
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Generator
+from typing import Callable, Generator
 
 from garen_infer.agent.compaction import Context
 from garen_infer.agent.prompts import TURN_LIMIT_NOTE, UNREADABLE_CALL
@@ -37,20 +37,24 @@ class AgentResult:
     errors: int = 0  # calls with a wrong tool name or arguments, or that could not be read
     reranked: int = 0  # searches whose matches RARG++ reordered
     compactions: int = 0
+    nudges: int = 0  # replies without a call or a ranking answered with a reminder (harness option)
 
 
 def run_agent(
-    system: str, user: str, tools: list[dict], toolbox: Toolbox, transcript: Transcript,
-    max_turns: int, compaction_threshold: int, keep_tool_results: int,
+    system: str, user: str, tools: list[dict], toolbox: Toolbox, transcript: Transcript, config,
+    is_answer: Callable[[str], bool] = bool, nudge: str = "",
 ) -> Generator[ChatWithTools, AssistantTurn, AgentResult]:
+    """``config`` gives max_turns, compaction_threshold, keep_tool_results and nudges; a reply without a tool
+    call for which ``is_answer`` is false gets ``nudge`` instead of ending the episode, ``config.nudges`` times."""
     context = Context(system, user)
     result = AgentResult(answer="", stop="turn_cap", turns=0)
     schemas = tuple(tools)
-    for turn in range(1, max_turns + 1):
-        last = turn == max_turns
+    nudges_left = config.nudges
+    for turn in range(1, config.max_turns + 1):
+        last = turn == config.max_turns
         if last:
             context.add_user(TURN_LIMIT_NOTE)
-        if context.compact_if_long(compaction_threshold, keep_tool_results):
+        if context.compact_if_long(config.compaction_threshold, config.keep_tool_results):
             transcript.compaction(turn, context.length_estimate())
         sent, chars = context.snapshot(), context.chars()
         reply = yield ChatWithTools(sent, schemas)
@@ -59,6 +63,13 @@ def run_agent(
         calls = [replace(c, id=f"call_{turn}_{k}") for k, c in enumerate(reply.tool_calls)]
         readable = [c for c in calls if not c.error]
         transcript.assistant(turn, reply.text, calls)
+        if not calls and not last and nudges_left and not is_answer(reply.text):
+            nudges_left -= 1
+            context.add_assistant(reply.text, [])
+            context.add_user(nudge)
+            transcript.note(turn, nudge)
+            result.nudges += 1
+            continue
         if not calls or last:
             result.answer, result.stop = reply.text, "answer" if not calls else "turn_cap"
             break

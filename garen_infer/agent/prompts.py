@@ -42,6 +42,15 @@ USER_PROMPT = "Query: {query}\n\nRetrieve and rank the documents of corpus/ that
 
 TURN_LIMIT_NOTE = "This is your last turn: give your final answer now, in the required format, without calling a tool."
 
+# Harness, not in the paper (``nudges``): a reply with neither a tool call nor a ranking gets this reminder instead
+# of ending the episode. Its example is in the fallback format, which is what small models without native tool
+# calling read (tool_format.py); a 135M model copies the example, and without it makes no call at all.
+NUDGE = (
+    "Your reply has no tool call and no final ranking. Call a tool, for example\n"
+    '<tool_call>[{{"name": "embed_recall", "arguments": {{"scope_query": "{query}"}}}}]</tool_call>\n'
+    "or give your final ranking in the required format."
+)
+
 UNREADABLE_CALL = "Your tool call could not be read ({why}). Call a tool as {{\"name\": ..., \"arguments\": {{...}}}}, or give your final answer."
 
 # RARG++'s constructed query opens with an instruction (sec. 3.4, "Instruct:..."); our wording.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from garen_infer.agent.answer import parse_ranking
 from garen_infer.agent.loop import run_agent
-from garen_infer.agent.prompts import MATCH_INSTRUCTION, USER_PROMPT, system_prompt, tool_schemas
+from garen_infer.agent.prompts import MATCH_INSTRUCTION, NUDGE, USER_PROMPT, system_prompt, tool_schemas
 from garen_infer.agent.relevance import Relevance
 from garen_infer.agent.sandbox import Limits, Sandbox
 from garen_infer.agent.tools import Toolbox
@@ -67,6 +67,8 @@ class RargConfig:
     # ---- harness (not in the paper) ----
     command_seconds: float = 20.0  # wall-clock (and CPU) limit of one bash command
     backfill: str = "none"  # "scope": after the agent's list, the latest scope's order (for recall at depth)
+    nudges: int = 0  # a reply with neither a tool call nor a ranking gets a reminder (up to this many times)
+    #   instead of ending the episode; for small models (the CPU preset), the paper's loop has none
     transcript_chars: int = 2000  # each tool result kept in the transcript up to this length
 
 
@@ -113,11 +115,12 @@ class Rarg(Method):
                 system_prompt(cfg.answer_size, cfg.init_paragraphs > 0, cfg.match_rerank),
                 USER_PROMPT.format(query=state.query.text),
                 tool_schemas(generative_rerank=cfg.match_rerank and cfg.match_query == "generative"),
-                toolbox, transcript, cfg.max_turns, cfg.compaction_threshold, cfg.keep_tool_results,
+                toolbox, transcript, cfg, is_answer=lambda text: bool(self.ranking_of(text)),
+                nudge=NUDGE.format(query=" ".join(state.query.text.split()).replace('"', "'")),
             )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        ranking = parse_ranking(result.answer, self.files.row_of_name, self.files.row_of_id, cfg.answer_size)
+        ranking = self.ranking_of(result.answer)
         answered = len(ranking)
         if cfg.backfill == "scope" and toolbox.scope_rows:
             listed = set(ranking)
@@ -129,6 +132,9 @@ class Rarg(Method):
         )
         return ranking
 
+    def ranking_of(self, answer: str) -> list[int]:
+        return parse_ranking(answer, self.files.row_of_name, self.files.row_of_id, self.config.answer_size)
+
     @staticmethod
     def summarize(records: list[dict]) -> dict:
         """Per-query means of the agent's work: turns, tool calls (by tool), refusals, documents answered."""
@@ -137,7 +143,7 @@ class Rarg(Method):
             return {}
         n = len(agents)
         tools = sorted({name for a in agents for name in a["tool_calls"]})
-        out = {f"mean_{key}": round(sum(a[key] for a in agents) / n, 4) for key in ("turns", "refused", "errors", "reranked", "compactions", "answered")}
+        out = {f"mean_{key}": round(sum(a.get(key, 0) for a in agents) / n, 4) for key in ("turns", "refused", "errors", "reranked", "compactions", "nudges", "answered")}
         out["mean_tool_calls"] = round(sum(sum(a["tool_calls"].values()) for a in agents) / n, 4)
         out.update({f"mean_calls_{name}": round(sum(a["tool_calls"].get(name, 0) for a in agents) / n, 4) for name in tools})
         out["answered_share"] = round(sum(a["stop"] == "answer" for a in agents) / n, 4)
