@@ -10,6 +10,8 @@ BIN=${BIN:-.venv/bin}
 DATA=${GAREN_DATA:-../shared/data}
 SPEC="beir:$DATA/scifact:test"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-$OUT/cache}
+# one torch thread: on 2 shared cores, SmolLM2's token-by-token decoding ran several times slower with two
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 $BIN/garen-infer index --dataset "$SPEC" --preset rarg-cpu --out "$INDEX" > /dev/null
 for m in bm25 rarg rarg+ rarg++; do
   /usr/bin/time -f "[$m] %e s wall, %M KB max RSS" \
