@@ -229,12 +229,21 @@ def test_unreadable_and_wrong_calls_are_answered_not_run(agent_index, tiny_datas
 
 def test_nudges_remind_a_model_that_answers_in_prose(agent_index, tiny_dataset, tmp_path):
     prose = ("Volcanoes erupt because magma rises.", [])
-    policy = ScriptedPolicy(sequence(prose, prose, lambda q: call("embed_recall", scope_query=q), final=answer("corpus/vol1.txt")))
+
+    def script(query, turn, chat):  # the prose replies are not in the context, so count the reminders instead
+        reminders = sum(m["content"].startswith("Your reply has no tool call") for m in chat if m["role"] == "user")
+        if chat[-1]["role"] == "tool":
+            return answer("corpus/vol1.txt")
+        return prose if reminders < 2 else call("embed_recall", scope_query=query)
+
+    policy = ScriptedPolicy(script)
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "a", policy, limit=1, nudges=2)
     agent = trace["q1"]["trace"]["agent"]
     assert (agent["nudges"], agent["turns"], agent["stop"], trace["q1"]["ranking"]) == (2, 4, "answer", ["vol1"])
-    reminder = policy.requests[1][0][-1]["content"]
-    assert reminder.startswith("Your reply has no tool call and no final ranking") and TINY_QUERY["q1"] in reminder
+    second = policy.requests[1][0]
+    assert [m["role"] for m in second] == ["system", "user", "user"]  # the prose reply is replaced by the reminder
+    assert second[-1]["content"].startswith("Your reply has no tool call and no final ranking") and TINY_QUERY["q1"] in second[-1]["content"]
+    assert "Volcanoes erupt because magma rises." in render(trace["q1"])  # the transcript keeps it
     # the paper's loop (no nudges): prose is the final answer, and it names no document
     policy = ScriptedPolicy(sequence(prose, final=answer("corpus/vol1.txt")))
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "b", policy, limit=1)

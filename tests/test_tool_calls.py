@@ -29,7 +29,11 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run",
         ("<tool_call>{'name': 'bash', 'arguments': {'command': 'rg q'},}</tool_call>", "", [("bash", {"command": "rg q"})]),  # repaired
         ('{"name": "embed_recall", "arguments": {"scope_query": "lava"}}', "", [("embed_recall", {"scope_query": "lava"})]),  # bare JSON
         ('```json\n[{"name": "read", "arguments": {"path": "b"}}]\n```', "", [("read", {"path": "b"})]),
+        ('You can call:\n```json\n{"tool_call": {"name": "embed_recall", "arguments": {"scope_query": "PrP"}}}\n```\nThis returns documents.',
+         "You can call:\n\nThis returns documents.", [("embed_recall", {"scope_query": "PrP"})]),  # in prose, wrapped
+        ('{"tool_calls": [{"name": "read", "arguments": {"path": "c"}}]}', "", [("read", {"path": "c"})]),
         ("Final ranking:\n1. corpus/a.txt", "Final ranking:\n1. corpus/a.txt", []),
+        ('Here is data:\n```json\n{"name": "x"}\n```', 'Here is data:\n```json\n{"name": "x"}\n```', []),  # no arguments: not a call
         ('{"answer": 42}', '{"answer": 42}', []),  # JSON that is not a call stays text
     ],
 )

@@ -45,7 +45,8 @@ def run_agent(
     is_answer: Callable[[str], bool] = bool, nudge: str = "",
 ) -> Generator[ChatWithTools, AssistantTurn, AgentResult]:
     """``config`` gives max_turns, compaction_threshold, keep_tool_results and nudges; a reply without a tool
-    call for which ``is_answer`` is false gets ``nudge`` instead of ending the episode, ``config.nudges`` times."""
+    call for which ``is_answer`` is false is replaced in the context by ``nudge`` instead of ending the episode,
+    ``config.nudges`` times (the transcript keeps the reply)."""
     context = Context(system, user)
     result = AgentResult(answer="", stop="turn_cap", turns=0)
     schemas = tuple(tools)
@@ -64,8 +65,8 @@ def run_agent(
         readable = [c for c in calls if not c.error]
         transcript.assistant(turn, reply.text, calls)
         if not calls and not last and nudges_left and not is_answer(reply.text):
+            # the reply is left out of the context: a small model otherwise repeats its own failed reply
             nudges_left -= 1
-            context.add_assistant(reply.text, [])
             context.add_user(nudge)
             transcript.note(turn, nudge)
             result.nudges += 1

@@ -6,8 +6,9 @@ Messages follow the OpenAI chat format that Hugging Face chat templates also rea
 and each result is a ``{"role": "tool", "tool_call_id", "name", "content"}`` message.
 
 Local models (transformers, vLLM) write calls inline. ``split_tool_calls`` reads the Hermes / Qwen / SmolLM2
-convention, ``<tool_call>`` + JSON (one object or a list of objects) + ``</tool_call>``, and as a last resort a reply
-that is nothing but such JSON. Broken JSON is repaired with json_repair where possible; a call that still cannot
+convention, ``<tool_call>`` + JSON (one object or a list of objects) + ``</tool_call>``; without tags, a reply that
+is nothing but such JSON, or a fenced JSON block that is a call (also wrapped as ``{"tool_call": ...}`` or
+``{"function_call": ...}``), as small models write them inside prose. Broken JSON is repaired with json_repair where possible; a call that still cannot
 be read is kept with an ``error`` so the agent can be told what went wrong.
 """
 
@@ -18,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_FENCED = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -70,17 +71,28 @@ def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
     if blocks:
         calls = [call for block in blocks for call in _read_calls(block)]
         return _BLOCK.sub("", text).strip(), calls
-    bare = text.strip()
-    fenced = _FENCE.match(bare)
-    candidate = fenced.group(1) if fenced else bare
-    if candidate.startswith(("{", "[")):
+    # no tags: a reply that is nothing but a call, or a ```json block that is one (small models wrap calls in prose)
+    for match in [re.match(r"\s*(.*?)\s*$", text, re.DOTALL), *_FENCED.finditer(text)]:
+        candidate = match.group(1)
+        if not candidate.startswith(("{", "[")):
+            continue
         try:
-            data = json.loads(candidate)
+            data = _unwrap(json.loads(candidate))
         except ValueError:
-            return text, []
+            continue
         if _looks_like_calls(data):
-            return "", [call for call in _read_calls(candidate)]
+            rest = (text[: match.start()] + text[match.end() :]).strip()
+            return rest, _read_calls(json.dumps(data))
     return text, []
+
+
+def _unwrap(data):
+    """``{"tool_call": {...}}``, ``{"tool_calls": [...]}``, ``{"function_call": {...}}``: the call(s) inside."""
+    if isinstance(data, dict) and len(data) == 1:
+        key, inner = next(iter(data.items()))
+        if key in ("tool_call", "tool_calls", "function_call", "function"):
+            return inner
+    return data
 
 
 def _looks_like_calls(data) -> bool:
