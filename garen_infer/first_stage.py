@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from garen_infer.errors import GarenError
+from garen_infer.settings import Count
 
 
 @dataclass(frozen=True)
 class FirstStageConfig:
-    kind: str = "bm25"  # "bm25" | "dense"
-    depth: int = 1000  # BRIGHT keeps the top 1000
+    kind: Literal["bm25", "dense"] = "bm25"
+    depth: Count = 1000  # BRIGHT keeps the top 1000
 
 
 def first_stage(index, query_texts: list[str], config: FirstStageConfig) -> list[list[int]]:

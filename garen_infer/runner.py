@@ -24,6 +24,8 @@ from garen_infer.first_stage import FirstStageConfig, first_stage
 from garen_infer.index.atomic import write_json
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.scheduler import Scheduler
+from garen_infer.settings import Count
+from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
 
 
@@ -31,12 +33,20 @@ from garen_infer.trec import write_run
 class RunConfig:
     method: str
     method_options: dict = field(default_factory=dict)
-    budget: int | None = None
+    budget: Count | None = None
     first_stage: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
-    max_active_queries: int = 16  # queries in flight at once; 1 = strictly one at a time
-    max_batch: int = 64  # items per backend call
-    limit: int | None = None  # first N judged queries only (smoke runs)
+    max_active_queries: Count = 16  # queries in flight at once; 1 = strictly one at a time
+    max_batch: Count = 64  # items per backend call
+    limit: Count | None = None  # first N judged queries only (smoke runs)
+
+    def method_config(self):
+        """The method's options with ``budget`` applied, each checked against its field (one line if not)."""
+        method_cls = get_method(self.method)
+        options = dict(self.method_options)
+        if self.budget is not None and "budget" in method_cls.Config.__dataclass_fields__:
+            options["budget"] = self.budget
+        return make_config(method_cls, options)
 
 
 def first_stage_stage(config: RunConfig) -> str:
@@ -44,6 +54,12 @@ def first_stage_stage(config: RunConfig) -> str:
 
 
 def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+    """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
+    with writer_lock(out, "run folder"):
+        return _execute(dataset, index, config, out, roles, cache, log)
+
+
+def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
     out = Path(out)
     method_cls = get_method(config.method)
     options_dict = dict(config.method_options)

@@ -14,18 +14,20 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from garen_infer.index.atomic import atomic_path
+from garen_infer.settings import NonNegativeFloat, Probability
 
 
 @dataclass(frozen=True)
 class Bm25Params:
-    variant: str = "bm25s"  # "bm25s" | "bright"
-    k1: float = 1.2
-    b: float = 0.75
+    variant: Literal["bm25s", "bright"] = "bm25s"
+    k1: NonNegativeFloat = 1.2
+    b: Probability = 0.75  # length normalisation, 0 (none) to 1 (full)
     stopwords: str = "en"  # bm25s list name, or "lucene" for Lucene's English stop set
     stemmer: str = "english"  # a PyStemmer algorithm ("english" = Snowball, "porter" as Lucene), or "" for none
 
@@ -64,7 +66,11 @@ class Bm25Index:
             import bm25s
 
             retriever = bm25s.BM25(k1=params.k1, b=params.b, method="lucene")
-            retriever.index(tokens, show_progress=True)
+            # ids from a first-seen vocabulary: from strings, bm25s numbers terms in set order, which changes with
+            # Python's hash seed, so the saved index would differ from process to process
+            vocab: dict[str, int] = {}
+            ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
+            retriever.index((ids, vocab), show_progress=True)
             return cls(params, retriever)
         if params.variant == "bright":
             return cls(params, _LuceneQ.fit(tokens, params.k1, params.b))

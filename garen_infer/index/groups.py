@@ -19,32 +19,35 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from garen_infer.append_log import read_finished
+from garen_infer.faults import fault_point
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
 from garen_infer.index.summaries import ExtractiveSummarizer, group_text, parse_summary
+from garen_infer.settings import Count, NonNegative, Positive
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class GroupParams:
-    construction: str = "leiden"  # leiden | kmeans | random (App. C.2)
-    leiden_backend: str = "graspologic"  # graspologic (resolution + randomness) | leidenalg (resolution only)
-    resolution: float = 1.0  # gamma, App. A
-    randomness: float = 0.001  # theta, App. A
-    max_group_size: int = 20  # s-bar: larger groups are re-partitioned, App. A
+    construction: Literal["leiden", "kmeans", "random"] = "leiden"  # App. C.2
+    leiden_backend: Literal["graspologic", "leidenalg"] = "graspologic"  # graspologic (resolution + randomness) | leidenalg (resolution only)
+    resolution: Positive = 1.0  # gamma, App. A
+    randomness: Positive = 0.001  # theta, App. A
+    max_group_size: Count = 20  # s-bar: larger groups are re-partitioned, App. A
     seed: int = 42
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # or a generator model spec
-    summary_max_docs: int = 20  # documents shown to the LLM summarizer per group
-    summary_max_words: int = 150  # words per document in the summarizer prompt
-    summary_retries: int = 2  # sampled retries after malformed JSON, then the extractive fallback
-    batch_size: int = 32  # groups per generator batch
+    summary_max_docs: Count = 20  # documents shown to the LLM summarizer per group
+    summary_max_words: Count = 150  # words per document in the summarizer prompt
+    summary_retries: NonNegative = 2  # sampled retries after malformed JSON, then the extractive fallback
+    batch_size: Count = 32  # groups per generator batch
 
 
 @dataclass
@@ -115,6 +118,7 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 done[g] = record
             out.flush()
+            fault_point("groups:summary-batch")
             bar.update(len(batch))
     info = {"summarizer": params.summarizer.get("model", "extractive"), "summary_fallbacks": fallbacks}
     return [done[g] for g in range(len(groups))], info

@@ -16,19 +16,29 @@ from garen_infer.errors import GarenError
 
 
 def _undirected_edges(neighbours: np.ndarray, weights: np.ndarray, nodes: np.ndarray | None = None):
-    """Symmetrised weighted edge list (u < v), restricted to ``nodes`` when given; self-loops dropped."""
-    n = len(neighbours)
-    keep = np.ones(n, dtype=bool) if nodes is None else np.isin(np.arange(n), nodes)
-    src = np.repeat(np.arange(n), neighbours.shape[1])
-    dst = neighbours.reshape(-1).astype(np.int64)
-    w = np.clip(weights.reshape(-1).astype(np.float64), 1e-6, None)  # cosines can be <= 0; Leiden needs > 0
-    mask = keep[src] & keep[dst] & (src != dst)
+    """Symmetrised weighted edge list (u < v), restricted to ``nodes`` when given; self-loops dropped.
+
+    An edge found from both ends counts once, with the larger weight. The dict lists edges in the order a scan of
+    the rows (ascending) and their columns first meets them: Leiden's result depends on that order. Vectorised,
+    and a restriction to ``nodes`` reads only those rows, so re-partitioning a group costs its size, not n."""
+    n, k = neighbours.shape
+    rows = np.arange(n) if nodes is None else np.unique(np.asarray(nodes, dtype=np.int64))
+    inside = np.zeros(n, dtype=bool)
+    inside[rows] = True
+    src = np.repeat(rows, k)
+    dst = neighbours[rows].reshape(-1).astype(np.int64)
+    w = np.clip(weights[rows].reshape(-1).astype(np.float64), 1e-6, None)  # cosines can be <= 0; Leiden needs > 0
+    mask = inside[dst] & (src != dst)
     src, dst, w = src[mask], dst[mask], w[mask]
-    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-    edges: dict[tuple[int, int], float] = {}
-    for a, b, x in zip(lo.tolist(), hi.tolist(), w.tolist()):
-        edges[(a, b)] = max(edges.get((a, b), 0.0), x)  # an edge found from both ends counts once
-    return edges
+    if not len(src):
+        return {}
+    key = np.minimum(src, dst) * n + np.maximum(src, dst)
+    order = np.argsort(key, kind="stable")  # by edge; an edge's sightings stay in scan order
+    starts = np.flatnonzero(np.diff(key[order], prepend=-1))
+    largest = np.maximum.reduceat(w[order], starts)
+    placed = np.argsort(order[starts])  # each edge where the scan first met it
+    key, largest = key[order[starts]][placed], largest[placed]
+    return dict(zip(zip((key // n).tolist(), (key % n).tolist()), largest.tolist()))
 
 
 def _leiden_once(nodes: list[int], edges: dict, backend: str, resolution: float, randomness: float, seed: int) -> list[list[int]]:

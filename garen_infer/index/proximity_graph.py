@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -23,22 +24,24 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.stages import Stage, register
+from garen_infer.settings import AtLeast, Count, NonNegative
 
 DISKANN_PREFIX = "ann"  # diskannpy's default index_prefix; the files are ann (graph) and ann.data (vectors)
 
 
 @dataclass(frozen=True)
 class ProximityGraphParams:
-    alpha: float = 1.2  # RGS author's code (run_retrieval.py): diskannpy build, alpha 1.2
-    build_list: int = 100  # same: l_build (complexity) 100
-    degree: int = 0  # R; 0 = by corpus size as in the author's code (8 / 12 / 16 / 32)
-    threads: int = 1  # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1)
+    alpha: Annotated[float, AtLeast(1.0)] = 1.2  # RGS author's code (run_retrieval.py): diskannpy build, alpha 1.2
+    build_list: Count = 100  # same: l_build (complexity) 100
+    degree: NonNegative = 0  # R; 0 = by corpus size as in the author's code (8 / 12 / 16 / 32)
+    threads: Count = 1  # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1)
 
 
 def degree_for(doc_count: int) -> int:
@@ -142,12 +145,18 @@ class ProximityGraph:
         with atomic_path(folder) as tmp:
             scratch = Path(tempfile.mkdtemp(prefix=".diskann.", dir=tmp.parent))
             start = time.perf_counter()
-            diskannpy.build_async_index(
-                data=vectors, distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
-                graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
-                graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
-                max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
-            )
+            try:
+                diskannpy.build_async_index(
+                    data=vectors, distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
+                    graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
+                    graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
+                    max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
+                )
+            except Exception as err:  # noqa: BLE001 - the Rust side reports a failed write as a plain Exception
+                found = re.search(r"\(os error (\d+)\)", str(err))
+                if found is None:
+                    raise
+                raise OSError(int(found.group(1)), os.strerror(int(found.group(1))), str(folder)) from None
             seconds = time.perf_counter() - start
             lists, start_point, frozen = read_diskann_graph(scratch / DISKANN_PREFIX)
             # diskannpy-rust 0.49 writes one more, empty, slot after the frozen point; anything else is a surprise

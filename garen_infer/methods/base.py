@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Generator
 
 from garen_infer.data.dataset import Query
@@ -77,9 +77,7 @@ def get_method(name: str) -> type[Method]:
 
 
 def make_config(method: type[Method], values: dict):
-    """Build a method's config dataclass from YAML/CLI values, naming any unknown field."""
-    known = {f.name for f in fields(method.Config)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise GarenError(f"method '{method.name}' has no option(s) {', '.join(unknown)}; it has {', '.join(sorted(known))}")
-    return method.Config(**values)
+    """Build a method's config dataclass from YAML/CLI values, each checked against its field (settings.py)."""
+    from garen_infer.settings import build
+
+    return build(method.Config, values, f"methods.{method.name}")

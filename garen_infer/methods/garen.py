@@ -16,26 +16,28 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from garen_infer.llm.requests import Rerank, ScoreYesNo
 from garen_infer.methods.base import Method, QueryState, Search
+from garen_infer.settings import AtLeast, Below, Count, NonNegative, NonNegativeFloat, Probability
 
 
 @dataclass
 class GarenConfig:
-    budget: int = 100  # documents reranked in total (sec. 5)
-    window: int = 20  # w (sec. 5)
-    keep: int = 10  # h (sec. 5)
-    k_groups: int | None = 20  # K_g, new groups the navigator scores per iteration (sec. 5, App. D); None = no cap
-    tau_switch: int = 4  # iteration that ends exploration (sec. 5, App. D)
-    strategy: str = "explore-then-exploit"  # | "explore" | "exploit" (Table 3 ablations)
-    navigator: str = "model"  # | "connectivity": the no-model heuristic of sec. 6.4
-    expansion_unit: str = "group"  # | "document": the navigator scores neighbouring documents (sec. 6.2)
+    budget: Count = 100  # documents reranked in total (sec. 5)
+    window: Count = 20  # w (sec. 5)
+    keep: Annotated[int, AtLeast(0), Below("window")] = 10  # h (sec. 5)
+    k_groups: Count | None = 20  # K_g, new groups the navigator scores per iteration (sec. 5, App. D); None = no cap
+    tau_switch: NonNegative = 4  # iteration that ends exploration (sec. 5, App. D)
+    strategy: Literal["explore-then-exploit", "explore", "exploit"] = "explore-then-exploit"  # Table 3 ablations
+    navigator: Literal["model", "connectivity"] = "model"  # connectivity: the no-model heuristic of sec. 6.4
+    expansion_unit: Literal["group", "document"] = "group"  # document: the navigator scores neighbouring documents (sec. 6.2)
     groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
     propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
-    rbp_p: float = 0.6  # RBP persistence p: 0.6 non-reasoning, 0.5 with the reasoning prompt (App. A)
-    alpha: float = 0.01  # propagation weight (App. A)
-    propagation_top: int = 10  # |R_final|: the top-10 that spread evidence (sec. 4.3)
+    rbp_p: Probability = 0.6  # RBP persistence p: 0.6 non-reasoning, 0.5 with the reasoning prompt (App. A)
+    alpha: NonNegativeFloat = 0.01  # propagation weight (App. A)
+    propagation_top: Count = 10  # |R_final|: the top-10 that spread evidence (sec. 4.3)
     fill_from_first_stage: bool = True  # if the scored groups run dry, fill the window from R_0 (paper silent)
 
 

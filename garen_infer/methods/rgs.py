@@ -23,11 +23,13 @@ the code's by default, and ``seeds`` / ``early_stop`` override each on its own:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.window import STRIDE, WINDOW, window_bounds
+from garen_infer.settings import AtLeast, AtMost, Count, NonNegative
 
 FOLLOW = ("code", "paper")
 FIRST_STAGES = ("graph", "run")
@@ -44,16 +46,16 @@ def list_length_for(budget: int) -> int:
 
 @dataclass
 class RgsConfig:
-    budget: int = 100  # Reranker@k: distinct documents sent to the reranker (RGS paper: k = 100 / 300 / 500)
-    follow: str = "code"  # "code": the author's run_retrieval.py; "paper": Algorithm 1 as the paper states it
-    seeds: int = 0  # 0 = by `follow`: budget // 5 (code: 20 / 60 / 100 for k = 100 / 300 / 500) or 1 (paper)
+    budget: Count = 100  # Reranker@k: distinct documents sent to the reranker (RGS paper: k = 100 / 300 / 500)
+    follow: Literal["code", "paper"] = "code"  # "code": the author's run_retrieval.py; "paper": Algorithm 1 as the paper states it
+    seeds: NonNegative = 0  # 0 = by `follow`: budget // 5 (code: 20 / 60 / 100 for k = 100 / 300 / 500) or 1 (paper)
     early_stop: bool | None = None  # None = by `follow`: True (code: stop at the first window with no new doc) / False
-    list_length: int = 0  # L; 0 = by budget (code and paper: 20 / 30 / 50 for k = 100 / 300 / 500)
-    window: int = WINDOW  # w = 20 (paper sec. 4 setup; code)
-    stride: int = STRIDE  # w / 2 = 10 (paper: step w/2; code)
-    first_stage: str = "graph"  # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
-    search_list: int = 5000  # DiskANN search list for the "graph" first stage (code: search_L = 5000)
-    depth: int = 1000  # documents in the output ranking at most (as the run's first stage keeps; BRIGHT: 1000)
+    list_length: NonNegative = 0  # L; 0 = by budget (code and paper: 20 / 30 / 50 for k = 100 / 300 / 500)
+    window: Count = WINDOW  # w = 20 (paper sec. 4 setup; code)
+    stride: Annotated[int, AtLeast(1), AtMost("window")] = STRIDE  # w / 2 = 10 (paper: step w/2; code)
+    first_stage: Literal["graph", "run"] = "graph"  # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
+    search_list: Count = 5000  # DiskANN search list for the "graph" first stage (code: search_L = 5000)
+    depth: Count = 1000  # documents in the output ranking at most (as the run's first stage keeps; BRIGHT: 1000)
     backfill: bool = False  # append unseen first-stage documents after the observed ones. Off by default so
     #   R@100 is recall over the documents the reranker observed (GAREN sec. 5). The observed documents always
     #   follow A in the order they were cut from it (a harness choice; the author's code outputs A's top 10 only).

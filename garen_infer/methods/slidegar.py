@@ -10,16 +10,18 @@ With budget c = 100, w = 20, b = 10 it makes 9 calls over 100 distinct documents
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import Method, QueryState, Search
+from garen_infer.settings import AtLeast, AtMost, Count
 
 
 @dataclass
 class SlideGarConfig:
-    budget: int = 100  # c, documents the reranker sees
-    window: int = 20  # w (buffer_size)
-    step: int = 10  # b (step_size): documents kept and documents added per iteration
+    budget: Count = 100  # c, documents the reranker sees
+    window: Count = 20  # w (buffer_size)
+    step: Annotated[int, AtLeast(1), AtMost("window")] = 10  # b (step_size): documents kept and documents added per iteration
     # The official code appends unscored R0 documents after the scored ones (True). Off by default so R@100 is
     # recall over the documents the reranker observed, as GAREN sec. 5 defines it for every method.
     backfill: bool = False
