@@ -317,8 +317,9 @@ def test_backfill_from_the_scope_and_config_checks(agent_index, tiny_dataset, tm
     ranking = trace["q1"]["ranking"]
     assert ranking[0] == "pho1" and len(ranking) == 12 and trace["q1"]["trace"]["agent"]["answered"] == 1
     assert ["corpus/" + d + ".txt" for d in ranking[1:]] == [p for p in embedder_ranking(agent_index, TINY_QUERY["q1"]) if p != "corpus/pho1.txt"]
-    for bad, message in [({"match_query": "psychic"}, "match_query must be one of"), ({"max_turns": 0}, "max_turns must be at least 1"),
-                         ({"backfill": "all"}, "backfill must be one of"), ({"scope_size": "many"}, "non-negative number")]:
+    for bad, message in [({"match_query": "psychic"}, "match_query='psychic': expected one of"), ({"max_turns": 0}, "max_turns=0: expected an integer >= 1"),
+                         ({"backfill": "all"}, "backfill='all'"), ({"scope_size": "many"}, "scope_size='many': expected an integer"),
+                         ({"match_pool": 50}, "max_matches=60: expected an integer <= match_pool")]:
         with pytest.raises(GarenError, match=message):
             execute(tiny_dataset, agent_index, RunConfig(method="rarg", method_options=bad), tmp_path / "bad", roles=Roles(agent=policy), log=lambda *_: None)
 

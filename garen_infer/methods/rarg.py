@@ -19,9 +19,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Annotated, Literal
 
 from garen_infer.agent.answer import parse_ranking
 from garen_infer.agent.loop import run_agent
@@ -30,46 +31,44 @@ from garen_infer.agent.relevance import Relevance
 from garen_infer.agent.sandbox import Limits, Sandbox
 from garen_infer.agent.tools import Toolbox
 from garen_infer.agent.transcript import Transcript
-from garen_infer.errors import GarenError
 from garen_infer.index.corpus_files import CorpusFiles
 from garen_infer.methods.base import Method, QueryState, Search
+from garen_infer.settings import AtLeast, AtMost, Count, NonNegative, Positive
 
-MATCH_QUERIES = ("constructed", "generative")
-BACKFILLS = ("none", "scope")
 
 
 @dataclass
 class RargConfig:
     # ---- the loop (sec. 3.1, 4.1; App. A.2) ----
-    max_turns: int = 100  # sec. 4.1: turns capped at 100
-    answer_size: int = 10  # App. A.2: the answer ranks exactly ten document paths (BRIGHT)
+    max_turns: Count = 100  # sec. 4.1: turns capped at 100
+    answer_size: Count = 10  # App. A.2: the answer ranks exactly ten document paths (BRIGHT)
     # ---- embed_recall (sec. 3.2) ----
-    scope_size: int = 10_000  # sec. 3.2: the scope file holds at most 10,000 ranked paths
+    scope_size: Count = 10_000  # sec. 3.2: the scope file holds at most 10,000 ranked paths
     # ---- RARG+ entry points (sec. 3.3) ----
-    init_paragraphs: int = 0  # top paragraphs shown after the scope mapping (RARG+ and RARG++: 10)
-    init_docs: int = 20  # X, the top scope documents cut into paragraphs (sec. 3.3 says "top-X"; X is not given)
-    paragraph_min_chars: int = 400  # sec. 3.3: paragraphs of 400-1000 characters
-    paragraph_max_chars: int = 1000
+    init_paragraphs: NonNegative = 0  # top paragraphs shown after the scope mapping (RARG+ and RARG++: 10)
+    init_docs: Count = 20  # X, the top scope documents cut into paragraphs (sec. 3.3 says "top-X"; X is not given)
+    paragraph_min_chars: Count = 400  # sec. 3.3: paragraphs of 400-1000 characters
+    paragraph_max_chars: Annotated[int, AtLeast("paragraph_min_chars")] = 1000
     # ---- RARG++ match-level relevance (sec. 3.4, 4.1) ----
     match_rerank: bool = False  # RARG++: True
-    match_pool: int = 500  # M: matches collected for reranking (sec. 4.1)
-    match_query: str = "constructed"  # sec. 3.4: "constructed" (default) | "generative" (bash gets rerank_query)
+    match_pool: Count = 500  # M: matches collected for reranking (sec. 4.1)
+    match_query: Literal["constructed", "generative"] = "constructed"  # sec. 3.4; "generative": bash gets rerank_query
     match_instruction: str = MATCH_INSTRUCTION  # the "Instruct:" line of the constructed query (wording ours)
     match_embedding: dict = field(default_factory=dict)  # EmbeddingParams of a separate match embedder; {} = the
     #   index's (the paper's BRIGHT runs rank documents with NV-Embed and matches with Qwen3-Embedding-4B, sec. 4.1)
     # ---- observation caps (sec. 4.1, BRIGHT; BrowseComp-Plus used 30 and 1,000) ----
-    max_matches: int = 60  # m: matches shown per search
-    match_chars: int = 500  # each match cut to 500 characters
-    tool_result_chars: int = 50_000  # C: any tool result cut to DCI's 50 KB (Level-3 compaction, step 1)
+    max_matches: Annotated[int, AtLeast(1), AtMost("match_pool")] = 60  # m: matches shown per search (m < M)
+    match_chars: Count = 500  # each match cut to 500 characters
+    tool_result_chars: Count = 50_000  # C: any tool result cut to DCI's 50 KB (Level-3 compaction, step 1)
     # ---- compaction (sec. 3.1, 4.1) ----
-    keep_tool_results: int = 40  # results of the 40 most recent tool calls survive compaction
-    compaction_threshold: int = 230_000  # tokens of context before compaction starts
+    keep_tool_results: Count = 40  # results of the 40 most recent tool calls survive compaction
+    compaction_threshold: Count = 230_000  # tokens of context before compaction starts
     # ---- harness (not in the paper) ----
-    command_seconds: float = 20.0  # wall-clock (and CPU) limit of one bash command
-    backfill: str = "none"  # "scope": after the agent's list, the latest scope's order (for recall at depth)
-    nudges: int = 0  # a reply with neither a tool call nor a ranking gets a reminder (up to this many times)
-    #   instead of ending the episode; for small models (the CPU preset), the paper's loop has none
-    transcript_chars: int = 2000  # each tool result kept in the transcript up to this length
+    command_seconds: Positive = 20.0  # wall-clock (and CPU) limit of one bash command
+    backfill: Literal["none", "scope"] = "none"  # "scope": after the agent's list, the latest scope's order
+    nudges: NonNegative = 0  # a reply with neither a tool call nor a ranking gets a reminder (up to this many
+    #   times) instead of ending the episode; for small models (the CPU preset), the paper's loop has none
+    transcript_chars: Count = 2000  # each tool result kept in the transcript up to this length
 
 
 @dataclass
@@ -87,7 +86,6 @@ class Rarg(Method):
 
     def __init__(self, config: RargConfig, index, dataset):
         super().__init__(config, index, dataset)
-        _validate(self.name, config)
         self._workspace = Path(tempfile.mkdtemp(prefix="garen-rarg-"))  # one sandbox folder per query inside
         weakref.finalize(self, shutil.rmtree, str(self._workspace), True)
 
@@ -156,23 +154,6 @@ class RargPlus(Rarg):
 
 class RargPlusPlus(Rarg):
     name, Config = "rarg++", RargPlusPlusConfig
-
-
-def _validate(method: str, config: RargConfig) -> None:
-    for f in fields(config):
-        value = getattr(config, f.name)
-        if f.type in ("int", "float") and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-            raise GarenError(f"{method}: {f.name} must be a non-negative number, not {value!r}")
-    positive = ("max_turns", "answer_size", "scope_size", "max_matches", "match_pool", "match_chars", "tool_result_chars", "keep_tool_results", "command_seconds")
-    for name in positive:
-        if getattr(config, name) < 1:
-            raise GarenError(f"{method}: {name} must be at least 1, not {getattr(config, name)!r}")
-    if config.match_query not in MATCH_QUERIES:
-        raise GarenError(f"{method}: match_query must be one of {', '.join(MATCH_QUERIES)}, not '{config.match_query}'")
-    if config.backfill not in BACKFILLS:
-        raise GarenError(f"{method}: backfill must be one of {', '.join(BACKFILLS)}, not '{config.backfill}'")
-    if config.paragraph_min_chars > config.paragraph_max_chars:
-        raise GarenError(f"{method}: paragraph_min_chars ({config.paragraph_min_chars}) is above paragraph_max_chars ({config.paragraph_max_chars})")
 
 
 METHOD = Rarg
