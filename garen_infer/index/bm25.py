@@ -5,6 +5,11 @@ Two variants behind ``Bm25Params.variant``:
 - ``bright``: BRIGHT's official BM25 ("BM25Q", anchors.md 2.2): Lucene 8 weights with k1=0.9, b=0.4, and the
   query vector is weighted by the same model (gensim LuceneBM25Model + sparse dot product), which is stronger
   than plain BM25 on long queries. Implemented with scipy sparse matrices.
+
+Tokens: ``tokenizer: bm25s`` is bm25s's pattern (words of two or more word characters: it drops "a", "x", and
+splits "3.14" into "14"); ``tokenizer: lucene`` is Lucene's StandardTokenizer with the possessive filter and
+Java lower-casing (lucene_analyzer.py), which with ``stopwords: lucene`` and ``stemmer: lucene-porter`` is
+token for token the analyzer BRIGHT's BM25 uses (pyserini's default).
 """
 
 from __future__ import annotations
@@ -18,7 +23,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from tqdm.auto import tqdm
+
+from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
+from garen_infer.index.lucene_analyzer import LUCENE_STOPWORDS, english_tokens
+from garen_infer.index.porter import porter_stem
 
 
 @dataclass(frozen=True)
@@ -27,28 +37,42 @@ class Bm25Params:
     k1: float = 1.2
     b: float = 0.75
     stopwords: str = "en"  # bm25s list name, or "lucene" for Lucene's English stop set
-    stemmer: str = "english"  # a PyStemmer algorithm ("english" = Snowball, "porter" as Lucene), or "" for none
+    stemmer: str = "english"  # a PyStemmer algorithm ("english" = Snowball, "porter" = Snowball's Porter), or
+    #   "lucene-porter" (Lucene's PorterStemFilter: differs from Snowball's on "-logy", "-bly" and 2-letter words), or ""
+    tokenizer: str = "bm25s"  # "bm25s" (regex, words of 2+ characters) | "lucene" (StandardTokenizer, UAX#29)
 
 
-# Lucene's EnglishAnalyzer stop set (what pyserini's analyzer, and so BRIGHT's BM25, removes)
-LUCENE_STOPWORDS = (
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of",
-    "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
-)
-# BRIGHT retrievers.py: Lucene analyzer (Porter stemming, Lucene stop set), k1 = 0.9, b = 0.4
-BRIGHT_BM25 = Bm25Params(variant="bright", k1=0.9, b=0.4, stopwords="lucene", stemmer="porter")
+# BRIGHT retrievers.py: pyserini's default Lucene analyzer (StandardTokenizer, possessives, lower case, Lucene's
+# stop set, Lucene's Porter), k1 = 0.9, b = 0.4
+BRIGHT_BM25 = Bm25Params(variant="bright", k1=0.9, b=0.4, stopwords="lucene", stemmer="lucene-porter", tokenizer="lucene")
+TOKENIZERS = ("bm25s", "lucene")
+
+
+def _stemmer(name: str):
+    if not name:
+        return None
+    if name == "lucene-porter":
+        return lambda words: [porter_stem(w) for w in words]
+    import Stemmer
+
+    return Stemmer.Stemmer(name).stemWords
 
 
 def tokenize(texts: list[str], params: Bm25Params, show_progress: bool = False) -> list[list[str]]:
+    if params.tokenizer not in TOKENIZERS:
+        raise GarenError(f"unknown BM25 tokenizer '{params.tokenizer}' (bm25s or lucene)")
+    stem = _stemmer(params.stemmer)
+    if params.tokenizer == "lucene":
+        from bm25s.stopwords import STOPWORDS_EN
+
+        stop = LUCENE_STOPWORDS if params.stopwords == "lucene" else frozenset(STOPWORDS_EN if params.stopwords == "en" else ())
+        texts = tqdm(texts, desc="tokenize", unit="doc", disable=not show_progress)
+        tokens = [english_tokens(t, stop, stem=False) for t in texts]
+        return [stem(t) for t in tokens] if stem else tokens
     import bm25s
 
-    stemmer = None
-    if params.stemmer:
-        import Stemmer
-
-        stemmer = Stemmer.Stemmer(params.stemmer).stemWords
     stopwords = list(LUCENE_STOPWORDS) if params.stopwords == "lucene" else (params.stopwords or None)
-    return bm25s.tokenize(texts, stopwords=stopwords, stemmer=stemmer, return_ids=False, show_progress=show_progress)
+    return bm25s.tokenize(texts, stopwords=stopwords, stemmer=stem, return_ids=False, show_progress=show_progress)
 
 
 class Bm25Index:
