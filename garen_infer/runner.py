@@ -20,7 +20,7 @@ from garen_infer.append_log import read_finished
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
-from garen_infer.first_stage import FirstStageConfig, first_stage
+from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
 from garen_infer.index.atomic import write_json
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.scheduler import Scheduler
@@ -92,7 +92,9 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
             if missing:
                 raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
             roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
-        first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage))
+        # excluded ids leave the first stage before any method sees it, unless the method keeps them (RGS's code)
+        exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in todo]
+        first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage), exclude)
         states = [QueryState(q, rows, budget) for q, rows in zip(todo, first)]
         scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
         doc_ids = index.doc_ids

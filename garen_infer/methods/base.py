@@ -34,6 +34,7 @@ class Method:
     Config: type = object
     index_stages: tuple[str, ...] = ("bm25",)
     roles: tuple[str, ...] = ()  # model roles the method uses, e.g. ("reranker", "navigator")
+    keeps_excluded: bool = False  # True: BRIGHT's excluded ids stay in the first stage (RGS's author code)
 
     def __init__(self, config, index, dataset):
         self.config, self.index, self.dataset = config, index, dataset

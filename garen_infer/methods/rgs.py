@@ -25,12 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from garen_infer.errors import GarenError
+from garen_infer.first_stage import excluded_rows
 from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.window import STRIDE, WINDOW, window_bounds
 
 FOLLOW = ("code", "paper")
 FIRST_STAGES = ("graph", "run")
+EXCLUDED = ("drop", "keep")
 
 
 def list_length_for(budget: int) -> int:
@@ -54,6 +56,8 @@ class RgsConfig:
     first_stage: str = "graph"  # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
     search_list: int = 5000  # DiskANN search list for the "graph" first stage (code: search_L = 5000)
     depth: int = 1000  # documents in the output ranking at most (as the run's first stage keeps; BRIGHT: 1000)
+    excluded: str = "drop"  # BRIGHT's excluded ids: "drop" them from the first stage (BRIGHT's run.py, every other
+    #   method here) or "keep" them, as the author's run_retrieval.py does (evaluation removes them either way)
     backfill: bool = False  # append unseen first-stage documents after the observed ones. Off by default so
     #   R@100 is recall over the documents the reranker observed (GAREN sec. 5). The observed documents always
     #   follow A in the order they were cut from it (a harness choice; the author's code outputs A's top 10 only).
@@ -70,6 +74,9 @@ class ReRankerGuidedSearch(Method):
             raise GarenError(f"rgs: first_stage must be one of {', '.join(FIRST_STAGES)}, not '{config.first_stage}'")
         if not 0 < config.stride <= config.window:
             raise GarenError(f"rgs: stride must be in 1..window ({config.window}), not {config.stride}")
+        if config.excluded not in EXCLUDED:
+            raise GarenError(f"rgs: excluded must be one of {', '.join(EXCLUDED)}, not '{config.excluded}'")
+        self.keeps_excluded = config.excluded == "keep"
 
     # ---- the switches, resolved -----------------------------------------------------------------------------
     def seed_count(self, budget: int) -> int:
@@ -90,8 +97,11 @@ class ReRankerGuidedSearch(Method):
         if self.config.first_stage == "run":
             return list(state.first_stage)
         vector = self.query_vector(state.query.text)
-        keep = min(self.config.search_list, max(self.config.depth, self.seed_count(budget)))
-        return self.index.proximity_graph.search(vector, keep, self.config.search_list)[0]  # top `keep` of a 5000-list
+        keep_all = self.keeps_excluded or self.dataset is None
+        drop = set() if keep_all else excluded_rows(state.query, self.dataset.doc_index)
+        keep = min(self.config.search_list, max(self.config.depth, self.seed_count(budget)) + len(drop))
+        found = self.index.proximity_graph.search(vector, keep, self.config.search_list)[0]  # top `keep` of a 5000-list
+        return [r for r in found if r not in drop]
 
     PREFETCH = 64  # queries encoded per batch for the graph first stage
 
