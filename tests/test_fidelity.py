@@ -67,3 +67,35 @@ def test_rgs_author_code_keeps_excluded_ids_behind_its_switch(tiny_dataset, grap
     assert any(py2 in w for w in reranker.by_query[q3])
     reranker, _ = _run(tiny_dataset, graph_index, tmp_path / "drop", "rgs", options)
     assert all(py2 not in w for w in reranker.by_query[q3])
+
+
+# ---- item 3: the group-size cap ---------------------------------------------------------------------------------
+def barbells(count: int = 30, half: int = 10):
+    """``count`` components, each two ``half``-cliques joined by three edges: the whole graph's Leiden keeps each
+    component as one group of 2 x half (merging beats modularity's resolution limit), its own subgraph splits it."""
+    import numpy as np
+
+    rows = []
+    for c in range(count):
+        base = c * 2 * half
+        for side in (0, 1):
+            clique = [base + side * half + i for i in range(half)]
+            for i, node in enumerate(clique):
+                mates = [m for m in clique if m != node]
+                if i < 3:  # the bridges
+                    mates.append(base + (1 - side) * half + i)
+                rows.append(mates + [node] * (half - len(mates)))
+    return np.array(rows, dtype=np.uint32), np.ones((len(rows), half), dtype=np.float16)
+
+
+@pytest.mark.parametrize("backend", ["graspologic", "leidenalg"])
+def test_groups_of_exactly_the_cap_are_split_like_graspologic(backend):
+    from garen_infer.index.partition import leiden_groups
+
+    neighbours, weights = barbells()
+    uncapped = leiden_groups(neighbours, weights, max_group_size=10_000, backend=backend)
+    assert sorted(map(len, uncapped)) == [20] * 30  # a component of exactly s-bar = 20 documents
+    default = leiden_groups(neighbours, weights, max_group_size=20, backend=backend)
+    assert max(map(len, default)) == 10 and len(default) == 60  # ">= s-bar" is re-partitioned (App. F: max 19)
+    exceeding = leiden_groups(neighbours, weights, max_group_size=20, backend=backend, cap_rule="exceeding")
+    assert sorted(map(len, exceeding)) == [20] * 30  # App. A's wording keeps it

@@ -38,7 +38,8 @@ class GroupParams:
     leiden_backend: str = "graspologic"  # graspologic (resolution + randomness) | leidenalg (resolution only)
     resolution: float = 1.0  # gamma, App. A
     randomness: float = 0.001  # theta, App. A
-    max_group_size: int = 20  # s-bar: larger groups are re-partitioned, App. A
+    max_group_size: int = 20  # s-bar, App. A: groups this large are re-partitioned
+    cap_rule: str = "graspologic"  # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
     seed: int = 42
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # or a generator model spec
     summary_max_docs: int = 20  # documents shown to the LLM summarizer per group
@@ -74,7 +75,7 @@ def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
     graph = folder.knn_graph
     if params.construction == "leiden":
         return leiden_groups(graph.neighbours, graph.weights, max_group_size=params.max_group_size, resolution=params.resolution,
-                             randomness=params.randomness, backend=params.leiden_backend, seed=params.seed)
+                             randomness=params.randomness, backend=params.leiden_backend, seed=params.seed, cap_rule=params.cap_rule)
     n_groups = folder.manifest["stages"]["groups"]["info"]["groups"]  # same number as the Leiden groups
     if params.construction == "kmeans":
         return kmeans_groups(np.asarray(folder.embeddings), n_groups, params.seed)
