@@ -50,7 +50,7 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
     takes_budget = "budget" in method_cls.Config.__dataclass_fields__
     if config.budget is not None and takes_budget:
         options_dict["budget"] = config.budget  # --budget overrides the preset
-    options = make_config(method_cls, options_dict)
+    options = method_cls.settle(make_config(method_cls, options_dict), config.models)
     budget = options.budget if takes_budget else None
     method = method_cls(options, index, dataset)  # its options may change the stages and roles it uses
     for stage in method.index_stages:

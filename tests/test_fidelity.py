@@ -99,3 +99,58 @@ def test_groups_of_exactly_the_cap_are_split_like_graspologic(backend):
     assert max(map(len, default)) == 10 and len(default) == 60  # ">= s-bar" is re-partitioned (App. F: max 19)
     exceeding = leiden_groups(neighbours, weights, max_group_size=20, backend=backend, cap_rule="exceeding")
     assert sorted(map(len, exceeding)) == [20] * 30  # App. A's wording keeps it
+
+
+# ---- item 7: what the group summarizer reads --------------------------------------------------------------------
+def test_summarizer_reads_every_document_whole_while_the_group_fits():
+    from garen_infer.index.groups import GroupParams
+    from garen_infer.index.summaries import fit_documents
+
+    params = GroupParams()
+    texts = [" ".join(f"w{d}_{i}" for i in range(200)) for d in range(30)]  # 30 documents of 200 words
+    shown = fit_documents(texts, params.summary_max_docs, params.summary_max_words, params.summary_budget_words)
+    assert shown == texts  # App. G: "The following {n} documents" -- all of them (was: 20 documents x 150 words)
+    # past the budget every document is cut to one common length; the short ones stay whole
+    mixed = ["short text"] + [" ".join(["long"] * 500)] * 3
+    cut = fit_documents(mixed, None, None, budget_words=902)
+    assert cut[0] == "short text" and [len(t.split()) for t in cut[1:]] == [300, 300, 300]
+    assert fit_documents(texts, 2, 5, None) == [" ".join(t.split()[:5]) for t in texts[:2]]
+
+
+def test_summarizer_prompt_is_built_from_the_fitted_documents():
+    from garen_infer.index.groups import GroupParams, _llm_summaries
+    from garen_infer.llm.types import SamplingParams
+
+    class CapturingGenerator:
+        sampling, chats = SamplingParams(), []
+        backend = None
+
+        def __init__(self):
+            self.backend = self
+
+        def generate(self, chats, sampling):
+            self.chats.extend(chats)
+            return [Completion(text='{"concept": "c", "summary": "s"}') for _ in chats]
+
+    texts = [f"document {d} " + "word " * 200 for d in range(25)]
+    generator = CapturingGenerator()
+    _llm_summaries(generator, [0], [list(range(25))], texts, GroupParams(summarizer={"backend": "vllm"}))
+    user = generator.chats[0][1]["content"]
+    assert "The following 25 documents" in user and "[25] document 24" in user and user.count("word") >= 25 * 200
+
+
+# ---- item 11: choosing the reasoning prompt sets p = 0.5 and a longer answer --------------------------------------
+def test_reasoning_prompt_settles_rbp_p_and_max_tokens(tiny_index):
+    from garen_infer.llm.cache import NoCache
+    from garen_infer.llm.roles import build_roles
+    from garen_infer.methods.garen import Garen, GarenConfig
+
+    reasoning = {"reranker": {"backend": "openai", "base_url": "http://127.0.0.1:9", "model": "m", "prompt": "garen-reasoning",
+                              "api_key_env": None, "sampling": {"temperature": 0.0}}}
+    assert Garen.settle(GarenConfig(), reasoning).rbp_p == 0.5
+    assert Garen.settle(GarenConfig(), {"reranker": {"prompt": "garen"}}).rbp_p == 0.6
+    assert Garen.settle(GarenConfig(rbp_p=0.7), reasoning).rbp_p == 0.7  # an explicit value wins
+    roles = build_roles(reasoning, ["doc"], tiny_index, NoCache())
+    assert roles.reranker.sampling.max_tokens == 4096
+    reasoning["reranker"].update(prompt="garen")
+    assert build_roles(reasoning, ["doc"], tiny_index, NoCache()).reranker.sampling.max_tokens == 200

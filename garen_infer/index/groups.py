@@ -27,7 +27,7 @@ from garen_infer.append_log import read_finished
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
-from garen_infer.index.summaries import ExtractiveSummarizer, group_text, parse_summary
+from garen_infer.index.summaries import ExtractiveSummarizer, fit_documents, group_text, parse_summary
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,13 @@ class GroupParams:
     cap_rule: str = "graspologic"  # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
     seed: int = 42
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # or a generator model spec
-    summary_max_docs: int = 20  # documents shown to the LLM summarizer per group
-    summary_max_words: int = 150  # words per document in the summarizer prompt
+    # What the LLM summarizer reads (App. G: "The following {n} documents ...": every document of the group). By
+    # default all documents, whole, while the group fits ``summary_budget_words``; past it every document is cut to
+    # an equal share, short ones kept whole (summaries.fit_documents). 16,000 words is about 21-24k Qwen tokens of
+    # English: with the App. G template and a 4,096-token answer it fits garen-paper's 32,768-token context.
+    summary_max_docs: int | None = None  # documents shown per group (None: all n)
+    summary_max_words: int | None = None  # words per document (None: whole)
+    summary_budget_words: int | None = 16_000  # words of documents per prompt in all (None: no limit)
     summary_retries: int = 2  # sampled retries after malformed JSON, then the extractive fallback
     batch_size: int = 32  # groups per generator batch
 
@@ -124,7 +129,9 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
 def _llm_summaries(generator, batch, groups, texts, params: GroupParams) -> dict[int, dict | None]:
     from garen_infer.llm.prompts import summarizer as summarizer_prompt
 
-    chats = {g: summarizer_prompt([texts[r] for r in groups[g][: params.summary_max_docs]], params.summary_max_words) for g in batch}
+    text = params.summarizer.get("prompt_text", "paper")
+    chats = {g: summarizer_prompt(fit_documents([texts[r] for r in groups[g]], params.summary_max_docs, params.summary_max_words,
+                                                params.summary_budget_words), max_words=None, text=text) for g in batch}
     results: dict[int, dict | None] = {g: None for g in batch}
     pending = list(batch)
     for attempt in range(params.summary_retries + 1):

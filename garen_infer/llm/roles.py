@@ -18,7 +18,8 @@ import numpy as np
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.permutation import parse_permutation
-from garen_infer.llm.prompts import DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, QWEN3_ASSISTANT_PREFIX, yes_no
+from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
+                                     QWEN3_ASSISTANT_PREFIX, template, yes_no)
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
 
@@ -51,15 +52,17 @@ class EmbeddingReranker:
 
 
 class LLMListwiseReranker:
-    def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int = MAX_PASSAGE_WORDS, sampling: SamplingParams | None = None):
+    def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int = MAX_PASSAGE_WORDS,
+                 sampling: SamplingParams | None = None, text: str = "paper"):
         if prompt not in LISTWISE_PROMPTS:
             raise GarenError(f"unknown listwise prompt '{prompt}'; choose one of {', '.join(LISTWISE_PROMPTS)}")
-        self.backend, self.doc_texts, self.max_words = backend, doc_texts, max_words
+        template("", text)  # refuses an unknown reading now rather than at the first query
+        self.backend, self.doc_texts, self.max_words, self.text = backend, doc_texts, max_words, text
         self.prompt, self.name = LISTWISE_PROMPTS[prompt], f"{backend.id}:{prompt}"
-        self.sampling = sampling or SamplingParams(max_tokens=200)
+        self.sampling = sampling or SamplingParams(max_tokens=PROMPT_MAX_TOKENS[prompt])
 
     def rerank(self, jobs: list[RerankJob]) -> list[tuple[list[int], Completion]]:
-        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words) for j in jobs]
+        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text) for j in jobs]
         completions = self.backend.generate(chats, self.sampling)
         return [([j.rows[i] for i in parse_permutation(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
 
@@ -87,12 +90,13 @@ class EmbeddingYesNoScorer:
 
 
 class LLMYesNoScorer:
-    def __init__(self, backend, instruction: str = DEFAULT_INSTRUCTION, assistant_prefix: str = QWEN3_ASSISTANT_PREFIX):
-        self.backend, self.instruction, self.assistant_prefix = backend, instruction, assistant_prefix
+    def __init__(self, backend, instruction: str = DEFAULT_INSTRUCTION, assistant_prefix: str = QWEN3_ASSISTANT_PREFIX, text: str = "paper"):
+        template("", text)
+        self.backend, self.instruction, self.assistant_prefix, self.text = backend, instruction, assistant_prefix, text
         self.name = backend.id
 
     def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
-        chats = [yes_no(q, t, self.instruction) for q, t in pairs]
+        chats = [yes_no(q, t, self.instruction, self.text) for q, t in pairs]
         return self.backend.score_yes_no(chats, self.assistant_prefix)
 
 
@@ -105,7 +109,7 @@ class LLMGenerator:
 
 
 # ---- building roles from a config ----------------------------------------------------------------------------
-ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix"}
+ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text"}
 
 
 @dataclass
@@ -137,6 +141,9 @@ def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
         spec = dict(spec or {})
         kind = spec.get("backend", "embedding")
         sampling = SamplingParams(**spec["sampling"]) if "sampling" in spec else None
+        if role == "reranker" and sampling is not None and "max_tokens" not in spec["sampling"]:
+            # the output budget follows from the prompt: the reasoning prompt writes a trace before its ranking
+            sampling = SamplingParams(**{**spec["sampling"], "max_tokens": PROMPT_MAX_TOKENS.get(spec.get("prompt", "garen"), 200)})
         if kind == "embedding":
             if role == "generator":
                 raise GarenError("models.generator cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
@@ -147,9 +154,11 @@ def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
             continue
         backend = backend_for(spec)
         if role == "reranker":
-            roles.reranker = LLMListwiseReranker(backend, doc_texts, spec.get("prompt", "garen"), spec.get("max_words", MAX_PASSAGE_WORDS), sampling)
+            roles.reranker = LLMListwiseReranker(backend, doc_texts, spec.get("prompt", "garen"), spec.get("max_words", MAX_PASSAGE_WORDS), sampling,
+                                                 spec.get("prompt_text", "paper"))
         elif role == "generator":
             roles.generator = LLMGenerator(backend, sampling)
         else:
-            roles.scorers[role] = LLMYesNoScorer(backend, spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX))
+            roles.scorers[role] = LLMYesNoScorer(backend, spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX),
+                                                 spec.get("prompt_text", "paper"))
     return roles

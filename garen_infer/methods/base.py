@@ -39,6 +39,12 @@ class Method:
     def __init__(self, config, index, dataset):
         self.config, self.index, self.dataset = config, index, dataset
 
+    @classmethod
+    def settle(cls, config, models: dict):
+        """Fill the options that follow from the models (e.g. GAREN's RBP p from the reranker prompt); the runner
+        records the settled config, so a run folder says what was used."""
+        return config
+
     def search(self, state: QueryState) -> Search:
         raise NotImplementedError
 

@@ -15,10 +15,13 @@ Per query (Algorithm 1 with App. E):
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from garen_infer.llm.requests import Rerank, ScoreYesNo
 from garen_infer.methods.base import Method, QueryState, Search
+
+
+NON_REASONING_RBP_P, REASONING_RBP_P = 0.6, 0.5  # App. A
 
 
 @dataclass
@@ -33,7 +36,7 @@ class GarenConfig:
     expansion_unit: str = "group"  # | "document": the navigator scores neighbouring documents (sec. 6.2)
     groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
     propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
-    rbp_p: float = 0.6  # RBP persistence p: 0.6 non-reasoning, 0.5 with the reasoning prompt (App. A)
+    rbp_p: float | None = None  # RBP persistence p (App. A); None = by the reranker's prompt: 0.5 for garen-reasoning, else 0.6
     alpha: float = 0.01  # propagation weight (App. A)
     propagation_top: int = 10  # |R_final|: the top-10 that spread evidence (sec. 4.3)
     fill_from_first_stage: bool = True  # if the scored groups run dry, fill the window from R_0 (paper silent)
@@ -44,6 +47,7 @@ class Garen(Method):
     index_stages = ("bm25", "knn_graph", "groups")
 
     def __init__(self, config: GarenConfig, index, dataset):
+        config = self.settle(config, {})  # built without the runner: the non-reasoning defaults
         super().__init__(config, index, dataset)
         if config.groups != "groups":
             self.index_stages = ("bm25", "knn_graph", config.groups)
@@ -57,6 +61,13 @@ class Garen(Method):
             self.doc_group, self.members, self.texts = groups.doc_group, groups.members, groups.texts
         if config.navigator == "connectivity":
             self.roles = ("reranker",)
+
+    @classmethod
+    def settle(cls, config: GarenConfig, models: dict) -> GarenConfig:
+        if config.rbp_p is None:  # App. A: p = 0.6 with the non-reasoning prompt, 0.5 with the reasoning one
+            prompt = ((models or {}).get("reranker") or {}).get("prompt", "garen")
+            config = replace(config, rbp_p=REASONING_RBP_P if prompt == "garen-reasoning" else NON_REASONING_RBP_P)
+        return config
 
     # ---- the search ---------------------------------------------------------------------------------------------
     def search(self, state: QueryState) -> Search:
