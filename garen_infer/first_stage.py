@@ -41,3 +41,12 @@ def first_stage(index, query_texts: list[str], config: FirstStageConfig, exclude
 def excluded_rows(query, doc_index: dict[str, int]) -> set[int]:
     """The corpus rows of a query's excluded ids (ids absent from the corpus are ignored)."""
     return {doc_index[d] for d in query.excluded_ids if d in doc_index}
+
+
+def all_scores(index, kind: str, query_text: str) -> np.ndarray:
+    """The first stage's score of every document for one query (BM25, or the dense inner product)."""
+    if kind == "bm25":
+        return index.bm25.scores(query_text)
+    if kind == "dense":
+        return np.asarray(index.embeddings, dtype=np.float32) @ index.embedder.query_vectors([query_text])[0]
+    raise GarenError(f"unknown first stage '{kind}' (bm25 or dense)")

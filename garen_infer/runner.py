@@ -95,7 +95,8 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
         # excluded ids leave the first stage before any method sees it, unless the method keeps them (RGS's code)
         exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in todo]
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage), exclude)
-        states = [QueryState(q, rows, budget) for q, rows in zip(todo, first)]
+        kind = FirstStageConfig(**config.first_stage).kind
+        states = [QueryState(q, rows, budget, first_stage_kind=kind) for q, rows in zip(todo, first)]
         scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
         doc_ids = index.doc_ids
         start = time.perf_counter()

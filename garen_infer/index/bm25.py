@@ -130,6 +130,17 @@ class Bm25Index:
         return results
 
 
+    def scores(self, query: str) -> np.ndarray:
+        """The query's score for every document (0 where no term matches): the first stage past its depth."""
+        tokens = tokenize([query], self.params)[0]
+        if self.params.variant == "bright":
+            return self._state.all_scores(tokens)
+        known = [t for t in tokens if t in self._state.vocab_dict]
+        if not known:
+            return np.zeros(self._state.scores["num_docs"])
+        return np.asarray(self._state.get_scores(known), dtype=np.float64)
+
+
 class _LuceneQ:
     """Lucene 8 BM25 weights on both sides: idf = ln(N+1) - ln(df+0.5), w = idf * tf / (tf + k1 (1 - b + b dl/avgdl))."""
 
@@ -162,15 +173,20 @@ class _LuceneQ:
         weighted.data = self.idf[weighted.indices] * tf / (tf + norm[row_of_entry])
         return weighted
 
-    def search(self, query_tokens: list[str], k: int) -> list[tuple[int, float]]:
+    def all_scores(self, query_tokens: list[str]) -> np.ndarray:
         counts = Counter(t for t in query_tokens if t in self.vocab)
         if not counts:
-            return []
+            return np.zeros(self.doc_matrix.shape[0])
         cols = [self.vocab[t] for t in counts]
         tf = sp.csr_matrix((np.array(list(counts.values()), dtype=np.float64), ([0] * len(cols), cols)), shape=(1, len(self.vocab)))
         # the query's length counts known terms only: gensim's doc2bow drops the others before weighting
         query_vector = self._weigh(tf, np.array([float(sum(counts.values()))]))
-        scores = np.asarray((self.doc_matrix @ query_vector.T).todense()).ravel()
+        return np.asarray((self.doc_matrix @ query_vector.T).todense()).ravel()
+
+    def search(self, query_tokens: list[str], k: int) -> list[tuple[int, float]]:
+        if not any(t in self.vocab for t in query_tokens):
+            return []
+        scores = self.all_scores(query_tokens)
         top = np.argsort(-scores, kind="stable")[:k]
         return [(int(r), float(scores[r])) for r in top if scores[r] > 0]
 

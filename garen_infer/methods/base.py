@@ -19,6 +19,8 @@ class QueryState:
     first_stage: list[int]  # corpus rows, best first (BM25 or dense, to the configured depth)
     budget: int | None  # distinct documents the reranker may see (Reranker@k); None for methods without one
     trace: dict = field(default_factory=dict)  # method diagnostics, written to the run's trace.jsonl
+    first_stage_kind: str | None = None  # the first stage that ranked ``first_stage`` (bm25 | dense), to score
+    #   documents past its depth; None (a state built by hand) orders them by corpus row
 
     @property
     def first_stage_rank(self) -> dict[int, int]:

@@ -30,6 +30,8 @@ class GarenConfig:
     window: int = 20  # w (sec. 5)
     keep: int = 10  # h (sec. 5)
     k_groups: int | None = 20  # K_g, new groups the navigator scores per iteration (sec. 5, App. D); None = no cap
+    k_documents: int | None = None  # the same cap for expansion_unit: document; none by default (sec. 6.2: "up to
+    #   window size x #edges = 20 x 16 = 320 documents" per step)
     tau_switch: int = 4  # iteration that ends exploration (sec. 5, App. D)
     strategy: str = "explore-then-exploit"  # | "explore" | "exploit" (Table 3 ablations)
     navigator: str = "model"  # | "connectivity": the no-model heuristic of sec. 6.4
@@ -138,7 +140,7 @@ class Garen(Method):
     def groups_to_score(self, candidates, votes, scores, first_stage, observed) -> list[int]:
         """At most K_g unscored groups: the highest votes; when fewer are available, the groups of the
         top-ranked first-stage documents whose group is not yet covered fill the budget."""
-        k = self.config.k_groups
+        k = self.config.k_documents if self.config.expansion_unit == "document" else self.config.k_groups
         unscored = [g for g in candidates if g not in scores]
         if k is None:
             return unscored
@@ -166,10 +168,13 @@ class Garen(Method):
     # ---- sec. 4.2.2: explore (round robin) or exploit (depth first) -------------------------------------------
     def expand(self, ranked_groups: list[int], observed: set, state: QueryState, room: int, explore: bool) -> list[int]:
         rank = state.first_stage_rank
-        unseen = len(rank)  # documents outside the first-stage list come after it, by row
+
+        def order(d):  # App. E: by first-stage rank; past the first stage's depth, by its score (then row)
+            return (rank[d], 0.0, d) if d in rank else (len(rank), -self.first_stage_score(state, d), d)
+
         queues = deque()
         for g in ranked_groups:
-            docs = sorted((d for d in self.members[g] if d not in observed), key=lambda d: (rank.get(d, unseen), d))
+            docs = sorted((d for d in self.members[g] if d not in observed), key=order)
             if docs:
                 queues.append(deque(docs))
         picked: list[int] = []
@@ -184,6 +189,16 @@ class Garen(Method):
                 if not queues[0]:
                     queues.popleft()
         return picked
+
+    def first_stage_score(self, state: QueryState, row: int) -> float:
+        """The first stage's score of a document it ranked below its depth (computed once per query)."""
+        if state.first_stage_kind is None:
+            return 0.0  # a state built by hand: ties, so the corpus row decides
+        if "_first_stage_scores" not in state.__dict__:
+            from garen_infer.first_stage import all_scores
+
+            state.__dict__["_first_stage_scores"] = all_scores(self.index, state.first_stage_kind, state.query.text)
+        return float(state.__dict__["_first_stage_scores"][row])
 
     # ---- sec. 4.3: group-driven evidence propagation ------------------------------------------------------------
     def propagation_scores(self, ranking: list[int]) -> dict[int, float]:
