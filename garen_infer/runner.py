@@ -91,7 +91,7 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
             missing = [r for r in method.roles if r not in config.models]
             if missing:
                 raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
+            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(), dataset.name)
         # excluded ids leave the first stage before any method sees it, unless the method keeps them (RGS's code)
         exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in todo]
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage), exclude)

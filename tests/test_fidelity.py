@@ -154,3 +154,21 @@ def test_reasoning_prompt_settles_rbp_p_and_max_tokens(tiny_index):
     assert roles.reranker.sampling.max_tokens == 4096
     reasoning["reranker"].update(prompt="garen")
     assert build_roles(reasoning, ["doc"], tiny_index, NoCache()).reranker.sampling.max_tokens == 200
+
+
+# ---- item 4: one preset for every implemented row of GAREN's Table 1 ----------------------------------------------
+def test_garen_paper_preset_runs_every_table_1_method_from_bm25():
+    from garen_infer.config import load_preset
+    from garen_infer.index.stages import IndexConfig
+    from garen_infer.methods.base import get_method, make_config
+
+    preset = load_preset("garen-paper")
+    stages = IndexConfig.from_dict(preset["index"]).stages
+    assert stages["proximity_graph"].start == "medoid"  # RGS's DiskANN graph over the Qwen3 embeddings
+    assert stages["embeddings"].model == "Qwen/Qwen3-Embedding-4B" and preset["first_stage"]["kind"] == "bm25"
+    assert set(preset["methods"]) >= {"bm25", "rerank", "slidegar", "rgs", "garen"}
+    rgs = make_config(get_method("rgs"), preset["methods"]["rgs"])
+    assert rgs.first_stage == "run" and rgs.budget == 100  # seeds from BM25, like every method (sec. 5)
+    for method, options in preset["methods"].items():
+        cls = get_method(method)
+        assert set(cls.index_stages) <= set(stages), method  # every stage a method needs is built by the preset

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from garen_infer.errors import GarenError
+from garen_infer.llm.rgs_prompt import parse_all_or_identity, rgs_author
 from garen_infer.llm.types import Chat
 
 MAX_PASSAGE_WORDS = 300  # rank_llm default (anchors.md sec. 6)
@@ -22,7 +23,7 @@ def passage(text: str, max_words: int | None = MAX_PASSAGE_WORDS) -> str:
 
 
 # ---- RankGPT (Sun et al., 2023) as in rank_llm: a multi-turn conversation, one turn per passage ----------------
-def rankgpt(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper") -> Chat:
+def rankgpt(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
     n = len(docs)
     chat: Chat = [
         {"role": "system", "content": "You are RankGPT, an intelligent assistant that can rank passages based on their relevancy to the query."},
@@ -145,19 +146,21 @@ def fill(template_text: str, **values) -> str:
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template_text)
 
 
-def garen_non_reasoning(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper") -> Chat:
+def garen_non_reasoning(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
     user = fill(template(GAREN_NON_REASONING_USER, text), docs=_numbered(docs, max_words), query=query, n_docs=len(docs))
     return [{"role": "system", "content": GAREN_NON_REASONING_SYSTEM}, {"role": "user", "content": user}]
 
 
-def garen_reasoning(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper") -> Chat:
+def garen_reasoning(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
     user = fill(template(GAREN_REASONING_USER, text), query=query, docs=_numbered(docs, max_words))
     return [{"role": "system", "content": template(GAREN_REASONING_SYSTEM, text)}, {"role": "user", "content": user}]
 
 
-LISTWISE_PROMPTS = {"rankgpt": rankgpt, "garen": garen_non_reasoning, "garen-reasoning": garen_reasoning}
+LISTWISE_PROMPTS = {"rankgpt": rankgpt, "garen": garen_non_reasoning, "garen-reasoning": garen_reasoning, "rgs-author": rgs_author}
 # the reranker's output budget follows from its prompt (App. G): a ranking of 20 ids, or a reasoning trace first
-PROMPT_MAX_TOKENS = {"rankgpt": 200, "garen": 200, "garen-reasoning": 4096}
+PROMPT_MAX_TOKENS = {"rankgpt": 200, "garen": 200, "garen-reasoning": 4096, "rgs-author": 200}
+PROMPT_MAX_WORDS = {"rgs-author": None}  # words per passage when the role does not say; others: MAX_PASSAGE_WORDS
+PROMPT_PARSERS = {"rgs-author": parse_all_or_identity}  # others: rank_llm's rule (permutation.parse_permutation)
 
 # ---- Pointwise yes/no: the Qwen3-Reranker format (GAREN App. G Table 10 navigator; anchors.md sec. 7) ----------
 DEFAULT_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query."  # GAREN Table 10

@@ -19,7 +19,8 @@ from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.permutation import parse_permutation
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
-                                     QWEN3_ASSISTANT_PREFIX, template, yes_no)
+                                     PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
+from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
 
@@ -52,19 +53,20 @@ class EmbeddingReranker:
 
 
 class LLMListwiseReranker:
-    def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int = MAX_PASSAGE_WORDS,
-                 sampling: SamplingParams | None = None, text: str = "paper"):
+    def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int | None = MAX_PASSAGE_WORDS,
+                 sampling: SamplingParams | None = None, text: str = "paper", task: str = ""):
         if prompt not in LISTWISE_PROMPTS:
             raise GarenError(f"unknown listwise prompt '{prompt}'; choose one of {', '.join(LISTWISE_PROMPTS)}")
         template("", text)  # refuses an unknown reading now rather than at the first query
-        self.backend, self.doc_texts, self.max_words, self.text = backend, doc_texts, max_words, text
+        self.backend, self.doc_texts, self.max_words, self.text, self.task = backend, doc_texts, max_words, text, task
         self.prompt, self.name = LISTWISE_PROMPTS[prompt], f"{backend.id}:{prompt}"
+        self.parse = PROMPT_PARSERS.get(prompt, parse_permutation)
         self.sampling = sampling or SamplingParams(max_tokens=PROMPT_MAX_TOKENS[prompt])
 
     def rerank(self, jobs: list[RerankJob]) -> list[tuple[list[int], Completion]]:
-        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text) for j in jobs]
+        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text, self.task) for j in jobs]
         completions = self.backend.generate(chats, self.sampling)
-        return [([j.rows[i] for i in parse_permutation(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
+        return [([j.rows[i] for i in self.parse(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
 
 
 class EmbeddingYesNoScorer:
@@ -109,7 +111,7 @@ class LLMGenerator:
 
 
 # ---- building roles from a config ----------------------------------------------------------------------------
-ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text"}
+ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task"}
 
 
 @dataclass
@@ -124,7 +126,7 @@ class Roles:
         return self.scorers[role]
 
 
-def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
+def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: str = "") -> Roles:
     """``models`` maps role names to specs, e.g. {"reranker": {"backend": "vllm", "model": ...}, "navigator": ...}.
     Role ``reranker`` is listwise, ``generator`` generates, every other role is a yes/no scorer."""
     backends: dict[str, object] = {}
@@ -154,8 +156,9 @@ def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
             continue
         backend = backend_for(spec)
         if role == "reranker":
-            roles.reranker = LLMListwiseReranker(backend, doc_texts, spec.get("prompt", "garen"), spec.get("max_words", MAX_PASSAGE_WORDS), sampling,
-                                                 spec.get("prompt_text", "paper"))
+            prompt = spec.get("prompt", "garen")
+            roles.reranker = LLMListwiseReranker(backend, doc_texts, prompt, spec.get("max_words", PROMPT_MAX_WORDS.get(prompt, MAX_PASSAGE_WORDS)),
+                                                 sampling, spec.get("prompt_text", "paper"), spec.get("task", bright_task(dataset_name)))
         elif role == "generator":
             roles.generator = LLMGenerator(backend, sampling)
         else:

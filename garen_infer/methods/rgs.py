@@ -12,12 +12,14 @@ proximity graph in which the listwise reranker decides where to go next.
 Budget (Reranker@k) = distinct documents sent to the reranker: the seeds plus every inserted neighbour. Windows
 that re-rank documents already seen cost model calls (the ledger counts them) but no budget.
 
-Paper and author code differ in two places (anchors.md 3.1 vs 3.2); ``follow`` picks one behaviour for both,
-the code's by default, and ``seeds`` / ``early_stop`` override each on its own:
+Paper and author code differ in three places (anchors.md 3.1 vs 3.2); ``follow`` picks one behaviour for all,
+the code's by default, and ``seeds`` / ``early_stop`` / ``revisit`` override each on its own:
 - seeds: the paper starts from the single document nearest to the query; the code from the first budget/5
   documents of the first stage, inserted (and reranked) as one batch;
 - early stop: the code stops the back-to-front pass at the first window that holds none of the documents just
-  inserted; the paper's pass always runs to the front of A.
+  inserted; the paper's pass always runs to the front of A;
+- neighbour filter: the paper appends the out-neighbours "not already in A", so a document cut off by truncation
+  may come back (at no budget: it was reranked before); the code drops every document ever reranked.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class RgsConfig:
     follow: str = "code"  # "code": the author's run_retrieval.py; "paper": Algorithm 1 as the paper states it
     seeds: int = 0  # 0 = by `follow`: budget // 5 (code: 20 / 60 / 100 for k = 100 / 300 / 500) or 1 (paper)
     early_stop: bool | None = None  # None = by `follow`: True (code: stop at the first window with no new doc) / False
+    revisit: bool | None = None  # None = by `follow`: False (code: never re-insert a reranked document) / True (paper:
+    #   only neighbours already in A are dropped)
     list_length: int = 0  # L; 0 = by budget (code and paper: 20 / 30 / 50 for k = 100 / 300 / 500)
     window: int = WINDOW  # w = 20 (paper sec. 4 setup; code)
     stride: int = STRIDE  # w / 2 = 10 (paper: step w/2; code)
@@ -88,6 +92,11 @@ class ReRankerGuidedSearch(Method):
         if self.config.early_stop is not None:
             return self.config.early_stop
         return self.config.follow == "code"
+
+    def revisits(self) -> bool:
+        if self.config.revisit is not None:
+            return self.config.revisit
+        return self.config.follow == "paper"
 
     def list_length(self, budget: int) -> int:
         return self.config.list_length or list_length_for(budget)
@@ -136,7 +145,7 @@ class ReRankerGuidedSearch(Method):
                 break  # every document in A is expanded: the search has converged
             expanded.add(v)
             stats["expansions"] += 1
-            new = [n for n in dict.fromkeys(self.neighbours(v)) if n not in seen][: budget - len(seen)]
+            new = self.neighbours_to_insert(v, A, seen, budget)
             if new:
                 yield from self._insert(A, new, seen, early_stop, stats)
                 self._truncate(A, limit, dropped)
@@ -146,9 +155,24 @@ class ReRankerGuidedSearch(Method):
         ranking = list(A)
         for batch in dropped:  # observed documents cut from A, in the order they were cut
             ranking += batch
+        ranking = list(dict.fromkeys(ranking))  # a document cut, re-inserted and cut again (paper) appears once
         if self.config.backfill:
             ranking += [d for d in initial if d not in seen][: max(0, self.config.depth - len(ranking))]
         return ranking
+
+    def neighbours_to_insert(self, v: int, A: list[int], seen: set[int], budget: int) -> list[int]:
+        """v's out-neighbours not in A (paper) or never reranked (code), cut where the documents never reranked
+        would overrun the budget (re-inserting a reranked document costs none)."""
+        in_list = set(A)
+        candidates = [n for n in dict.fromkeys(self.neighbours(v)) if n not in (in_list if self.revisits() else seen)]
+        room, out = budget - len(seen), []
+        for n in candidates:
+            if n not in seen:
+                if room == 0:
+                    break
+                room -= 1
+            out.append(n)
+        return out
 
     def _insert(self, A: list[int], new: list[int], seen: set[int], early_stop: bool, stats: dict) -> Search:
         """Append ``new`` to A and rerank windows from the end toward the front; with ``early_stop`` the pass ends
