@@ -17,12 +17,14 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from garen_infer.append_log import read_finished
+from garen_infer.costs import mean_cost, prices_for
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
 from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
 from garen_infer.index.atomic import write_json
 from garen_infer.methods.base import QueryState, get_method, make_config
+from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.scheduler import Scheduler
 from garen_infer.trec import write_run
 
@@ -114,6 +116,8 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
                         "seconds": round(finished.seconds, 4),
                         "trace": finished.state.trace,
                     }
+                    if gold and index.has("knn_graph"):  # Fig. 4/8: hops from the first-stage top 20, Hit@100
+                        record["reach"] = reach(index.knn_graph, finished.state.first_stage, gold, finished.ranking)
                     trace.write(json.dumps(record, ensure_ascii=False) + "\n")
                     trace.flush()
                     os.fsync(trace.fileno())
@@ -145,6 +149,10 @@ def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict,
     for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
         metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
     metrics["mean_seconds_in_flight"] = round(sum(done[q.id]["seconds"] for q in queries) / n, 4)
+    metrics.update(mean_cost(ledgers, prices_for(config.models)))  # Table 7's dollars, for priced models
+    by_hops = hit_by_hops([done[q.id].get("reach") for q in queries])
+    if by_hops:
+        metrics["hit@100_by_min_hops"] = by_hops
     if fresh:
         metrics["wall_seconds_per_query"] = round(wall / fresh, 4)
     metrics.update(method_cls.summarize([done[q.id] for q in queries]))

@@ -111,7 +111,7 @@ class LLMGenerator:
 
 
 # ---- building roles from a config ----------------------------------------------------------------------------
-ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task"}
+ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
 
 
 @dataclass
