@@ -106,6 +106,22 @@ def tiny_index(tiny_dataset, index_config, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def full_index(tiny_index, tiny_dataset, tmp_path_factory):
+    """The tiny index completed with every stage of cpu-default (groups, proximity graph, ...), for the methods
+    that need more than bm25/embeddings/knn_graph; read-only."""
+    import shutil
+
+    from garen_infer.config import load_preset
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.stages import IndexConfig
+
+    path = tmp_path_factory.mktemp("full-index") / "index"
+    shutil.copytree(tiny_index.path, path)
+    config = IndexConfig.from_dict(load_preset("cpu-default")["index"])
+    return IndexFolder.build(tiny_dataset, path, config, log=lambda *_: None)
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data (the real SciFact and Cranfield copies); skips the test when absent."""
     if not SHARED_DATA.is_dir():

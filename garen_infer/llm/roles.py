@@ -1,6 +1,7 @@
 """The three model roles and their implementations.
 
-- listwise reranker: an LLM with one of the listwise prompts, or (CPU default) embedding similarity;
+- reranker: listwise (an LLM with one of the listwise prompts, or, the CPU default, embedding similarity), or
+  pointwise (``mode: pointwise``: any yes/no scorer below scores each document, ``llm/pointwise.py``);
 - pointwise yes/no scorer (GAREN's navigator): an LLM's P(yes), or (CPU default) embedding similarity;
 - text generator (group summaries, LATTICE, RARG): an LLM.
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -70,17 +71,29 @@ class LLMListwiseReranker:
 
 
 class EmbeddingYesNoScorer:
-    """P(yes) stand-in from cosine similarity, (1 + cos) / 2: monotone in relevance, in [0, 1]."""
+    """P(yes) stand-in from cosine similarity, (1 + cos) / 2: monotone in relevance, in [0, 1].
+    Corpus documents (``corpus_texts``, row order) take their vectors from the index instead of being encoded."""
 
     name = "embedding"
 
-    def __init__(self, embedder):
+    def __init__(self, embedder, corpus_texts: list[str] | None = None, corpus_vectors: np.ndarray | None = None):
         self.embedder = embedder
         self._text_vectors: dict[str, np.ndarray] = {}
+        self._corpus = (corpus_texts, corpus_vectors) if corpus_texts is not None and corpus_vectors is not None else None
+
+    def _from_corpus(self, texts: list[str]) -> None:
+        if "_corpus_row" not in self.__dict__:
+            self._corpus_row = {t: r for r, t in enumerate(self._corpus[0])}
+        for t in texts:
+            if t in self._corpus_row:
+                self._text_vectors[t] = np.asarray(self._corpus[1][self._corpus_row[t]])
 
     def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
         start = time.perf_counter()
         texts = [t for t in dict.fromkeys(t for _, t in pairs) if t not in self._text_vectors]
+        if texts and self._corpus is not None:
+            self._from_corpus(texts)
+            texts = [t for t in texts if t not in self._text_vectors]
         if texts:
             for t, v in zip(texts, self.embedder.encode_documents(texts, show_progress=False)):
                 self._text_vectors[t] = v
@@ -111,7 +124,8 @@ class LLMGenerator:
 
 
 # ---- building roles from a config ----------------------------------------------------------------------------
-ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
+ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
+RERANKER_MODES = ("listwise", "pointwise")
 
 
 @dataclass
@@ -126,9 +140,41 @@ class Roles:
         return self.scorers[role]
 
 
+def build_scorer(spec: dict, doc_texts: list[str], index, backend_for):
+    """A yes/no scorer from a role spec. Every scorer role and the pointwise reranker build theirs here, so a
+    scorer backend added here serves both."""
+    if spec.get("backend", "embedding") == "embedding":
+        return EmbeddingYesNoScorer(index.embedder, doc_texts, index.embeddings)
+    return LLMYesNoScorer(backend_for(spec), spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX),
+                          spec.get("prompt_text", "paper"))
+
+
+def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset_name: str = ""):
+    mode = spec.get("mode", "listwise")
+    if mode == "pointwise":
+        from garen_infer.llm.pointwise import PointwiseReranker
+
+        return PointwiseReranker(build_scorer(spec, doc_texts, index, backend_for), doc_texts)
+    if mode != "listwise":
+        raise GarenError(f"models.reranker.mode '{mode}' is not one of {', '.join(RERANKER_MODES)}")
+    if spec.get("backend", "embedding") == "embedding":
+        return EmbeddingReranker(index.embedder, index.embeddings)
+    prompt, sampling = spec.get("prompt", "garen"), _sampling(spec)
+    if sampling is not None and "max_tokens" not in spec["sampling"]:
+        # the output budget follows from the prompt: the reasoning prompt writes a trace before its ranking
+        sampling = replace(sampling, max_tokens=PROMPT_MAX_TOKENS.get(prompt, 200))
+    return LLMListwiseReranker(backend_for(spec), doc_texts, prompt, spec.get("max_words", PROMPT_MAX_WORDS.get(prompt, MAX_PASSAGE_WORDS)),
+                               sampling, spec.get("prompt_text", "paper"), spec.get("task", bright_task(dataset_name)))
+
+
+def _sampling(spec: dict) -> SamplingParams | None:
+    return SamplingParams(**spec["sampling"]) if "sampling" in spec else None
+
+
 def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: str = "") -> Roles:
     """``models`` maps role names to specs, e.g. {"reranker": {"backend": "vllm", "model": ...}, "navigator": ...}.
-    Role ``reranker`` is listwise, ``generator`` generates, every other role is a yes/no scorer."""
+    Role ``reranker`` is listwise (or ``mode: pointwise``), ``generator`` generates, every other role is a yes/no
+    scorer. ``dataset_name`` tells a prompt that needs it which BRIGHT task it ranks for."""
     backends: dict[str, object] = {}
 
     def backend_for(spec: dict):
@@ -141,27 +187,14 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
     roles = Roles()
     for role, spec in (models or {}).items():
         spec = dict(spec or {})
-        kind = spec.get("backend", "embedding")
-        sampling = SamplingParams(**spec["sampling"]) if "sampling" in spec else None
-        if role == "reranker" and sampling is not None and "max_tokens" not in spec["sampling"]:
-            # the output budget follows from the prompt: the reasoning prompt writes a trace before its ranking
-            sampling = SamplingParams(**{**spec["sampling"], "max_tokens": PROMPT_MAX_TOKENS.get(spec.get("prompt", "garen"), 200)})
-        if kind == "embedding":
-            if role == "generator":
-                raise GarenError("models.generator cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
-            if role == "reranker":
-                roles.reranker = EmbeddingReranker(index.embedder, index.embeddings)
-            else:
-                roles.scorers[role] = EmbeddingYesNoScorer(index.embedder)
-            continue
-        backend = backend_for(spec)
+        if "mode" in spec and role != "reranker":
+            raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
         if role == "reranker":
-            prompt = spec.get("prompt", "garen")
-            roles.reranker = LLMListwiseReranker(backend, doc_texts, prompt, spec.get("max_words", PROMPT_MAX_WORDS.get(prompt, MAX_PASSAGE_WORDS)),
-                                                 sampling, spec.get("prompt_text", "paper"), spec.get("task", bright_task(dataset_name)))
+            roles.reranker = build_reranker(spec, doc_texts, index, backend_for, dataset_name)
         elif role == "generator":
-            roles.generator = LLMGenerator(backend, sampling)
+            if spec.get("backend", "embedding") == "embedding":
+                raise GarenError("models.generator cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
+            roles.generator = LLMGenerator(backend_for(spec), _sampling(spec))
         else:
-            roles.scorers[role] = LLMYesNoScorer(backend, spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX),
-                                                 spec.get("prompt_text", "paper"))
+            roles.scorers[role] = build_scorer(spec, doc_texts, index, backend_for)
     return roles
