@@ -133,3 +133,22 @@ def test_diskann_start_point_is_the_medoid(tmp_path):
         assert indegree[expected] >= into_start  # edges into DiskANN's start point land on that document
         assert graph.search(vectors[[5, 7]], k=1) == [[5], [7]]  # search answers corpus rows either way
     assert centre != 0
+
+
+def test_rgs_author_slidegar_stops_when_nothing_new_is_left():
+    from types import SimpleNamespace
+
+    from garen_infer.data.dataset import Query
+    from garen_infer.methods.base import QueryState
+    from garen_infer.methods.slidegar import SlideGar, SlideGarConfig
+
+    method = SlideGar(SlideGarConfig(window=4, step=2, variant="rgs-author"), SimpleNamespace(knn_graph=FakeKnn({}, 6)), None)
+    search = method.search(QueryState(Query("q", "x"), [0, 1, 2, 3], 100))  # no graph edges, 4 documents in all
+    request, calls = next(search), []
+    try:
+        while True:
+            calls.append(request.rows)
+            request = search.send(list(reversed(request.rows)))
+    except StopIteration as stop:
+        ranking = stop.value
+    assert calls == [(0, 1, 2, 3)] and ranking == [3, 2, 1, 0]  # each observed document once

@@ -95,9 +95,11 @@ class SlideGar(Method):
                 break  # nothing new to rank
             iteration += 1
         state.trace["iterations"] = iteration + 1
-        ranking = list(ranked) + losers  # the author's code outputs its top 10; every observed document is kept here
+        # the author's code outputs its top 10; every observed document is kept here, the last window first
+        ranking = list(dict.fromkeys([*ranked, *losers]))
         if self.config.backfill:
-            ranking += [d for d in initial if d not in set(ranking)]
+            observed = set(ranking)
+            ranking += [d for d in initial if d not in observed]
         return ranking
 
     def official_search(self, state: QueryState) -> Search:
