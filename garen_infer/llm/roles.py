@@ -123,6 +123,16 @@ class LLMGenerator:
         return self.backend.generate(chats, self.sampling)
 
 
+class LLMToolChat:
+    """The agent role (RARG): a model that answers a chat with text and tool calls."""
+
+    def __init__(self, backend, sampling: SamplingParams | None = None):
+        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
+
+    def chat(self, requests: list[tuple[Chat, list[dict]]]) -> list[Completion]:
+        return self.backend.chat_with_tools(requests, self.sampling)
+
+
 # ---- building roles from a config ----------------------------------------------------------------------------
 ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
 RERANKER_MODES = ("listwise", "pointwise")
@@ -133,6 +143,12 @@ class Roles:
     reranker: object | None = None
     scorers: dict[str, object] = field(default_factory=dict)  # by role name, e.g. "navigator"
     generator: object | None = None
+    agent: object | None = None  # a tool-calling chat model (LLMToolChat)
+
+    def agent_model(self):
+        if self.agent is None:
+            raise GarenError("this method needs an 'agent' model (one that calls tools); add models.agent to the config")
+        return self.agent
 
     def scorer(self, role: str):
         if role not in self.scorers:
@@ -191,10 +207,13 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
             raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
         if role == "reranker":
             roles.reranker = build_reranker(spec, doc_texts, index, backend_for, dataset_name)
-        elif role == "generator":
+        elif role in ("generator", "agent"):
             if spec.get("backend", "embedding") == "embedding":
-                raise GarenError("models.generator cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
-            roles.generator = LLMGenerator(backend_for(spec), _sampling(spec))
+                raise GarenError(f"models.{role} cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
+            if role == "generator":
+                roles.generator = LLMGenerator(backend_for(spec), _sampling(spec))
+            else:
+                roles.agent = LLMToolChat(backend_for(spec), _sampling(spec))
         else:
             roles.scorers[role] = build_scorer(spec, doc_texts, index, backend_for)
     return roles

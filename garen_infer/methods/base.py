@@ -66,19 +66,23 @@ METHODS = {
     "slidegar": "garen_infer.methods.slidegar",
     "garen": "garen_infer.methods.garen",
     "rgs": "garen_infer.methods.rgs",
+    "rarg": "garen_infer.methods.rarg",
+    "rarg+": "garen_infer.methods.rarg:RARG_PLUS",  # "module:attribute" when a module defines several methods
+    "rarg++": "garen_infer.methods.rarg:RARG_PLUS_PLUS",
 }
 
 
 def get_method(name: str) -> type[Method]:
     if name not in METHODS:
         raise GarenError(f"unknown method '{name}'; choose one of {', '.join(METHODS)}")
+    module_name, _, attribute = METHODS[name].partition(":")
     try:
-        module = importlib.import_module(METHODS[name])
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
-        if err.name == METHODS[name]:
+        if err.name == module_name:
             raise GarenError(f"method '{name}' is not available in this version") from err
         raise
-    return module.METHOD
+    return getattr(module, attribute or "METHOD")
 
 
 def make_config(method: type[Method], values: dict):
