@@ -102,6 +102,10 @@ def test_tables_hold_the_runs_numbers(bench):
     assert "Hit@100" in report
     lines = (tmp / "report" / "per_query.csv").read_text().splitlines()
     assert lines[0] == "dataset,method,budget,query_id,nDCG@10,R@100" and len(lines) == 1 + 11 * 5
+    # 'all' brings in the RARG agents, which cpu-default has no model for: listed with the reason, not run
+    skipped = {s["label"]: s["reason"] for s in results["skipped"]}
+    assert set(skipped) == {"rarg", "rarg+", "rarg++"} and all("needs a model for agent" in r for r in skipped.values())
+    assert "not run because" in report
 
 
 def test_rerun_makes_no_model_call_and_changes_no_run(bench, monkeypatch):
@@ -172,6 +176,10 @@ def test_unavailable_cells_are_refused_before_anything_runs_or_listed(far_datase
     run_bench(load_bench_config(path), ResponseCache(tmp_path / "cache.sqlite"), log=lambda *_: None)
     report = (tmp_path / "report" / "report.md").read_text()
     assert "not run because" in report and "index stage 'groups'" in report
+    # a method named on its own (not through 'all') whose role the preset has no model for is refused, not skipped
+    path = bench_file(tmp_path, far_dataset_dir, tiny_index.path, tiny_model_dir, methods=["bm25", "rarg"], budgets=[4])
+    with pytest.raises(GarenError, match=r"1 cell\(s\) cannot run .*rarg.*needs a model for agent \(models.agent in preset 'cpu-default'\)"):
+        run_bench(load_bench_config(path), ResponseCache(tmp_path / "cache.sqlite"), log=lambda *_: None)
 
 
 @pytest.mark.parametrize("change, message", [

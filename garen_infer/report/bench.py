@@ -28,6 +28,7 @@ class CellPlan:
     folder: Path
     run_config: object  # garen_infer.runner.RunConfig
     problem: str | None = None  # why it cannot run here (a model or index stage it lacks)
+    optional: bool = False  # the problem is a role the preset has no model for, in a method 'all' brought in
 
 
 @dataclass
@@ -48,7 +49,7 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
     presets = {e.label: _preset(config, e) for e in entries}
     prepared = [_prepare_dataset(config, d, entries, presets, limit, log) for d in config.datasets]
     problems = [f"{d.name} {p.entry.label}{'' if p.budget is None else '@' + str(p.budget)}: {p.problem}"
-                for d, _, _, plans in prepared for p in plans if p.problem]
+                for d, _, _, plans in prepared for p in plans if p.problem and not p.optional]
     if problems and not config.skip_unavailable:
         raise GarenError(f"{config.path}: {len(problems)} cell(s) cannot run ({'; '.join(problems)}); fix them, or set "
                          f"skip_unavailable: true to list them in the report instead")
@@ -126,14 +127,15 @@ def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodE
         problem, resolved = None, budget
         try:
             _, _, method, resolved = configure_method(dataset, index, run_config)
-            missing = [r for r in method.roles if r not in run_config.models]
-            if missing:
-                problem = f"needs a model for {', '.join(missing)} (models.{missing[0]} in preset '{entry.preset or config.preset}')"
-        except GarenError as err:
-            problem = str(err)
+            roles = method.roles  # its options may drop a role (GAREN's connectivity navigator)
+        except GarenError as err:  # e.g. a missing index stage; a missing model, if any, is the first reason
+            problem, roles = str(err), method_cls.roles
+        missing = [r for r in roles if r not in run_config.models]
+        if missing:
+            problem = f"needs a model for {', '.join(missing)} (models.{missing[0]} in preset '{entry.preset or config.preset}')"
         name = entry.label if resolved is None else f"{entry.label}@{resolved}"
         folder = config.runs / dataset_entry.name / (name + (f".first{cell_limit}" if cell_limit else ""))
-        plans.append(CellPlan(entry, resolved, folder, run_config, problem))
+        plans.append(CellPlan(entry, resolved, folder, run_config, problem, optional=bool(missing) and entry.from_all))
     return plans
 
 
