@@ -104,7 +104,7 @@ def test_tables_hold_the_runs_numbers(bench):
     assert lines[0] == "dataset,method,budget,query_id,nDCG@10,R@100" and len(lines) == 1 + 11 * 5
     # 'all' brings in the RARG agents, which cpu-default has no model for: listed with the reason, not run
     skipped = {s["label"]: s["reason"] for s in results["skipped"]}
-    assert set(skipped) == {"rarg", "rarg+", "rarg++"} and all("needs a model for agent" in r for r in skipped.values())
+    assert set(skipped) == {"rarg", "rarg+", "rarg++"} and all("sets no model for models.agent" in r for r in skipped.values())
     assert "not run because" in report
 
 
@@ -178,7 +178,7 @@ def test_unavailable_cells_are_refused_before_anything_runs_or_listed(far_datase
     assert "not run because" in report and "index stage 'groups'" in report
     # a method named on its own (not through 'all') whose role the preset has no model for is refused, not skipped
     path = bench_file(tmp_path, far_dataset_dir, tiny_index.path, tiny_model_dir, methods=["bm25", "rarg"], budgets=[4])
-    with pytest.raises(GarenError, match=r"1 cell\(s\) cannot run .*rarg.*needs a model for agent \(models.agent in preset 'cpu-default'\)"):
+    with pytest.raises(GarenError, match=r"1 cell\(s\) cannot run .*rarg.*preset 'cpu-default' sets no model for models.agent"):
         run_bench(load_bench_config(path), ResponseCache(tmp_path / "cache.sqlite"), log=lambda *_: None)
 
 

@@ -132,7 +132,7 @@ def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodE
             problem, roles = str(err), method_cls.roles
         missing = [r for r in roles if r not in run_config.models]
         if missing:
-            problem = f"needs a model for {', '.join(missing)} (models.{missing[0]} in preset '{entry.preset or config.preset}')"
+            problem = f"preset '{entry.preset or config.preset}' sets no model for {', '.join('models.' + r for r in missing)}"
         name = entry.label if resolved is None else f"{entry.label}@{resolved}"
         folder = config.runs / dataset_entry.name / (name + (f".first{cell_limit}" if cell_limit else ""))
         plans.append(CellPlan(entry, resolved, folder, run_config, problem, optional=bool(missing) and entry.from_all))
