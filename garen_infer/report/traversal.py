@@ -114,9 +114,10 @@ def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path) -> 
     bar.locator = MaxNLocator(integer=True)
     bar.update_ticks()
     hops = cells[0].run.records[qid]["trace"]["gold"]["min_hops_doc_graph"]
-    fig.suptitle(f"{matrix.name}, query {qid}: traversal of each GAREN run (gold {hops} k-NN hops from the first window)")
+    at = "" if cells[0].budget is None else f" at budget {cells[0].budget}"
+    fig.suptitle(f"{matrix.name}, query {qid}: traversal of each GAREN run{at} (gold {hops} k-NN hops from the first window)")
     save(fig, path)
-    return (f"{matrix.name}: how each GAREN run traversed the corpus for query {qid} (GAREN Fig. 5): the documents of "
+    return (f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for query {qid} (GAREN Fig. 5): the documents of "
             f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "
             f"first-stage top {window}, stars the gold documents (filled: among the run's first {HITS_AT}); grey is a "
             f"sample of the corpus. 2-D PCA of the index embeddings. The query is the one whose gold lies farthest "
