@@ -15,7 +15,7 @@ from garen_infer.cli import main
 from garen_infer.data.dataset import Dataset, Document, Query
 from garen_infer.errors import GarenError
 from garen_infer.llm.oracle import (
-    RUN_TAG, NoisyJudge, OracleSpec, expected_pairwise_accuracy, ordered_pairs, pairwise_accuracy, standard_normal,
+    RUN_TAG, NoisyJudge, OracleReranker, OracleSpec, expected_pairwise_accuracy, ordered_pairs, pairwise_accuracy, standard_normal,
 )
 from garen_infer.llm.roles import RerankJob, ScoreJob, build_roles
 from garen_infer.methods.base import METHODS, get_method
@@ -74,6 +74,28 @@ def test_a_noiseless_oracle_orders_by_grade_and_is_the_limit_of_small_noise(tiny
     assert text == " > ".join(f"[{window.index(row[d]) + 1}]" for d in order)
     assert rerank(1e-9, window) == (order, text)  # equal grades fall in the order of their draws
     assert rerank(0, tuple(reversed(window)))[0] == order  # not in the window's order
+
+
+def test_the_pointwise_oracle_reranker_orders_windows_as_the_listwise_one(tiny_dataset, tiny_index, tmp_path):
+    """``mode: pointwise`` scores each document with the reranker's own draws, so past sigma 0 both modes agree."""
+    from garen_infer.cli import run_config_from
+    from garen_infer.config import load_preset
+    from garen_infer.llm.pointwise import PointwiseReranker
+    from garen_infer.runner import execute
+
+    def reranker(mode):
+        spec = {"backend": "oracle", "sigma": 0.7, "seed": 3, "mode": mode}
+        return build_roles({"reranker": spec}, [d.full_text for d in tiny_dataset.documents], None, None, dataset=tiny_dataset).reranker
+
+    pointwise, listwise = reranker("pointwise"), reranker("listwise")
+    assert isinstance(pointwise, PointwiseReranker) and isinstance(listwise, OracleReranker)
+    jobs = [RerankJob(q.text, window, q.id) for q in tiny_dataset.queries for window in (tuple(range(12)), (11, 2, 7, 5, 0))]
+    assert [order for order, _ in pointwise.rerank(jobs)] == [order for order, _ in listwise.rerank(jobs)]
+
+    config = run_config_from(load_preset("cpu-default"), "slidegar", 8)
+    config.models = {"reranker": {"backend": "oracle", "sigma": 0.7, "seed": 3, "mode": "pointwise"}}
+    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", log=lambda *_: None)
+    assert metrics["simulation"]["roles"] == {"reranker": {"sigma": 0.7, "seed": 3, "gain": "graded", "mode": "pointwise"}}
 
 
 def test_a_group_scores_its_best_gain():
@@ -169,9 +191,10 @@ def test_the_oracle_refuses_a_dataset_without_judgments(tiny_dataset):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ({"backend": "oracle", "temperature": 1}, "no option\\(s\\) temperature"),
-    ({"backend": "oracle", "sigma": -1}, "sigma must be a number >= 0"),
-    ({"backend": "oracle", "gain": "exp"}, "gain must be one of graded, binary"),
+    ({"backend": "oracle", "temperature": 1}, "models.reranker.temperature: no such option; models.reranker has sigma, seed, gain"),
+    ({"backend": "oracle", "sigma": -1}, "models.reranker.sigma=-1.0: expected a number >= 0"),
+    ({"backend": "oracle", "gain": "exp"}, "models.reranker.gain='exp': expected one of 'graded', 'binary'"),
+    ({"backend": "oracle", "mode": "pairwise"}, "mode 'pairwise' is not one of listwise, pointwise"),
 ])
 def test_bad_oracle_options_are_named(spec, message, tiny_dataset):
     with pytest.raises(GarenError, match=message):

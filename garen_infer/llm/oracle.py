@@ -17,6 +17,9 @@ navigator err independently, as two models would.
 - reranker (listwise): orders a window by s, best first. At sigma = 0 equal grades fall in the order of their
   draws z, so sigma = 0 is the limit of small noise (keeping the window's order instead would hand the first
   stage's order among non-relevant documents to methods that expand from the top of the list).
+- reranker with ``mode: pointwise``: the scorer below scores each document and llm/pointwise.py sorts a window
+  by it; the draws are the reranker's, so for sigma > 0 it orders a window exactly as the listwise oracle does
+  (at sigma = 0 the pointwise reranker keeps the window's order among equal grades, as it does for any scorer).
 - scorer (yes/no): P(yes) = logistic(YES_SLOPE * (s - 1/2)), one draw per item: a navigator reading a group's
   summary sees the group's best evidence, blurred once.
 Quality: documents whose gains differ by delta come out in the right order with probability
@@ -35,14 +38,15 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
+from typing import Literal
 
 import numpy as np
 
 from garen_infer.errors import GarenError
+from garen_infer.settings import NonNegativeFloat, build
 from garen_infer.llm.types import Completion
 
 BACKEND = "oracle"
-GAINS = ("graded", "binary")
 YES_SLOPE = 4.0  # only the order of P(yes) matters to a navigator; 4 maps gain 1 / 0 to P(yes) 0.88 / 0.12
 RUN_TAG = "SIMULATED-oracle"  # appended to the run file's tag: a simulated run.trec says so on every line
 NOTICE = ("SIMULATION: the oracle backend plays these roles from the dataset's relevance judgments plus seeded "
@@ -52,22 +56,14 @@ NOTICE = ("SIMULATION: the oracle backend plays these roles from the dataset's r
 
 @dataclass(frozen=True)
 class OracleSpec:
-    sigma: float = 0.5  # noise standard deviation, in grades: 0 = a perfect judge
+    sigma: NonNegativeFloat = 0.5  # noise standard deviation, in grades: 0 = a perfect judge
     seed: int = 0
-    gain: str = "graded"  # | "binary"
+    gain: Literal["graded", "binary"] = "graded"  # binary: every grade > 0 counts 1
 
     @classmethod
     def from_models(cls, role: str, spec: dict) -> "OracleSpec":
-        options = {k: v for k, v in spec.items() if k != "backend"}
-        unknown = sorted(set(options) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise GarenError(f"models.{role}: the oracle backend has no option(s) {', '.join(unknown)}; it has sigma, seed, gain")
-        made = cls(**options)
-        if not isinstance(made.sigma, (int, float)) or made.sigma < 0:
-            raise GarenError(f"models.{role}.sigma must be a number >= 0, not {made.sigma!r}")
-        if made.gain not in GAINS:
-            raise GarenError(f"models.{role}.gain must be one of {', '.join(GAINS)}, not {made.gain!r}")
-        return made
+        options = {k: v for k, v in spec.items() if k not in ("backend", "mode")}  # build_oracle checks the mode
+        return build(cls, options, f"models.{role}")
 
 
 def standard_normal(*parts) -> float:
@@ -138,25 +134,42 @@ class OracleYesNoScorer:
         return out
 
 
-def build_oracle(role: str, spec: dict, dataset):
-    """The oracle for ``role`` (``reranker`` or a scorer role) from its models.<role> spec and the dataset whose
-    judgments it reads. Refuses a dataset without judgments and the generator role."""
+def build_oracle(role: str, spec: dict, dataset, doc_texts: list[str] = ()):
+    """The oracle for ``role`` (``reranker``, listwise or ``mode: pointwise``, or a scorer role) from its
+    models.<role> spec and the dataset whose judgments it reads. Refuses a dataset without judgments and the roles
+    that write text."""
     if role in ("generator", "agent"):
         raise GarenError(f"models.{role} cannot be 'oracle': the oracle judges relevance, it does not write text")
     if dataset is None or not dataset.qrels:
         name = getattr(dataset, "name", "?")
         raise GarenError(f"models.{role}: the oracle backend simulates a model from relevance judgments, and dataset '{name}' has none")
     judge = NoisyJudge(dataset.qrels, dataset.doc_ids, OracleSpec.from_models(role, spec), role)
-    return OracleReranker(judge) if role == "reranker" else OracleYesNoScorer(judge)
+    if role != "reranker":
+        return OracleYesNoScorer(judge)
+    mode = spec.get("mode", "listwise")
+    if mode not in ("listwise", "pointwise"):
+        raise GarenError(f"models.reranker.mode '{mode}' is not one of listwise, pointwise")
+    if mode == "pointwise":
+        from garen_infer.llm.pointwise import PointwiseReranker
+
+        return PointwiseReranker(OracleYesNoScorer(judge), list(doc_texts))
+    return OracleReranker(judge)
+
+
+def _oracle_of(played):
+    """The oracle behind a role object (a pointwise reranker's scorer included), or None."""
+    played = getattr(played, "scorer", played)
+    return played if isinstance(played, (OracleReranker, OracleYesNoScorer)) else None
 
 
 # ---- labelling: a simulated run must never pass for model results ---------------------------------------------
 def simulated_roles(models: dict, roles=None) -> dict[str, dict]:
     """Role -> oracle spec, for every role the config (or the roles actually passed in) plays with the oracle."""
-    found = {role: asdict(OracleSpec.from_models(role, spec)) for role, spec in (models or {}).items() if (spec or {}).get("backend") == BACKEND}
+    found = {role: {**asdict(OracleSpec.from_models(role, spec)), **({"mode": spec["mode"]} if "mode" in spec else {})}
+             for role, spec in (models or {}).items() if (spec or {}).get("backend") == BACKEND}
     if roles is not None:
         played = {"reranker": roles.reranker, **roles.scorers}
-        found.update({role: asdict(obj.judge.spec) for role, obj in played.items() if isinstance(obj, (OracleReranker, OracleYesNoScorer))})
+        found.update({role: asdict(_oracle_of(obj).judge.spec) for role, obj in played.items() if _oracle_of(obj) is not None})
     return dict(sorted(found.items()))
 
 

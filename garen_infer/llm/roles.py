@@ -216,17 +216,17 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
     roles = Roles()
     for role, spec in (models or {}).items():
         spec = dict(spec or {})
+        if "mode" in spec and role != "reranker":
+            raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
         if spec.get("backend") == "oracle":
             from garen_infer.llm.oracle import build_oracle
 
-            oracle = build_oracle(role, spec, dataset)
+            oracle = build_oracle(role, spec, dataset, doc_texts)
             if role == "reranker":
                 roles.reranker = oracle
             else:
                 roles.scorers[role] = oracle
             continue
-        if "mode" in spec and role != "reranker":
-            raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
         if role == "reranker":
             roles.reranker = build_reranker(spec, doc_texts, index, backend_for, dataset_name)
         elif role in ("generator", "agent"):
