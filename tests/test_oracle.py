@@ -17,7 +17,7 @@ from garen_infer.errors import GarenError
 from garen_infer.llm.oracle import (
     RUN_TAG, NoisyJudge, OracleReranker, OracleSpec, expected_pairwise_accuracy, ordered_pairs, pairwise_accuracy, standard_normal,
 )
-from garen_infer.llm.roles import RerankJob, ScoreJob, build_roles
+from garen_infer.llm.roles import RerankJob, Roles, ScoreJob, build_roles
 from garen_infer.methods.base import METHODS, get_method
 
 ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
@@ -96,6 +96,9 @@ def test_the_pointwise_oracle_reranker_orders_windows_as_the_listwise_one(tiny_d
     config.models = {"reranker": {"backend": "oracle", "sigma": 0.7, "seed": 3, "mode": "pointwise"}}
     metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", log=lambda *_: None)
     assert metrics["simulation"]["roles"] == {"reranker": {"sigma": 0.7, "seed": 3, "gain": "graded", "mode": "pointwise"}}
+    config.models = {}  # the role passed in, not named by the config, labels the run the same way
+    passed_in = execute(tiny_dataset, tiny_index, config, tmp_path / "passed", roles=Roles(reranker=pointwise), log=lambda *_: None)
+    assert passed_in["simulation"] == metrics["simulation"]
 
 
 def test_a_group_scores_its_best_gain():

@@ -169,7 +169,10 @@ def simulated_roles(models: dict, roles=None) -> dict[str, dict]:
              for role, spec in (models or {}).items() if (spec or {}).get("backend") == BACKEND}
     if roles is not None:
         played = {"reranker": roles.reranker, **roles.scorers}
-        found.update({role: asdict(_oracle_of(obj).judge.spec) for role, obj in played.items() if _oracle_of(obj) is not None})
+        for role, obj in played.items():
+            if _oracle_of(obj) is not None:
+                pointwise = {"mode": "pointwise"} if _oracle_of(obj) is not obj else {}
+                found[role] = {**asdict(_oracle_of(obj).judge.spec), **pointwise}
     return dict(sorted(found.items()))
 
 
