@@ -182,6 +182,17 @@ def test_unavailable_cells_are_refused_before_anything_runs_or_listed(far_datase
         run_bench(load_bench_config(path), ResponseCache(tmp_path / "cache.sqlite"), log=lambda *_: None)
 
 
+def test_a_simulated_cell_says_so_in_the_report(far_dataset_dir, tiny_index, tiny_model_dir, tmp_path):
+    oracle = json.dumps({"backend": "oracle", "sigma": 0.3, "seed": 0})
+    path = bench_file(tmp_path, far_dataset_dir, tiny_index.path, tiny_model_dir, budgets=[4], baseline="rerank",
+                      methods=["rerank", {"method": "rerank", "label": "rerank-oracle", "set": [f"models.reranker={oracle}"]}])
+    run_bench(load_bench_config(path), ResponseCache(tmp_path / "cache.sqlite"), log=lambda *_: None)
+    for name in ("report.md", "summary.md"):
+        setup = (tmp_path / "report" / name).read_text().split("nDCG@10 on tiny")[0]
+        assert "**SIMULATED cells**: tiny rerank-oracle@4. SIMULATION: the oracle backend" in setup
+        assert "tiny rerank@4" not in setup
+
+
 @pytest.mark.parametrize("change, message", [
     ({"budgets": [100, 100]}, "distinct integers"),
     ({"methods": ["bm25", {"method": "rerank", "label": "bm25"}]}, "label 'bm25' appears twice"),

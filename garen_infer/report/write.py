@@ -119,6 +119,10 @@ def _setup(config, matrices, facts: dict, command: str) -> list:
         f"{', GPUs: ' + ', '.join(machine['gpus']) if machine.get('gpus') else ', no GPU'}; Python {machine.get('python')}. "
         f"Produced by `{command}`{commit}.",
     ]
+    simulated = {f"{m.name} {c.label}{'' if c.budget is None else '@' + str(c.budget)}": c.run.config["simulation"].get("notice", "")
+                 for m in matrices for c in m.cells if c.run.config.get("simulation")}
+    if simulated:  # the oracle backend: such numbers must never pass for a model's (garen_infer/llm/oracle.py)
+        lines.insert(0, f"**SIMULATED cells**: {', '.join(simulated)}. {' '.join(dict.fromkeys(simulated.values()))}")
     if config.baseline:
         lines.append(f"**Significance** against `{config.baseline}` at the same budget: paired t-test (as in the GAREN paper) "
                      f"and a paired randomisation test ({config.significance.permutations:,} sign flips, seed "
