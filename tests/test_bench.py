@@ -182,7 +182,7 @@ def test_unavailable_cells_are_refused_before_anything_runs_or_listed(far_datase
         run_bench(load_bench_config(path), ResponseCache(tmp_path / "cache.sqlite"), log=lambda *_: None)
 
 
-def test_a_simulated_cell_says_so_in_the_report(far_dataset_dir, tiny_index, tiny_model_dir, tmp_path):
+def test_a_simulated_cell_says_so_in_the_report_and_in_compare(far_dataset_dir, tiny_index, tiny_model_dir, tmp_path, capsys):
     oracle = json.dumps({"backend": "oracle", "sigma": 0.3, "seed": 0})
     path = bench_file(tmp_path, far_dataset_dir, tiny_index.path, tiny_model_dir, budgets=[4], baseline="rerank",
                       methods=["rerank", {"method": "rerank", "label": "rerank-oracle", "set": [f"models.reranker={oracle}"]}])
@@ -191,6 +191,11 @@ def test_a_simulated_cell_says_so_in_the_report(far_dataset_dir, tiny_index, tin
         setup = (tmp_path / "report" / name).read_text().split("nDCG@10 on tiny")[0]
         assert "**SIMULATED cells**: tiny rerank-oracle@4. SIMULATION: the oracle backend" in setup
         assert "tiny rerank@4" not in setup
+    runs = tmp_path / "runs" / "tiny"
+    assert main(["compare", str(runs / "rerank-oracle@4"), str(runs / "rerank@4"), "--dataset", f"beir:{far_dataset_dir}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("(rerank, budget 4) [SIMULATED]") and not lines[1].endswith("[SIMULATED]")
+    assert lines[-1].startswith("[SIMULATED] SIMULATION: the oracle backend")
 
 
 @pytest.mark.parametrize("change, message", [

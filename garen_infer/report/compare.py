@@ -29,14 +29,17 @@ def compare_runs(folder_a, folder_b, dataset, measures=MEASURES, permutations: i
 
 
 def _describe(run: RunResult) -> dict:
-    return {"run": str(run.folder), "method": run.method, "budget": run.budget}
+    described = {"run": str(run.folder), "method": run.method, "budget": run.budget}
+    if run.config.get("simulation"):  # the oracle backend: never to pass for a model's numbers
+        described["simulation"] = run.config["simulation"]
+    return described
 
 
 def format_comparison(result: dict) -> str:
     a, b = result["a"], result["b"]
     lines = [
-        f"A: {a['run']} ({a['method']}{'' if a['budget'] is None else ', budget ' + str(a['budget'])})",
-        f"B: {b['run']} ({b['method']}{'' if b['budget'] is None else ', budget ' + str(b['budget'])})",
+        *(f"{name}: {run['run']} ({run['method']}{'' if run['budget'] is None else ', budget ' + str(run['budget'])})"
+          f"{' [SIMULATED]' if 'simulation' in run else ''}" for name, run in (("A", a), ("B", b))),
         f"{result['dataset']}: {result['queries']['both']} queries answered by both (A {result['queries']['a']}, B {result['queries']['b']})",
         "",
         f"{'measure':10} {'A':>8} {'B':>8} {'A-B':>8} {'wins':>5} {'losses':>6} {'ties':>5} {'t-test p':>9} {'random. p':>9}",
@@ -51,6 +54,8 @@ def format_comparison(result: dict) -> str:
     for side, name in (("a_better", "A"), ("b_better", "B")):
         if diff[side]:
             lines.append(f"largest {diff['measure']} gains of {name}: " + ", ".join(f"{d['query']} ({d['a']:.3f} vs {d['b']:.3f})" for d in diff[side]))
+    notices = dict.fromkeys(run["simulation"].get("notice", "") for run in (a, b) if "simulation" in run)
+    lines += [f"[SIMULATED] {notice}" for notice in notices]
     return "\n".join(lines)
 
 
