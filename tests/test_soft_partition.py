@@ -204,3 +204,30 @@ def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_
     assert (tmp_path / "groups_soft" / "run.trec").read_bytes() == (tmp_path / "groups" / "run.trec").read_bytes()
     traces = [[json.loads(line)["trace"] for line in (tmp_path / s / "trace.jsonl").read_text().splitlines()] for s in ("groups", "groups_soft")]
     assert traces[0] == traces[1]
+
+
+def test_partition_report_gives_quality_and_c3_counts_from_a_run(leiden_index, tiny_dataset, tmp_path, monkeypatch, capsys):
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.runner import RunConfig, execute
+
+    monkeypatch.setenv("GAREN_CACHE_DIR", str(tmp_path / "cache"))
+    models = {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}}
+    run = tmp_path / "run"
+    options = {"budget": 8, "window": 2, "keep": 1}  # a window of 2 leaves gold documents outside it
+    execute(tiny_dataset, IndexFolder.open(leiden_index, tiny_dataset), RunConfig("garen", options, models=models), run, log=lambda *_: None)
+    capsys.readouterr()
+    assert garen_train(["partition-report", "--index", str(leiden_index), "--stage", "groups", "--run", f"groups={run}", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    gold = [json.loads(line)["trace"]["gold"] for line in (run / "trace.jsonl").read_text().splitlines()]
+    pairs = sum(g["pairs_outside_window"] for g in gold)
+    assert pairs > 0 and row["gold_pairs_outside_window"] == pairs
+    assert row["gold_group_never_scored"] == pairs - sum(g["gold_group_scored"] for g in gold)
+    assert row["gold_group_never_selected"] == pairs - sum(g["gold_group_selected"] for g in gold)
+    assert row["ari_vs_groups"] == 1.0 and row["overlap_rate"] == 0 and row["size_max"] <= 4
+    assert row["nDCG@10"] == json.loads((run / "metrics.json").read_text())["nDCG@10"]
+    # a run made on other groups is refused rather than misreported
+    config = json.loads((run / "config.json").read_text())
+    config["method_options"]["groups"] = "groups_kmeans"
+    (run / "config.json").write_text(json.dumps(config))
+    assert garen_train(["partition-report", "--index", str(leiden_index), "--stage", "groups", "--run", f"groups={run}"]) == 2
+    assert "not GAREN on 'groups'" in capsys.readouterr().err

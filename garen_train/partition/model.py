@@ -131,9 +131,8 @@ class SoftPartition(LightningModule):
     def refresh_candidates(self) -> None:
         """K_i = {init(i)} + i's best groups so far + each neighbour's best group (unique; padded with -1)."""
         best = self.candidates.gather(1, self.assignment.argmax(dim=1, keepdim=True)).squeeze(1)
-        own = min(self.hparams.own_candidates, self.candidates.shape[1])
-        own_ids = self.candidates.gather(1, self.assignment.topk(own, dim=1).indices)
-        own_ids = own_ids.masked_fill(self.assignment.topk(own, dim=1).values <= 0, -1)
+        top = self.assignment.topk(min(self.hparams.own_candidates, self.candidates.shape[1]), dim=1)
+        own_ids = self.candidates.gather(1, top.indices).masked_fill(top.values <= 0, -1)
         neighbours = self.graph.neighbours.to(self.device)
         rows = torch.cat([self.init_group.unsqueeze(1), own_ids, best[neighbours]], dim=1).sort(dim=1).values
         rows[:, 1:] = rows[:, 1:].masked_fill(rows[:, 1:] == rows[:, :-1], -1)  # duplicates

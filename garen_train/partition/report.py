@@ -81,6 +81,9 @@ def main(argv: list[str]) -> int:
         if not sep:
             raise GarenError(f"--run '{spec}': expected STAGE=RUN_DIR")
         runs[stage] = Path(run)
+    unknown = sorted(set(runs) - set(stages))
+    if unknown:
+        raise GarenError(f"--run names stage(s) {', '.join(unknown)} that the report does not cover ({', '.join(stages)})")
     graph = PartitionGraph.load(folder.path, hops=None)
     reference = folder.groups("groups").doc_group if folder.has("groups") else None
     rows = []
