@@ -3,12 +3,12 @@
 # groups) with Leiden, learned soft (overlapping), k-means and random groups, cpu-default models; the soft
 # partition's training and export cost; partition quality and App. C.3 counts from one report command; and the
 # check that a disjoint export (anchor 100, one group per document) reproduces the Leiden run.
-# Usage: bash benchmarks/partition_scifact.sh [OUT_DIR] [PREBUILT_CPU_DEFAULT_SCIFACT_INDEX]
+# Usage: [DATA=../shared/data] bash benchmarks/partition_scifact.sh [OUT_DIR] [PREBUILT_CPU_DEFAULT_SCIFACT_INDEX]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benchmarks/out/partition}
 BIN=${BIN:-.venv/bin}
-SPEC="beir:../shared/data/scifact:test"
+SPEC="beir:${DATA:-../shared/data}/scifact:test"   # DATA: where the shared corpora live
 IDX=$OUT/idx/scifact
 export HF_HUB_OFFLINE=1 GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-$OUT/cache}
 mkdir -p "$OUT/idx" "$OUT/runs"

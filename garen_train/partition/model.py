@@ -14,8 +14,11 @@ epoch from the current assignments, so groups spread along the graph the way lab
 
 One epoch: the batches (whole initial groups, ``data.py``), each a step on the batch's exact share of the
 objective; then, at the epoch's end, candidates refreshed and every document's assignment recomputed without
-dropout: the exact objective of the epoch's parameters is logged (``objective``, ``modularity``,
-``modularity_hard``, ``collapse``) and the memory restarts from it.
+dropout: the exact objective of the epoch's parameters is logged (``loss`` = -``modularity`` + lambda
+``collapse``; ``modularity_hard`` is that of the argmax groups) and the memory restarts from it. The checkpoint
+keeps this history. A fit resumed with ``--ckpt_path`` continues from the checkpoint's parameters, optimiser
+and memory, but Lightning does not save the random state, so its dropout masks (and last digits) differ from
+an uninterrupted fit's.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ class SoftPartition(LightningModule):
         data = self.trainer.datamodule
         data.setup(stage)
         self.attach(data.graph)
-        self.source["graph_seconds"] = data.load_seconds
+        self.source.update(graph_seconds=data.load_seconds, graph_cpu_seconds=data.load_cpu_seconds)
         if self.encoder is None:
             graph = data.graph
             self._build(graph.features.shape[1] - 1, graph.features.shape[2], graph.n, int(data.labels.max()) + 1)
@@ -140,14 +143,16 @@ class SoftPartition(LightningModule):
         self.candidates = rows.sort(dim=1).values[:, -width:].contiguous()  # ascending, padding first (objective.overlap)
 
     @torch.no_grad()
-    def evaluate(self) -> dict:
-        """Recompute every assignment, restart the memory from them, and return the exact objective."""
+    def evaluate(self, record: bool = True) -> dict:
+        """Recompute every assignment, restart the memory from them, and return the exact objective (kept in
+        ``history`` when ``record``)."""
         self.assignment = self.assign_all()
         self.degree = self.graph.degree.to(self.device)
         self.volume = per_group(self.candidates, self.assignment, self.degree, self.n_groups)
         self.size = per_group(self.candidates, self.assignment, None, self.n_groups)
         result = full_objective(self.graph, self.candidates, self.assignment, self.n_groups, self.hparams.collapse_weight)
-        self.history.append(result)
+        if record:
+            self.history.append(result)
         return result
 
     @torch.no_grad()
@@ -171,10 +176,12 @@ class SoftPartition(LightningModule):
 
     # ---- training -----------------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
-        if not bool(self.initialised):
+        resumed = bool(self.initialised)  # a resumed fit's memory is rebuilt, its history already has this point
+        if not resumed:
             self._initialise()
         self.log("init_modularity", hard_modularity(self.graph, self.init_group.cpu()))  # the partition it starts from
-        self._log_objective(self.evaluate())
+        result = self.evaluate(record=not resumed)
+        self._log_objective(result)
 
     def training_step(self, batch, batch_idx):
         nodes, n, groups = batch.nodes, self.graph.n, self.n_groups
@@ -195,12 +202,13 @@ class SoftPartition(LightningModule):
         return out["loss"]
 
     def on_train_epoch_start(self) -> None:
-        self._epoch_started = time.perf_counter()
+        self._epoch_started = (time.perf_counter(), time.process_time())
 
     def on_train_epoch_end(self) -> None:
         self.refresh_candidates()
         self._log_objective(self.evaluate())
-        self.history[-1]["seconds"] = round(time.perf_counter() - self._epoch_started, 3)  # steps and evaluation
+        wall, cpu = self._epoch_started  # the epoch's batches and its closing evaluation; CPU time counts all threads
+        self.history[-1].update(seconds=round(time.perf_counter() - wall, 3), cpu_seconds=round(time.process_time() - cpu, 3))
 
     def _log_objective(self, result: dict) -> None:
         for key, value in result.items():
