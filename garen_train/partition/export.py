@@ -64,10 +64,13 @@ def export_groups(module, args: argparse.Namespace) -> dict:
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.groups import SoftGroupParams, finish_summaries, summarize_groups
     from garen_infer.index.groups_format import write_groups
+    from garen_infer.writer_lock import writer_lock
     from garen_train.partition.graph import PartitionGraph
 
     if not args.stage.startswith("groups_") or args.stage in ("groups_kmeans", "groups_random"):
         raise GarenError(f"--stage '{args.stage}': name a learned groups stage 'groups_<name>' (e.g. groups_soft)")
+    if not 0.0 <= args.threshold <= 1.0:
+        raise GarenError(f"--threshold {args.threshold}: a membership threshold lies in [0, 1]")
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     folder = IndexFolder.open(args.index, dataset)
     trained_on = module.source["corpus"]
@@ -83,20 +86,21 @@ def export_groups(module, args: argparse.Namespace) -> dict:
     values = module.assign_all()
     groups, weights = memberships_to_groups(module.candidates.cpu(), values.cpu(), args.threshold, args.max_groups_per_doc)
     assign_seconds = time.perf_counter() - start
-    records, info = summarize_groups(folder, dataset, params, args.stage, groups)
-    stats = write_groups(folder.path / args.stage, dataset.doc_ids, groups, records, weights)
-    finish_summaries(folder, args.stage)
-
     stage_params = SoftGroupParams(checkpoint=str(Path(args.checkpoint).resolve()), checkpoint_sha256=_sha256(Path(args.checkpoint)),
                                    threshold=args.threshold, max_groups_per_doc=args.max_groups_per_doc, summarizer=params.summarizer)
-    entry = {
-        "params": asdict(stage_params),
-        "info": {**stats, "overlap_rate": stats.get("overlap_rate", 0.0), "groups_trained": module.n_groups,
-                 "groups_without_members": module.n_groups - len(groups), "trained_on_index": source["index"],
-                 "final_objective": (module.history or [{}])[-1], **info,
-                 "assign_seconds": round(assign_seconds, 2), "seconds": round(time.perf_counter() - start, 2)},
-        "built": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
-    folder.manifest["stages"][args.stage] = entry
-    write_json(folder.path / "manifest.json", folder.manifest)
+    with writer_lock(folder.path, "index folder"):  # one writer per index folder, as 'garen-infer index' takes
+        records, info = summarize_groups(folder, dataset, params, args.stage, groups)
+        stats = write_groups(folder.path / args.stage, dataset.doc_ids, groups, records, weights)
+        finish_summaries(folder, args.stage)
+        entry = {
+            "params": asdict(stage_params),
+            "info": {**stats, "overlap_rate": stats.get("overlap_rate", 0.0), "groups_trained": module.n_groups,
+                     "groups_without_members": module.n_groups - len(groups), "trained_on_index": source["index"],
+                     "final_objective": (module.history or [{}])[-1], **info,
+                     "assign_seconds": round(assign_seconds, 2), "seconds": round(time.perf_counter() - start, 2)},
+            "built": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        manifest = IndexFolder.open(folder.path).manifest  # as it is now, under the lock
+        manifest["stages"][args.stage] = entry
+        write_json(folder.path / "manifest.json", manifest)
     return {"stage": args.stage, "index": str(folder.path), **entry}
