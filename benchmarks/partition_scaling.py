@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -79,6 +80,7 @@ def fit_child(index: str, out: str, epochs: int) -> None:
 
 def measure(index: Path, work: Path, epochs: int) -> dict:
     out = work / "fits" / index.name
+    shutil.rmtree(out, ignore_errors=True)  # a fresh fit: Lightning would otherwise write last-v1.ckpt beside the old one
     command = [sys.executable, __file__, "--child", str(index), str(out), str(epochs)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     if result.returncode:

@@ -157,6 +157,25 @@ def export(checkpoint: Path, index: Path, beir_dir: Path, *options: str) -> None
     assert garen_train(["export", "--checkpoint", str(checkpoint), "--index", str(index), "--dataset", f"beir:{beir_dir}", *options]) == 0
 
 
+def test_a_fresh_export_process_imports_the_checkpoints_own_job_class_only(tmp_path, monkeypatch):
+    """Lightning (2.6.6 on) restores only LightningModule classes already imported, and a fresh ``garen-train
+    export`` process has imported none: export imports the checkpoint's class when it is a garen_train job, and
+    leaves any other class path to Lightning's refusal."""
+    from types import SimpleNamespace
+
+    from garen_train import export as export_cli
+
+    imported: list[str] = []
+    monkeypatch.setattr(export_cli, "importlib", SimpleNamespace(import_module=imported.append))
+    for class_path in ("garen_train.partition.model.SoftPartition", "os.system", ""):
+        path = tmp_path / "job.ckpt"
+        torch.save({"hyper_parameters": {"_class_path": class_path}}, path)
+        export_cli.import_job_class(path)
+    torch.save({"state_dict": {}}, tmp_path / "bare.ckpt")  # no hyper-parameters at all
+    export_cli.import_job_class(tmp_path / "bare.ckpt")
+    assert imported == ["garen_train.partition.model"]
+
+
 def test_export_writes_an_overlapping_groups_stage(leiden_index, beir_dir, tiny_dataset, tmp_path, monkeypatch):
     from garen_infer.index.folder import IndexFolder
 
