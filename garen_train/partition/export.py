@@ -51,11 +51,8 @@ def memberships_to_groups(ids: torch.Tensor, values: torch.Tensor, threshold: fl
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def export_groups(module, args: argparse.Namespace) -> dict:
