@@ -118,6 +118,10 @@ def cmd_run(args) -> int:
     else:
         metrics = execute(dataset, index, config, args.out, cache=cache)
     print(json.dumps(metrics, indent=2))
+    if "simulation" in metrics:  # repeated under the numbers, where a reader's eye lands
+        from garen_infer.llm.oracle import banner
+
+        print(banner(metrics["simulation"]), file=sys.stderr)
     return 0
 
 
@@ -126,8 +130,13 @@ def cmd_eval(args) -> int:
     from garen_infer.evaluate import evaluate
     from garen_infer.trec import read_run
 
+    from garen_infer.llm.oracle import NOTICE, is_simulated_run
+
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
-    print(json.dumps(evaluate(read_run(args.run), dataset, args.measures), indent=2))
+    result = evaluate(read_run(args.run), dataset, args.measures)
+    if is_simulated_run(args.run):
+        result = {"simulation": NOTICE, **result}
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -23,6 +23,7 @@ from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
 from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
 from garen_infer.index.atomic import write_json
+from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.scheduler import Scheduler
@@ -70,7 +71,7 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
         options_dict["budget"] = config.budget  # --budget overrides the preset
     options = method_cls.settle(make_config(method_cls, options_dict), config.models)
     budget = options.budget if takes_budget else None
-    method = method_cls(options, index, dataset)  # its options may change the stages and roles it uses
+    method = method_cls(options, index, dataset.without_judgments())  # its options may change its stages and roles
     for stage in method.index_stages:
         index.require(stage, f"method '{config.method}'")
     resolved = {
@@ -81,6 +82,10 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
         "first_stage": asdict(FirstStageConfig(**config.first_stage)), "models": config.models,
         "limit": config.limit,
     }
+    simulation = simulation_label(config.models, roles)  # the oracle backend: a run of it must never pass for a model's
+    if simulation:
+        resolved["simulation"] = simulation
+        log(banner(simulation))
     out.mkdir(parents=True, exist_ok=True)
     config_path = out / "config.json"
     resolved = json.loads(json.dumps(resolved))  # as it reads back from disk (tuples become lists)
@@ -109,7 +114,8 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
             missing = [r for r in method.roles if r not in config.models]
             if missing:
                 raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(), dataset.name)
+            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(), dataset.name,
+                                dataset=dataset)
         # excluded ids leave the first stage before any method sees it, unless the method keeps them (RGS's code)
         exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in todo]
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage), exclude)
@@ -145,15 +151,17 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
                 raise GarenError(f"{err}\n{len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
         wall = time.perf_counter() - start
 
-    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls)
+    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls, simulation)
 
 
-def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls) -> dict:
+def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None) -> dict:
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
     scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
     kept = remove_excluded(scored, dataset)
-    write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in rankings.items()}, tag=config.method)
+    write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in rankings.items()}, tag=f"{config.method}.{RUN_TAG}" if simulation else config.method)
     metrics = {"dataset": dataset.name, "method": config.method}
+    if simulation:
+        metrics = {"simulation": simulation, **metrics}
     if dataset.qrels:
         judged = {q.id for q in queries}
         subset = Dataset(dataset.name, [], [q for q in dataset.queries if q.id in judged], {k: v for k, v in dataset.qrels.items() if k in judged})

@@ -104,7 +104,8 @@ class Garen(Method):
                 reranked = yield Rerank(tuple(window))
                 scores = self.connectivity(window, candidates)
             else:
-                reranked, new_scores = yield (Rerank(tuple(window)), ScoreYesNo(tuple(self.texts[g] for g in to_score)))
+                navigate = ScoreYesNo(tuple(self.texts[g] for g in to_score), rows=tuple(tuple(self.members[g]) for g in to_score))
+                reranked, new_scores = yield (Rerank(tuple(window)), navigate)
                 scores.update(zip(to_score, new_scores))
             eligible = [g for g in dict.fromkeys([*candidates, *to_score]) if g in scores]
             ranked_groups = sorted(eligible, key=lambda g: -scores[g])  # stable: ties keep candidate order
