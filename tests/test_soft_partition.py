@@ -199,6 +199,14 @@ def test_export_writes_an_overlapping_groups_stage(leiden_index, beir_dir, tiny_
         assert all(row in groups.members[g] for g in gs)
     assert all(groups.texts)  # every group summarised (extractive, as the index's groups stage)
 
+    # rebuilding the Leiden groups makes every stage learned from them stale, whatever name it was exported under
+    from garen_infer.index.stages import IndexConfig
+
+    export(checkpoint, index, beir_dir, "--stage", "groups_other")
+    IndexFolder.build(tiny_dataset, index, IndexConfig.from_dict({"groups": {"max_group_size": 3}}), log=lambda *_: None)
+    stages = IndexFolder.open(index, tiny_dataset).manifest["stages"]
+    assert "groups" in stages and "groups_soft" not in stages and "groups_other" not in stages
+
 
 def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_dir, tiny_dataset, tmp_path, monkeypatch):
     """An anchor far above any cosine logit keeps every document in its Leiden group; with one group per document

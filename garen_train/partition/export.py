@@ -61,6 +61,7 @@ def export_groups(module, args: argparse.Namespace) -> dict:
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.groups import SoftGroupParams, finish_summaries, summarize_groups
     from garen_infer.index.groups_format import write_groups
+    from garen_infer.index.stages import STAGES
     from garen_infer.writer_lock import writer_lock
     from garen_train.partition.graph import PartitionGraph
 
@@ -96,6 +97,7 @@ def export_groups(module, args: argparse.Namespace) -> dict:
                      "final_objective": (module.history or [{}])[-1], **info,
                      "assign_seconds": round(assign_seconds, 2), "seconds": round(time.perf_counter() - start, 2)},
             "built": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "requires": list(STAGES["groups_soft"].requires),  # so rebuilding any of them drops it, whatever its name
         }
         manifest = IndexFolder.open(folder.path).manifest  # as it is now, under the lock
         manifest["stages"][args.stage] = entry
