@@ -9,6 +9,7 @@ into an index folder. Every export writes a manifest next to what it exports.
 from __future__ import annotations
 
 import argparse
+import importlib
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -25,6 +26,17 @@ class Exportable(Protocol):
         """Write the export and return its manifest (also written to disk next to the export)."""
 
 
+def import_job_class(path: Path) -> None:
+    """Import the module of the checkpoint's LightningModule when it is one of garen_train's jobs: Lightning
+    (2.6.6 on) restores only classes already imported, and a fresh ``garen-train export`` process has none."""
+    import torch
+
+    hyper_parameters = torch.load(path, map_location="cpu", weights_only=False, mmap=True).get("hyper_parameters") or {}
+    module = str(hyper_parameters.get("_class_path", "")).rpartition(".")[0]
+    if module.startswith("garen_train."):  # our own code only: the allowlist stays Lightning's for anything else
+        importlib.import_module(module)
+
+
 def load_module(checkpoint: str | Path):
     """The LightningModule a checkpoint was trained as, restored from it (on CPU)."""
     from lightning.pytorch import LightningModule
@@ -33,6 +45,7 @@ def load_module(checkpoint: str | Path):
     if not path.is_file():
         raise GarenError(f"{path}: no such checkpoint file")
     try:
+        import_job_class(path)
         return LightningModule.load_from_checkpoint(path, map_location="cpu", weights_only=False)
     except (KeyError, RuntimeError, ValueError, TypeError) as err:
         raise GarenError(f"{path}: not a checkpoint written by 'garen-train fit' ({err})") from err
