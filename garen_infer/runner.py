@@ -56,14 +56,9 @@ def first_stage_stage(config: RunConfig) -> str:
     return "embeddings" if FirstStageConfig(**config.first_stage).kind == "dense" else "bm25"
 
 
-def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
-    """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
-    with writer_lock(out, "run folder"):
-        return _execute(dataset, index, config, out, roles, cache, log)
-
-
-def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
-    out = Path(out)
+def configure_method(dataset: Dataset, index, config: RunConfig):
+    """The method a run configuration names, built on this index: (class, options, method, budget). Refuses
+    unknown options and an index that lacks a stage the method reads (``garen-infer bench`` plans with this)."""
     method_cls = get_method(config.method)
     options_dict = dict(config.method_options)
     takes_budget = "budget" in method_cls.Config.__dataclass_fields__
@@ -74,6 +69,18 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     method = method_cls(options, index, dataset.without_judgments())  # its options may change its stages and roles
     for stage in method.index_stages:
         index.require(stage, f"method '{config.method}'")
+    return method_cls, options, method, budget
+
+
+def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+    """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
+    with writer_lock(out, "run folder"):
+        return _execute(dataset, index, config, out, roles, cache, log)
+
+
+def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+    out = Path(out)
+    method_cls, options, method, budget = configure_method(dataset, index, config)
     resolved = {
         "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
         # a stage rebuilt with other params between an interruption and a resume must not be mixed in

@@ -5,6 +5,7 @@
                                            --print_config, dotted overrides (--trainer.max_epochs=2,
                                            --model.init_args.lr=1e-4), --ckpt_path to resume a run
     garen-train export   --checkpoint CKPT ...   turn a checkpoint into what garen-infer loads
+    garen-train report   --logs DIR ...    loss and validation curves, before/after figures, as a report folder
     garen-train partition-report --index DIR ... groups stages' partition quality and GAREN's App. C.3 counts
 
 Every job's config names its LightningModule and LightningDataModule by class path (``model: {class_path: ...,
@@ -22,7 +23,8 @@ from garen_infer.errors import GarenError
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 # other subcommands: name -> module with ``main(argv) -> int``
-JOBS = {"mine": "garen_train.mine", "export": "garen_train.export", "partition-report": "garen_train.partition.report"}
+JOBS = {"mine": "garen_train.mine", "export": "garen_train.export", "report": "garen_train.report",
+        "partition-report": "garen_train.partition.report"}
 
 
 def usage() -> str:
