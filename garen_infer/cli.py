@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--run", required=True)
     ev.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"])
 
+    tree = sub.add_parser("tree", help="print the outline of an index's semantic tree (LATTICE)")
+    tree.add_argument("--index", required=True)
+    tree.add_argument("--depth", type=int, default=2, help="levels below the root to show (default 2)")
+    tree.add_argument("--stage", default="semantic_tree", help="the index stage holding the tree")
+
     demo = sub.add_parser("demo", help="the embedded default: index the Python stdlib docs and answer a few questions")
     demo.add_argument("--out", default=None, help="where to keep the demo index and run (default ~/.cache/garen/demo)")
     demo.add_argument("--method", default="garen")
@@ -125,6 +130,17 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_tree(args) -> int:
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.semantic_tree import SemanticTree
+
+    index = IndexFolder.open(args.index)
+    index.require(args.stage, "printing a tree")
+    tree = SemanticTree.load(index.path / args.stage, {d: i for i, d in enumerate(index.doc_ids)})
+    print(tree.outline(index.doc_ids, args.depth))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from garen_infer.demo import run_demo
 
@@ -141,7 +157,7 @@ STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "demo": cmd_demo}[args.command]
+    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "tree": cmd_tree, "demo": cmd_demo}[args.command]
     try:
         with writer_lock(args.out, WRITES[args.command]) if args.command in WRITES else nullcontext():
             return command(args)  # a second writer of the folder is refused before any data loads

@@ -109,6 +109,8 @@ class Scheduler:
 
     def _score(self, role: str, group) -> None:
         scorer = self.roles.scorer(role)
+        for item, _, req in group:
+            item.ledger.admit_documents(req.documents)
         flat = [(item, pos, text) for item, pos, req in group for text in req.texts]
         for item, pos, req in group:
             item.answers[pos] = []
@@ -119,6 +121,8 @@ class Scheduler:
                 item.answers[pos].append(completion.score)
 
     def _generate(self, group) -> None:
+        for item, _, req in group:
+            item.ledger.admit_documents(req.documents)
         flat = [(item, pos, chat, req.role) for item, pos, req in group for chat in req.chats]
         for item, pos, req in group:
             item.answers[pos] = []

@@ -26,6 +26,7 @@ class ScoreYesNo:
 
     texts: tuple[str, ...]
     role: str = "navigator"
+    documents: tuple[int, ...] = ()  # corpus rows among the texts, counted against the budget (LATTICE's slates)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Generate:
 
     chats: tuple[Chat, ...]
     role: str = "generator"
+    documents: tuple[int, ...] = ()  # corpus rows shown in the chats, counted against the budget
 
 
 Request = Rerank | ScoreYesNo | Generate

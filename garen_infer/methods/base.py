@@ -57,6 +57,8 @@ METHODS = {
     "slidegar": "garen_infer.methods.slidegar",
     "garen": "garen_infer.methods.garen",
     "rgs": "garen_infer.methods.rgs",
+    "lattice": "garen_infer.methods.lattice",
+    "lattice++": "garen_infer.methods.lattice_fusion",
 }
 
 
