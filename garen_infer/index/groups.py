@@ -30,6 +30,7 @@ from garen_infer.index.atomic import atomic_path
 from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
 from garen_infer.index.summaries import ExtractiveSummarizer, group_text, parse_summary
+from garen_infer.llm.json_generation import generate_json, stage_generator
 from garen_infer.settings import Count, NonNegative, Positive
 
 log = logging.getLogger(__name__)
@@ -92,13 +93,7 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
     texts = [d.full_text for d in dataset.documents]
     extractive = ExtractiveSummarizer(texts, folder.embeddings)
     done: dict[int, dict] = read_finished(partial, "group")
-    kind = params.summarizer.get("backend", "extractive")
-    generator = None
-    if kind != "extractive":
-        from garen_infer.llm.cache import ResponseCache
-        from garen_infer.llm.roles import build_roles
-
-        generator = build_roles({"generator": params.summarizer}, texts, folder, ResponseCache()).generator
+    generator = stage_generator(params.summarizer, folder, texts)
     todo = [g for g in range(len(groups)) if g not in done]
     fallbacks = 0
     with open(partial, "a", encoding="utf-8") as out, tqdm(total=len(groups), initial=len(done), desc="group summaries", unit="group") as bar:
@@ -127,18 +122,9 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
 def _llm_summaries(generator, batch, groups, texts, params: GroupParams) -> dict[int, dict | None]:
     from garen_infer.llm.prompts import summarizer as summarizer_prompt
 
-    chats = {g: summarizer_prompt([texts[r] for r in groups[g][: params.summary_max_docs]], params.summary_max_words) for g in batch}
-    results: dict[int, dict | None] = {g: None for g in batch}
-    pending = list(batch)
-    for attempt in range(params.summary_retries + 1):
-        if not pending:
-            break
-        sampling = generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
-        completions = generator.backend.generate([chats[g] for g in pending], sampling)
-        for g, completion in zip(pending, completions):
-            results[g] = parse_summary(completion.text)
-        pending = [g for g in pending if results[g] is None]
-    return results
+    chats = [summarizer_prompt([texts[r] for r in groups[g][: params.summary_max_docs]], params.summary_max_words) for g in batch]
+    answers = generate_json(generator, chats, lambda _, text: parse_summary(text), params.summary_retries, len(chats), progress=False)
+    return dict(zip(batch, answers))
 
 
 def _build(stage_name: str):

@@ -35,7 +35,8 @@ class SemanticTreeParams:
 
 
 def _build(folder, dataset, params: SemanticTreeParams) -> dict:
-    from garen_infer.index.tree_describe import NodeDescriber, make_generator
+    from garen_infer.index.tree_describe import NodeDescriber
+    from garen_infer.llm.json_generation import stage_generator
 
     if params.construction not in CONSTRUCTIONS:
         raise GarenError(f"semantic_tree: construction must be one of {', '.join(CONSTRUCTIONS)}, not '{params.construction}'")
@@ -44,7 +45,7 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
     start = time.perf_counter()
     texts = [d.full_text for d in dataset.documents]
     vectors = folder.embeddings
-    generator = make_generator(params.summarizer, folder, texts)
+    generator = stage_generator(params.summarizer, folder, texts)
     info: dict = {"construction": params.construction}
     levels = None
     if params.construction == "bottom-up":

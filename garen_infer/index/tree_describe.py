@@ -1,52 +1,16 @@
-"""What the semantic tree's builders ask of a generator, and what they do when it fails.
-
-- ``generate_json``: one prompt per item, each answer parsed by ``parse(item, text)``; items whose answer does not parse
-  are asked again with sampling (a greedy retry repeats itself, and the response cache would replay it); items
-  that fail every attempt come back as None, for the caller's explicit fallback.
-- ``NodeDescriber``: internal-node descriptions, extractive (the CPU default, no instruction-following model ships
-  on PyPI) or written by the generator from the node's members; a generator failure falls back to the extractive
-  description and is counted, as the groups stage does with its summaries.
-"""
+"""Internal-node descriptions of the semantic tree: extractive (the CPU default, no instruction-following model
+ships on PyPI) or written by the generator from the node's members (LATTICE App. D); a generator answer that is
+not valid JSON after the retries falls back to the extractive description and is counted, as the groups stage
+does with its summaries."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
-from typing import Callable
-
-from tqdm.auto import tqdm
 
 from garen_infer.index.summaries import ExtractiveSummarizer, group_text, parse_summary
-from garen_infer.llm.types import Chat
+from garen_infer.llm.json_generation import generate_json
 
 log = logging.getLogger(__name__)
-
-
-def make_generator(spec: dict, folder, doc_texts: list[str]):
-    """The generator role for an index stage, or None for ``{"backend": "extractive"}``."""
-    if spec.get("backend", "extractive") == "extractive":
-        return None
-    from garen_infer.llm.cache import ResponseCache
-    from garen_infer.llm.roles import build_roles
-
-    return build_roles({"generator": spec}, doc_texts, folder, ResponseCache()).generator
-
-
-def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], object], retries: int, batch_size: int = 32, what: str = "prompts") -> list:
-    results: list = [None] * len(chats)
-    with tqdm(total=len(chats), desc=what, unit="prompt", disable=len(chats) < 2) as bar:
-        for start in range(0, len(chats), batch_size):
-            pending = list(range(start, min(start + batch_size, len(chats))))
-            for attempt in range(retries + 1):
-                if not pending:
-                    break
-                sampling = generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
-                completions = generator.backend.generate([chats[i] for i in pending], sampling)
-                for i, completion in zip(pending, completions):
-                    results[i] = parse(i, completion.text)
-                pending = [i for i in pending if results[i] is None]
-            bar.update(min(batch_size, len(chats) - start))
-    return results
 
 
 class NodeDescriber:

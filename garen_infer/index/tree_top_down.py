@@ -29,7 +29,7 @@ import numpy as np
 from garen_infer.index.partition import kmeans_groups
 from garen_infer.index.semantic_tree import BuiltNode
 from garen_infer.index.summaries import ExtractiveSummarizer, group_text
-from garen_infer.index.tree_describe import generate_json
+from garen_infer.llm.json_generation import generate_json
 
 
 @dataclass

@@ -146,7 +146,8 @@ class Lattice(Method):
         return reference_leaves(tree.reached_leaves(), tree.calibrated, self.config.num_leaf_calib, rng, self.config.seed)
 
     def slate(self, tree: SearchTree, node: int, leaf_refs: list[int], shown: set[int], budget: int | None) -> Slate:
-        """The node's unmasked children, documents beyond the budget cut; then its references."""
+        """The node's unmasked children (documents beyond the budget cut), then its references. The documents it
+        shows for the first time are added to ``shown``: the model sees them whether or not its answer parses."""
         children = []
         new_documents = []
         for child in self.tree.children[node]:

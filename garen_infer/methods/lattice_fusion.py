@@ -10,6 +10,7 @@ it. The dense retriever is the index's embedding model (the paper used BGE-Reaso
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -58,9 +59,14 @@ class LatticePlusPlus(Lattice):
         excluded = {self.doc_row[d] for d in state.query.excluded_ids if d in self.doc_row}
         return [row for row, _ in fused if row not in excluded]
 
+    @cached_property
+    def doc_vectors(self) -> np.ndarray:
+        return np.asarray(self.index.embeddings, dtype=np.float32)
+
     def dense(self, text: str) -> list[tuple[int, float]]:
+        """The index's embedding model as a retriever: the top ``fusion_depth`` rows by cosine."""
         vector = self.index.embedder.query_vectors([text])[0]
-        similarity = np.asarray(self.index.embeddings, dtype=np.float32) @ vector
+        similarity = self.doc_vectors @ vector
         k = min(self.config.fusion_depth, len(similarity))
         top = np.argpartition(-similarity, k - 1)[:k]
         top = top[np.lexsort((top, -similarity[top]))]  # best first, ties by row
