@@ -11,7 +11,7 @@ PREBUILT=${2:-}
 BIN=${BIN:-.venv/bin}
 export HF_HUB_OFFLINE=1 GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-$OUT/cache}
 declare -A SPEC=([scifact]="beir:../shared/data/scifact:test" [cranfield]="beir:../shared/data/cranfield:test")
-for ds in scifact cranfield; do
+for ds in cranfield scifact; do
   extra=""; [ "$ds" = cranfield ] && extra="--allow-empty-docs"
   if [ -n "$PREBUILT" ] && [ ! -d "$OUT/idx/$ds" ]; then mkdir -p "$OUT/idx" && cp -r "$PREBUILT/$ds" "$OUT/idx/$ds"; fi
   /usr/bin/time -f "[$ds] index (missing stages only): %e s wall, %M KB max RSS" \
@@ -25,6 +25,6 @@ for ds in scifact cranfield; do
     --set methods.lattice.path_relevance=paper --out "$OUT/runs/$ds-lattice-paperpath-100" > /dev/null
 done
 $BIN/python benchmarks/report.py "$OUT"/runs/*/metrics.json
-for ds in scifact cranfield; do
+for ds in cranfield scifact; do
   $BIN/python -c "import json; i=json.load(open('$OUT/idx/$ds/manifest.json'))['stages']['semantic_tree']['info']; print('$ds tree:', i)"
 done

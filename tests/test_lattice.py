@@ -128,7 +128,8 @@ def test_a_node_whose_documents_are_all_excluded_is_masked():
 # ---- the search with a scripted scorer ------------------------------------------------------------------------
 def test_search_by_hand(make_lattice):
     lattice = make_lattice()
-    rows, requests = drive(lattice.search(state()), scripted)
+    state_ = state()
+    rows, requests = drive(lattice.search(state_), scripted)
     texts = [list(r.texts) for r in requests]
     assert all(isinstance(r, ScoreYesNo) and r.role == "navigator" for r in requests)
     assert texts[0] == ["topic A", "topic B"]  # iteration 1 expands the root alone, no reference at the root
@@ -143,6 +144,7 @@ def test_search_by_hand(make_lattice):
     assert len(requests) == 4  # then the frontier is empty
     assert sorted(rows) == list(range(9)) and rows[0] == 0  # a1: top of the best cluster
     assert [r.documents for r in requests] == [(), (), (0, 1, 2, 5, 6), (3, 4, 7, 8)]
+    assert state_.trace["beams"] == [[0], [1, 9], [2, 10], [6, 13]] and state_.trace["stop"] == "frontier"
 
 
 def test_num_iters_and_beam_size_bound_the_calls(make_lattice):

@@ -105,7 +105,7 @@ class TopDownBuilder:
         for row, answer in enumerate(answers):
             if answer is None:
                 self.stats.level_fallbacks += 1
-                words = terms.summarize([row])["concept"].split(", ") or ["document"]
+                words = [w for w in terms.summarize([row])["concept"].split(", ") if w] or ["(no text)"]
                 answer = [", ".join(words[: k + 1]) for k in range(levels)]
             out.append(answer)
         return out

@@ -111,6 +111,7 @@ class Lattice(Method):
         rng = np.random.default_rng([c.seed, zlib.crc32(state.query.id.encode())])
         shown: set[int] = set()  # documents the model has seen: the budget spent
         stats = {"iterations": 0, "slates": 0, "failed_slates": 0, "stop": "iterations"}
+        beams: list[list[int]] = []  # the nodes expanded in each iteration (tree node ids), for the trace
         for _ in range(c.num_iters):
             beam = tree.frontier(c.give_up_after)[: c.beam_size]
             if not beam:
@@ -121,6 +122,7 @@ class Lattice(Method):
             if not slates:
                 stats["stop"] = "budget"
                 break
+            beams.append([s.node for s in slates])
             answers = yield self.request(state.query.text, slates)
             for slate, scores in zip(slates, self.read(answers, slates)):
                 if scores is None:
@@ -137,7 +139,7 @@ class Lattice(Method):
                 break
         scored = [(int(self.tree.row[leaf]), score) for leaf, score in tree.leaf_scores()]
         state.trace.update(stats, documents_shown=len(shown), leaves_ranked=len(scored),
-                           deepest=int(self.tree.depth[tree.expanded].max()) if tree.expanded.any() else 0)
+                           deepest=int(self.tree.depth[tree.expanded].max()) if tree.expanded.any() else 0, beams=beams)
         return scored
 
     def reference_leaves(self, tree: SearchTree, rng: np.random.Generator) -> list[int]:
