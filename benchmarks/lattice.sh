@@ -10,7 +10,8 @@ OUT=${1:-benchmarks/out}
 PREBUILT=${2:-}
 BIN=${BIN:-.venv/bin}
 export HF_HUB_OFFLINE=1 GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-$OUT/cache}
-declare -A SPEC=([scifact]="beir:../shared/data/scifact:test" [cranfield]="beir:../shared/data/cranfield:test")
+DATA=${GAREN_DATA:-../shared/data}  # the shared corpora (from a worktree: GAREN_DATA=/work/shared/data)
+declare -A SPEC=([scifact]="beir:$DATA/scifact:test" [cranfield]="beir:$DATA/cranfield:test")
 extra_for() { [ "$1" = cranfield ] && echo "--allow-empty-docs" || true; }
 for ds in cranfield scifact; do  # the comparison at 100 documents first
   if [ -n "$PREBUILT" ] && [ ! -d "$OUT/idx/$ds" ]; then mkdir -p "$OUT/idx" && cp -r "$PREBUILT/$ds" "$OUT/idx/$ds"; fi
