@@ -120,3 +120,17 @@ def test_a_missing_tree_stage_is_one_clear_line(beir_dir, tmp_path, capsys):
                  "--method", "lattice", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "needs the index stage 'semantic_tree'" in err[0]
+
+
+def test_the_embedding_scorer_reuses_the_index_vectors_of_corpus_documents(tiny_index, tiny_dataset):
+    """Scoring a corpus document's text equals encoding it afresh; it only skips the encoding."""
+    import numpy as np
+
+    from garen_infer.llm.roles import EmbeddingYesNoScorer
+
+    texts = [d.full_text for d in tiny_dataset.documents]
+    reusing = EmbeddingYesNoScorer(tiny_index.embedder, texts, tiny_index.embeddings)
+    encoding = EmbeddingYesNoScorer(tiny_index.embedder)
+    pairs = [("why do volcanoes erupt", texts[0]), ("python lists", texts[8]), ("python lists", "a text outside the corpus")]
+    np.testing.assert_allclose([c.score for c in reusing.score(pairs)], [c.score for c in encoding.score(pairs)], atol=1e-5)
+    assert set(reusing._text_vectors) == set(encoding._text_vectors)
