@@ -190,5 +190,5 @@ def test_top_down_needs_a_generator(tiny_dataset, tiny_index, tmp_path):
     config = IndexConfig.from_dict({"semantic_tree": {"construction": "top-down"}})
     with pytest.raises(GarenError, match="top-down construction needs a generator"):
         IndexFolder.build(tiny_dataset, folder, config, log=lambda m: None)
-    with pytest.raises(GarenError, match="construction must be one of bottom-up, top-down"):
-        IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict({"semantic_tree": {"construction": "sideways"}}), log=lambda m: None)
+    with pytest.raises(GarenError, match="construction='sideways': expected one of 'bottom-up', 'top-down'"):
+        IndexConfig.from_dict({"semantic_tree": {"construction": "sideways"}})

@@ -10,27 +10,27 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.semantic_tree import SemanticTree
 from garen_infer.index.stages import Stage, register
-
-CONSTRUCTIONS = ("bottom-up", "top-down")
-
+from garen_infer.settings import AtLeast, Count, NonNegative
 
 @dataclass(frozen=True)
 class SemanticTreeParams:
-    construction: str = "bottom-up"  # bottom-up (App. B.3.1) | top-down (sec. 2.1, App. B.3.2; needs a generator)
-    max_children: int = 20  # M, the largest branching factor (App. B.1.1: 10-20)
+    construction: Literal["bottom-up", "top-down"] = "bottom-up"  # App. B.3.1 | sec. 2.1, App. B.3.2 (needs a generator)
+    max_children: Annotated[int, AtLeast(2)] = 20  # M, the largest branching factor (App. B.1.1: 10-20)
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # node descriptions: extractive,
     #   or a generator spec ({backend: transformers | vllm | openai, model: ...}); top-down needs a generator
-    min_clusters: int = 5  # top-down: the generator groups a node's summaries into [min_clusters, M] clusters (App. D)
-    summary_levels: int = 5  # top-down: summary levels per document, broad to specific (App. B.1.1: five)
-    clustering_context_words: int = 6000  # top-down: words of summaries one clustering prompt may hold (B.3.2)
-    summary_max_words: int = 150  # words of each member (document or child description) shown to the generator
-    retries: int = 2  # sampled retries after an unusable answer, then the counted fallback
-    batch_size: int = 32  # prompts per generator batch
+    min_clusters: Annotated[int, AtLeast(2)] = 5  # top-down: the generator groups a node's summaries into
+    #   [min(min_clusters, M), M] clusters (App. D)
+    summary_levels: Count = 5  # top-down: summary levels per document, broad to specific (App. B.1.1: five)
+    clustering_context_words: Count = 6000  # top-down: words of summaries one clustering prompt may hold (B.3.2)
+    summary_max_words: Count = 150  # words of each member (document or child description) shown to the generator
+    retries: NonNegative = 2  # sampled retries after an unusable answer, then the counted fallback
+    batch_size: Count = 32  # prompts per generator batch
     seed: int = 42  # k-means
 
 
@@ -38,10 +38,6 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
     from garen_infer.index.tree_describe import NodeDescriber
     from garen_infer.llm.json_generation import stage_generator
 
-    if params.construction not in CONSTRUCTIONS:
-        raise GarenError(f"semantic_tree: construction must be one of {', '.join(CONSTRUCTIONS)}, not '{params.construction}'")
-    if params.max_children < 2:
-        raise GarenError(f"semantic_tree: max_children must be at least 2, not {params.max_children}")
     start = time.perf_counter()
     texts = [d.full_text for d in dataset.documents]
     vectors = folder.embeddings

@@ -91,6 +91,7 @@ class TopDownBuilder:
     def __init__(self, doc_texts: list[str], doc_vectors: np.ndarray, generator, params, log=print):
         self.texts, self.vectors, self.generator, self.p, self.log = doc_texts, np.asarray(doc_vectors, np.float32), generator, params, log
         self.extractive = ExtractiveSummarizer(doc_texts, self.vectors)
+        self.min_clusters = min(params.min_clusters, params.max_children)
         self.stats = TopDownStats()
 
     # ---- step 1: multi-level summaries of every document -------------------------------------------------------
@@ -147,7 +148,7 @@ class TopDownBuilder:
         clustering prompt's budget (App. B.3.2), with those summaries; None if no level does."""
         for level in reversed(range(self.p.summary_levels)):
             keys = list(dict.fromkeys(levels[r][level] for r in rows))
-            if len(keys) >= self.p.min_clusters and sum(len(k.split()) + 1 for k in keys) <= self.p.clustering_context_words:
+            if len(keys) >= self.min_clusters and sum(len(k.split()) + 1 for k in keys) <= self.p.clustering_context_words:
                 return level, keys
         return None
 
@@ -158,7 +159,7 @@ class TopDownBuilder:
         plans = [self.choose_level(rows, levels) for rows in nodes]
         self.stats.no_level_fits += sum(plan is None for plan in plans)
         asked = [i for i, plan in enumerate(plans) if plan is not None]
-        chats = [lattice_cluster(plans[i][1], self.p.min_clusters, self.p.max_children) for i in asked]
+        chats = [lattice_cluster(plans[i][1], self.min_clusters, self.p.max_children) for i in asked]
         answers = generate_json(self.generator, chats, lambda j, text: parse_clusters(text, len(plans[asked[j]][1]), self.p.max_children),
                                 self.p.retries, self.p.batch_size, f"clustering at depth {depth}")
         out: list = [None] * len(nodes)

@@ -27,41 +27,42 @@ and documents cut are never ranked. The ledger counts these documents, and every
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from garen_infer.errors import GarenError
 from garen_infer.index.semantic_tree import SemanticTree
 from garen_infer.llm.requests import Generate, ScoreYesNo
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.lattice_calibration import Calibration, CalibrationParams
-from garen_infer.methods.lattice_search_tree import PATH_MODES, SearchTree
+from garen_infer.methods.lattice_search_tree import SearchTree
 from garen_infer.methods.lattice_slates import Slate, parse_slate_scores, reference_leaves
+from garen_infer.settings import Count, NonNegative, NonNegativeFloat, Positive, Probability
 
 
 @dataclass
 class LatticeConfig:
-    num_iters: int = 20  # search iterations, the first expands the root (App. B.1.2; reference num_iters)
-    beam_size: int = 2  # B, frontier nodes expanded per iteration (App. B.1.2; reference max_beam_size)
-    alpha: float = 0.5  # path-relevance momentum (App. B.1.2; reference relevance_chain_factor)
-    path_gate: float = 0.09  # scores at or below it are not smoothed along the path (reference chain_path_rel_fn)
-    path_relevance: str = "code"  # "code": raw slate scores feed path relevance (released code);
-    #   "paper": calibrated latent scores do (sec. 2.2)
-    num_leaf_calib: int = 10  # reference leaves per leaf slate (App. B.1.2); 0 = no reference nodes at all
-    pl_tau: float = 5.0  # calibration temperature (reference pl_tau)
-    lambda_mse: float = 1.0  # MSE weight; 1.0 = Plackett-Luce off (released run); 0.5 mixes both
-    calib_lr: float = 1e-2  # AdamW (reference CalibModel)
-    calib_weight_decay: float = 1e-4
-    calib_steps: int = 200  # full-batch steps per refit (reference; the paper says 100)
-    calib_clip: float = 1.0
+    num_iters: Count = 20  # search iterations, the first expands the root (App. B.1.2; reference num_iters)
+    beam_size: Count = 2  # B, frontier nodes expanded per iteration (App. B.1.2; reference max_beam_size)
+    alpha: Probability = 0.5  # path-relevance momentum (App. B.1.2; reference relevance_chain_factor)
+    path_gate: Probability = 0.09  # scores at or below it are not smoothed along the path (reference chain_path_rel_fn)
+    path_relevance: Literal["code", "paper"] = "code"  # "code": raw slate scores feed path relevance (released
+    #   code); "paper": calibrated latent scores do (sec. 2.2)
+    num_leaf_calib: NonNegative = 10  # reference leaves per leaf slate (App. B.1.2); 0 = no reference nodes at all
+    pl_tau: Positive = 5.0  # calibration temperature (reference pl_tau)
+    lambda_mse: Probability = 1.0  # MSE weight; 1.0 = Plackett-Luce off (released run); 0.5 mixes both
+    calib_lr: Positive = 1e-2  # AdamW (reference CalibModel)
+    calib_weight_decay: NonNegativeFloat = 1e-4
+    calib_steps: NonNegative = 200  # full-batch steps per refit (reference; the paper says 100)
+    calib_clip: Positive = 1.0
     slate_scorer: str = "generator"  # "generator": the JSON slate prompt; else a yes/no scorer role (P(yes) x 100)
-    relevance: str = "auto"  # relevance definition in the prompt: auto (by BRIGHT task; "generic" elsewhere) or
-    #   a key of prompts.LATTICE_RELEVANCE
-    max_desc_words: int = 0  # words of each candidate in the prompt; 0 = full text (reference default)
-    budget: int | None = None  # distinct documents shown before the search stops (GAREN App. B.2: 100);
+    relevance: Literal["auto", "stackexchange", "leetcode", "theorem", "pony", "generic"] = "auto"  # the prompt's
+    #   relevance definition (prompts.LATTICE_RELEVANCE); auto: by BRIGHT task, "generic" outside BRIGHT
+    max_desc_words: NonNegative = 0  # words of each candidate in the prompt; 0 = full text (reference default)
+    budget: Count | None = None  # distinct documents shown before the search stops (GAREN App. B.2: 100);
     #   None = stop after num_iters only
-    give_up_after: int = 2  # failed answers before a node leaves the frontier (reference: never; with greedy
+    give_up_after: Count = 2  # failed answers before a node leaves the frontier (reference: never; with greedy
     #   decoding and the response cache a retry repeats the same answer)
     seed: int = 42  # reference-leaf draws and the GMM (reference: numpy's global seed 42)
     tree: str = "semantic_tree"  # the index stage holding the tree
@@ -75,17 +76,11 @@ class Lattice(Method):
         super().__init__(config, index, dataset)
         from garen_infer.llm.prompts import BRIGHT_RELEVANCE, LATTICE_RELEVANCE
 
-        if config.path_relevance not in PATH_MODES:
-            raise GarenError(f"lattice: path_relevance must be one of {', '.join(PATH_MODES)}, not '{config.path_relevance}'")
-        if config.beam_size < 1 or config.num_iters < 1:
-            raise GarenError("lattice: beam_size and num_iters must be at least 1")
         relevance = config.relevance
         if relevance == "auto":
             name = dataset.name if dataset is not None else ""
             task = name.removeprefix("bright/").split(":")[0]
             relevance = BRIGHT_RELEVANCE.get(task, "stackexchange") if name.startswith("bright/") else "generic"
-        if relevance not in LATTICE_RELEVANCE:
-            raise GarenError(f"lattice: relevance must be auto or one of {', '.join(LATTICE_RELEVANCE)}, not '{relevance}'")
         self.relevance = LATTICE_RELEVANCE[relevance]
         self.roles = (config.slate_scorer,)
         self.index_stages = (config.tree,)

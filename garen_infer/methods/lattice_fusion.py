@@ -16,14 +16,15 @@ import numpy as np
 
 from garen_infer.methods.base import QueryState, Search
 from garen_infer.methods.lattice import Lattice, LatticeConfig
+from garen_infer.settings import Count, NonNegativeFloat
 
 
 @dataclass
 class LatticeFusionConfig(LatticeConfig):
-    weight_lattice: float = 0.6  # App. B.5
-    weight_bm25: float = 0.2  # App. B.5
-    weight_dense: float = 0.2  # App. B.5 (BGE-Reasoner-Embed there)
-    fusion_depth: int = 1000  # documents BM25 and dense each contribute (BRIGHT's runs keep 1000)
+    weight_lattice: NonNegativeFloat = 0.6  # App. B.5
+    weight_bm25: NonNegativeFloat = 0.2  # App. B.5
+    weight_dense: NonNegativeFloat = 0.2  # App. B.5 (BGE-Reasoner-Embed there)
+    fusion_depth: Count = 1000  # documents BM25 and dense each contribute (BRIGHT's runs keep 1000)
 
 
 def min_max(scored: list[tuple[int, float]]) -> dict[int, float]:

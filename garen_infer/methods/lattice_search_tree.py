@@ -19,9 +19,6 @@ import numpy as np
 
 from garen_infer.index.semantic_tree import SemanticTree
 
-PATH_MODES = ("code", "paper")
-
-
 class SearchTree:
     def __init__(self, tree: SemanticTree, excluded_rows: set[int], alpha: float, gate: float, mode: str):
         self.tree, self.alpha, self.gate, self.mode = tree, alpha, gate, mode
