@@ -17,7 +17,7 @@ for ds in cranfield scifact; do  # the comparison at 100 documents first
   if [ -n "$PREBUILT" ] && [ ! -d "$OUT/idx/$ds" ]; then mkdir -p "$OUT/idx" && cp -r "$PREBUILT/$ds" "$OUT/idx/$ds"; fi
   /usr/bin/time -f "[$ds] index (missing stages only): %e s wall, %M KB max RSS" \
     $BIN/garen-infer index --dataset "${SPEC[$ds]}" $(extra_for $ds) --out "$OUT/idx/$ds" > /dev/null
-  $BIN/garen-infer tree --index "$OUT/idx/$ds" --depth 1 | head -4
+  $BIN/garen-infer tree --index "$OUT/idx/$ds" --depth 1
   for m in rerank garen lattice lattice++; do
     $BIN/garen-infer run --dataset "${SPEC[$ds]}" $(extra_for $ds) --index "$OUT/idx/$ds" --method $m --budget 100 --out "$OUT/runs/$ds-$m-100" > /dev/null
   done

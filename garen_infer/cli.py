@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -137,7 +138,10 @@ def cmd_tree(args) -> int:
     index = IndexFolder.open(args.index)
     index.require(args.stage, "printing a tree")
     tree = SemanticTree.load(index.path / args.stage, {d: i for i, d in enumerate(index.doc_ids)})
-    print(tree.outline(index.doc_ids, args.depth))
+    try:
+        print(tree.outline(index.doc_ids, args.depth))
+    except BrokenPipeError:  # `garen-infer tree ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
