@@ -52,15 +52,21 @@ def test_outline_shows_the_top_levels():
 
 
 # ---- bottom-up -----------------------------------------------------------------------------------------------
-def test_cluster_at_most_partitions_into_small_clusters():
-    from garen_infer.index.tree_bottom_up import cluster_at_most
+def test_balanced_clusters_respect_the_capacity_and_the_planted_clusters():
+    from garen_infer.index.tree_bottom_up import balanced_clusters, layer_size
 
     rng = np.random.default_rng(0)
     vectors = np.concatenate([c + rng.normal(size=(40, 8)) for c in rng.normal(size=(3, 8)) * 5]).astype(np.float32)
-    clusters = cluster_at_most(vectors, 10, seed=1)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    clusters = balanced_clusters(vectors, 12, 10, seed=1)
     assert sorted(i for c in clusters for i in c) == list(range(120)) and max(len(c) for c in clusters) <= 10
-    assert clusters == cluster_at_most(vectors, 10, seed=1)
-    assert cluster_at_most(np.ones((25, 4), np.float32), 10, 1) == [list(range(10)), list(range(10, 20)), list(range(20, 25))]
+    assert all(len({i // 40 for i in c}) == 1 for c in clusters)  # no cluster straddles two planted ones
+    assert clusters == balanced_clusters(vectors, 12, 10, seed=1)
+    same = balanced_clusters(np.ones((25, 4), np.float32) / 2, 3, 10, seed=1)  # identical points: capacity splits
+    assert sorted(len(c) for c in same) == [5, 10, 10]
+    # one fan-out for every layer: 5,183 documents under M = 20 -> 3 layers of about 17.3
+    assert layer_size(5183, 20) == pytest.approx(5183 ** (1 / 3)) and layer_size(400, 20) == pytest.approx(20.0)
+    assert layer_size(21, 20) == pytest.approx(21 ** 0.5)
 
 
 def check_tree(tree: SemanticTree, n_docs: int, max_children: int):
