@@ -48,7 +48,7 @@ def test_index_builds_the_tree_stage_in_each_mode(tree_indexes, capsys):
     capsys.readouterr()
     assert main(["tree", "--index", str(tree_indexes["bottom-up"][0]), "--depth", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("semantic tree (bottom-up, descriptions: extractive): 12 documents")
+    assert re.match(r"semantic tree \(bottom-up, descriptions: \d+ extractive\): 12 documents", lines[0])
     assert lines[1].startswith("[0] (root)") and all(line.startswith("  [") for line in lines[2:])
 
 

@@ -13,6 +13,7 @@ On disk, a folder (format 1, readable with any JSON tool; no pickles):
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -150,8 +151,10 @@ class SemanticTree:
     def outline(self, doc_ids: list[str], max_depth: int = 2, width: int = 100) -> str:
         """The top ``max_depth`` levels, one node per line, indented by depth."""
         shape = self.shape()
+        writers = Counter(self.source[n] for n in range(1, len(self)) if not self.is_leaf(n))
+        described = ", ".join(f"{count} {source}" for source, count in writers.most_common()) or "none"
         lines = [
-            f"semantic tree ({self.meta.get('construction', '?')}, descriptions: {self.meta.get('summarizer', '?')}): "
+            f"semantic tree ({self.meta.get('construction', '?')}, descriptions: {described}): "
             f"{shape['leaves']} documents, {shape['internal']} internal nodes, depth {shape['depth']}, "
             f"fan-out {shape['fanout']['min']}-{shape['fanout']['max']} (mean {shape['fanout']['mean']})"
         ]
