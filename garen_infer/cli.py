@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     run.add_argument("--no-cache", action="store_true")
     run.add_argument("--max-active-queries", type=at_least_one, help="queries in flight at once (1 = one at a time)")
+    run.add_argument("--seeds", type=at_least_one, default=1, help="runs with sampling seeds 0..N-1 under OUT/seed-K, and their mean (GAREN sec. 5: 5)")
 
     ev = sub.add_parser("eval", help="score any TREC run file")
     _common(ev)
@@ -116,7 +117,12 @@ def cmd_run(args) -> int:
     index = IndexFolder.open(args.index, dataset)
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
     config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries)
-    metrics = execute(dataset, index, config, args.out, cache=cache)
+    if args.seeds > 1:
+        from garen_infer.repeat import run_seeds
+
+        metrics = run_seeds(dataset, index, config, args.out, args.seeds, cache=cache)
+    else:
+        metrics = execute(dataset, index, config, args.out, cache=cache)
     print(json.dumps(metrics, indent=2))
     return 0
 

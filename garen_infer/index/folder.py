@@ -38,6 +38,13 @@ def _in_build_order(stages: dict) -> list[str]:
     return order
 
 
+def completed_params(params_type: type, recorded: dict) -> dict:
+    """A stage's recorded params completed with the fields added since it was built. A new field reads as its
+    default, unless that default changed what the stage builds: then ``LEGACY`` on the params class names the value
+    the older build behaved as, so the stage is rebuilt rather than trusted."""
+    return {**asdict(params_type()), **getattr(params_type, "LEGACY", {}), **recorded}
+
+
 class IndexFolder:
     def __init__(self, path: Path, manifest: dict):
         self.path, self.manifest = Path(path), manifest
@@ -97,8 +104,7 @@ class IndexFolder:
             params = config.stages[name]
             recorded = folder.manifest["stages"].get(name)
             wanted = asdict(params)
-            # a field added to a stage after it was built reads as its default: defaults keep the old behaviour
-            if recorded and {**asdict(type(params)()), **recorded["params"]} == wanted and not force:
+            if recorded and completed_params(type(params), recorded["params"]) == wanted and not force:
                 log(f"[index] {name}: already built with these params, kept")
                 continue
             if recorded:

@@ -38,4 +38,14 @@ class Generate:
     documents: tuple[int, ...] = ()  # corpus rows shown in the chats, counted against the budget
 
 
-Request = Rerank | ScoreYesNo | Generate
+@dataclass(frozen=True)
+class ChatWithTools:
+    """One agent turn: the model reads the chat and may call the tools (OpenAI-style function schemas).
+    Answer: an ``AssistantTurn`` (its text and tool calls; no call = a final answer)."""
+
+    chat: tuple[dict, ...]
+    tools: tuple[dict, ...]
+    role: str = "agent"
+
+
+Request = Rerank | ScoreYesNo | Generate | ChatWithTools

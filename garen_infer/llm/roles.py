@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.permutation import parse_permutation
-from garen_infer.llm.prompts import DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, QWEN3_ASSISTANT_PREFIX, yes_no
+from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
+                                     PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
+from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
 
@@ -52,17 +54,20 @@ class EmbeddingReranker:
 
 
 class LLMListwiseReranker:
-    def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int = MAX_PASSAGE_WORDS, sampling: SamplingParams | None = None):
+    def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int | None = MAX_PASSAGE_WORDS,
+                 sampling: SamplingParams | None = None, text: str = "paper", task: str = ""):
         if prompt not in LISTWISE_PROMPTS:
             raise GarenError(f"unknown listwise prompt '{prompt}'; choose one of {', '.join(LISTWISE_PROMPTS)}")
-        self.backend, self.doc_texts, self.max_words = backend, doc_texts, max_words
+        template("", text)  # refuses an unknown reading now rather than at the first query
+        self.backend, self.doc_texts, self.max_words, self.text, self.task = backend, doc_texts, max_words, text, task
         self.prompt, self.name = LISTWISE_PROMPTS[prompt], f"{backend.id}:{prompt}"
-        self.sampling = sampling or SamplingParams(max_tokens=200)
+        self.parse = PROMPT_PARSERS.get(prompt, parse_permutation)
+        self.sampling = sampling or SamplingParams(max_tokens=PROMPT_MAX_TOKENS[prompt])
 
     def rerank(self, jobs: list[RerankJob]) -> list[tuple[list[int], Completion]]:
-        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words) for j in jobs]
+        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text, self.task) for j in jobs]
         completions = self.backend.generate(chats, self.sampling)
-        return [([j.rows[i] for i in parse_permutation(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
+        return [([j.rows[i] for i in self.parse(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
 
 
 class EmbeddingYesNoScorer:
@@ -100,12 +105,13 @@ class EmbeddingYesNoScorer:
 
 
 class LLMYesNoScorer:
-    def __init__(self, backend, instruction: str = DEFAULT_INSTRUCTION, assistant_prefix: str = QWEN3_ASSISTANT_PREFIX):
-        self.backend, self.instruction, self.assistant_prefix = backend, instruction, assistant_prefix
+    def __init__(self, backend, instruction: str = DEFAULT_INSTRUCTION, assistant_prefix: str = QWEN3_ASSISTANT_PREFIX, text: str = "paper"):
+        template("", text)
+        self.backend, self.instruction, self.assistant_prefix, self.text = backend, instruction, assistant_prefix, text
         self.name = backend.id
 
     def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
-        chats = [yes_no(q, t, self.instruction) for q, t in pairs]
+        chats = [yes_no(q, t, self.instruction, self.text) for q, t in pairs]
         return self.backend.score_yes_no(chats, self.assistant_prefix)
 
 
@@ -117,8 +123,18 @@ class LLMGenerator:
         return self.backend.generate(chats, self.sampling)
 
 
+class LLMToolChat:
+    """The agent role (RARG): a model that answers a chat with text and tool calls."""
+
+    def __init__(self, backend, sampling: SamplingParams | None = None):
+        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
+
+    def chat(self, requests: list[tuple[Chat, list[dict]]]) -> list[Completion]:
+        return self.backend.chat_with_tools(requests, self.sampling)
+
+
 # ---- building roles from a config ----------------------------------------------------------------------------
-ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix"}
+ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
 RERANKER_MODES = ("listwise", "pointwise")
 
 
@@ -127,6 +143,12 @@ class Roles:
     reranker: object | None = None
     scorers: dict[str, object] = field(default_factory=dict)  # by role name, e.g. "navigator"
     generator: object | None = None
+    agent: object | None = None  # a tool-calling chat model (LLMToolChat)
+
+    def agent_model(self):
+        if self.agent is None:
+            raise GarenError("this method needs an 'agent' model (one that calls tools); add models.agent to the config")
+        return self.agent
 
     def scorer(self, role: str):
         if role not in self.scorers:
@@ -139,10 +161,11 @@ def build_scorer(spec: dict, doc_texts: list[str], index, backend_for):
     scorer backend added here serves both."""
     if spec.get("backend", "embedding") == "embedding":
         return EmbeddingYesNoScorer(index.embedder, doc_texts, index.embeddings)
-    return LLMYesNoScorer(backend_for(spec), spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX))
+    return LLMYesNoScorer(backend_for(spec), spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX),
+                          spec.get("prompt_text", "paper"))
 
 
-def build_reranker(spec: dict, doc_texts: list[str], index, backend_for):
+def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset_name: str = ""):
     mode = spec.get("mode", "listwise")
     if mode == "pointwise":
         from garen_infer.llm.pointwise import PointwiseReranker
@@ -152,17 +175,22 @@ def build_reranker(spec: dict, doc_texts: list[str], index, backend_for):
         raise GarenError(f"models.reranker.mode '{mode}' is not one of {', '.join(RERANKER_MODES)}")
     if spec.get("backend", "embedding") == "embedding":
         return EmbeddingReranker(index.embedder, index.embeddings)
-    return LLMListwiseReranker(backend_for(spec), doc_texts, spec.get("prompt", "garen"), spec.get("max_words", MAX_PASSAGE_WORDS), _sampling(spec))
+    prompt, sampling = spec.get("prompt", "garen"), _sampling(spec)
+    if sampling is not None and "max_tokens" not in spec["sampling"]:
+        # the output budget follows from the prompt: the reasoning prompt writes a trace before its ranking
+        sampling = replace(sampling, max_tokens=PROMPT_MAX_TOKENS.get(prompt, 200))
+    return LLMListwiseReranker(backend_for(spec), doc_texts, prompt, spec.get("max_words", PROMPT_MAX_WORDS.get(prompt, MAX_PASSAGE_WORDS)),
+                               sampling, spec.get("prompt_text", "paper"), spec.get("task", bright_task(dataset_name)))
 
 
 def _sampling(spec: dict) -> SamplingParams | None:
     return SamplingParams(**spec["sampling"]) if "sampling" in spec else None
 
 
-def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
+def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: str = "") -> Roles:
     """``models`` maps role names to specs, e.g. {"reranker": {"backend": "vllm", "model": ...}, "navigator": ...}.
     Role ``reranker`` is listwise (or ``mode: pointwise``), ``generator`` generates, every other role is a yes/no
-    scorer."""
+    scorer. ``dataset_name`` tells a prompt that needs it which BRIGHT task it ranks for."""
     backends: dict[str, object] = {}
 
     def backend_for(spec: dict):
@@ -178,11 +206,14 @@ def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
         if "mode" in spec and role != "reranker":
             raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
         if role == "reranker":
-            roles.reranker = build_reranker(spec, doc_texts, index, backend_for)
-        elif role == "generator":
+            roles.reranker = build_reranker(spec, doc_texts, index, backend_for, dataset_name)
+        elif role in ("generator", "agent"):
             if spec.get("backend", "embedding") == "embedding":
-                raise GarenError("models.generator cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
-            roles.generator = LLMGenerator(backend_for(spec), _sampling(spec))
+                raise GarenError(f"models.{role} cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
+            if role == "generator":
+                roles.generator = LLMGenerator(backend_for(spec), _sampling(spec))
+            else:
+                roles.agent = LLMToolChat(backend_for(spec), _sampling(spec))
         else:
             roles.scorers[role] = build_scorer(spec, doc_texts, index, backend_for)
     return roles
