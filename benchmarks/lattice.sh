@@ -4,6 +4,7 @@
 # time and shape. LATTICE without a budget (the paper's 20 iterations) and with calibrated path relevance too.
 # Usage: bash benchmarks/lattice.sh [OUT_DIR] [PREBUILT_INDEX_DIR]
 #   PREBUILT_INDEX_DIR: cpu-default indexes (<dir>/scifact, <dir>/cranfield) copied instead of built from scratch
+#   LIMIT=N: the first N test queries of each dataset only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benchmarks/out}
@@ -19,13 +20,13 @@ for ds in cranfield scifact; do  # the comparison at 100 documents first
     $BIN/garen-infer index --dataset "${SPEC[$ds]}" $(extra_for $ds) --out "$OUT/idx/$ds" > /dev/null
   $BIN/garen-infer tree --index "$OUT/idx/$ds" --depth 1
   for m in rerank garen lattice lattice++; do
-    $BIN/garen-infer run --dataset "${SPEC[$ds]}" $(extra_for $ds) --index "$OUT/idx/$ds" --method $m --budget 100 --out "$OUT/runs/$ds-$m-100" > /dev/null
+    $BIN/garen-infer run --dataset "${SPEC[$ds]}" $(extra_for $ds) --index "$OUT/idx/$ds" --method $m --budget 100 ${LIMIT:+--limit $LIMIT} --out "$OUT/runs/$ds-$m-100" > /dev/null
   done
 done
 for ds in cranfield scifact; do  # then LATTICE as the paper runs it (20 iterations, no budget) and paper-mode paths
-  $BIN/garen-infer run --dataset "${SPEC[$ds]}" $(extra_for $ds) --index "$OUT/idx/$ds" --method lattice --out "$OUT/runs/$ds-lattice-20it" > /dev/null
+  $BIN/garen-infer run --dataset "${SPEC[$ds]}" $(extra_for $ds) --index "$OUT/idx/$ds" --method lattice ${LIMIT:+--limit $LIMIT} --out "$OUT/runs/$ds-lattice-20it" > /dev/null
   $BIN/garen-infer run --dataset "${SPEC[$ds]}" $(extra_for $ds) --index "$OUT/idx/$ds" --method lattice --budget 100 \
-    --set methods.lattice.path_relevance=paper --out "$OUT/runs/$ds-lattice-paperpath-100" > /dev/null
+    --set methods.lattice.path_relevance=paper ${LIMIT:+--limit $LIMIT} --out "$OUT/runs/$ds-lattice-paperpath-100" > /dev/null
 done
 $BIN/python benchmarks/report.py "$OUT"/runs/*/metrics.json
 for ds in cranfield scifact; do
