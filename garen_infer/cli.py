@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -80,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--permutations", type=at_least_one, default=10_000, help="sign flips of the randomisation test")
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    tree = sub.add_parser("tree", help="print the outline of an index's semantic tree (LATTICE)")
+    tree.add_argument("--index", required=True)
+    tree.add_argument("--depth", type=int, default=2, help="levels below the root to show (default 2)")
+    tree.add_argument("--stage", default="semantic_tree", help="the index stage holding the tree")
 
     demo = sub.add_parser("demo", help="the embedded default: index the Python stdlib docs and answer a few questions")
     demo.add_argument("--out", default=None, help="where to keep the demo index and run (default ~/.cache/garen/demo)")
@@ -167,6 +172,18 @@ def cmd_compare(args) -> int:
     from garen_infer.report.compare import main
 
     return main(args)
+def cmd_tree(args) -> int:
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.semantic_tree import SemanticTree
+
+    index = IndexFolder.open(args.index)
+    index.require(args.stage, "printing a tree")
+    tree = SemanticTree.load(index.path / args.stage, {d: i for i, d in enumerate(index.doc_ids)})
+    try:
+        print(tree.outline(index.doc_ids, args.depth))
+    except BrokenPipeError:  # `garen-infer tree ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def cmd_demo(args) -> int:
@@ -185,7 +202,7 @@ STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "demo": cmd_demo}[args.command]
+    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "tree": cmd_tree, "demo": cmd_demo}[args.command]
     try:
         with writer_lock(args.out, WRITES[args.command]) if args.command in WRITES else nullcontext():
             return command(args)  # a second writer of the folder is refused before any data loads

@@ -112,6 +112,8 @@ class Scheduler:
 
     def _score(self, role: str, group) -> None:
         scorer = self.roles.scorer(role)
+        for item, _, req in group:
+            item.ledger.admit_documents(req.documents)
         flat = [(item, pos, ScoreJob(item.state.query.text, text, item.state.query.id, req.rows[i] if req.rows else ()))
                 for item, pos, req in group for i, text in enumerate(req.texts)]
         for item, pos, req in group:
@@ -123,6 +125,8 @@ class Scheduler:
                 item.answers[pos].append(completion.score)
 
     def _generate(self, group) -> None:
+        for item, _, req in group:
+            item.ledger.admit_documents(req.documents)
         flat = [(item, pos, chat, req.role) for item, pos, req in group for chat in req.chats]
         for item, pos, req in group:
             item.answers[pos] = []

@@ -77,7 +77,7 @@ def test_report_folder_has_every_file(bench):
         assert image.shape[0] > 200 and image.shape[1] > 400 and image.std() > 0  # a real, non-blank picture
     html = (report / "report.html").read_text()
     assert html.count("data:image/png;base64,") == len(figures) and "src='figures/" not in html  # self-contained
-    assert first.queries_run == 5 * 11 and first.model_calls > 0  # 5 queries x (4 methods x 2 budgets, bm25, garen-w4@8, rerank-llm@8)
+    assert first.queries_run == 5 * 15 and first.model_calls > 0  # 5 queries x (6 methods x 2 budgets: rerank, slidegar, garen, rgs, lattice, lattice++; bm25, garen-w4@8, rerank-llm@8)
 
 
 def test_tables_hold_the_runs_numbers(bench):
@@ -85,7 +85,7 @@ def test_tables_hold_the_runs_numbers(bench):
     report = (tmp / "report" / "report.md").read_text()
     results = json.loads((tmp / "report" / "results.json").read_text())["datasets"]["tiny"]
     assert {(c["label"], c["budget"]) for c in results["cells"]} == {
-        ("bm25", None), *((m, b) for m in ("rerank", "slidegar", "garen", "rgs") for b in (4, 8)), ("garen-w4", 8), ("rerank-llm", 8)}
+        ("bm25", None), *((m, b) for m in ("rerank", "slidegar", "garen", "rgs", "lattice", "lattice++") for b in (4, 8)), ("garen-w4", 8), ("rerank-llm", 8)}
     for cell in results["cells"]:
         metrics = json.loads((tmp / "runs" / "tiny" / (cell["label"] + ("" if cell["budget"] is None else f"@{cell['budget']}")) / "metrics.json").read_text())
         assert cell["nDCG@10"] == pytest.approx(metrics["nDCG@10"], abs=1e-6) and cell["R@100"] == pytest.approx(metrics["R@100"], abs=1e-6)
@@ -101,7 +101,7 @@ def test_tables_hold_the_runs_numbers(bench):
     assert reach[("rerank", 8)] == {"1": {"queries": 1, "hit@100": 0.0}}  # reranking BM25's list never sees vol3
     assert "Hit@100" in report
     lines = (tmp / "report" / "per_query.csv").read_text().splitlines()
-    assert lines[0] == "dataset,method,budget,query_id,nDCG@10,R@100" and len(lines) == 1 + 11 * 5
+    assert lines[0] == "dataset,method,budget,query_id,nDCG@10,R@100" and len(lines) == 1 + 15 * 5
     # 'all' brings in the RARG agents, which cpu-default has no model for: listed with the reason, not run
     skipped = {s["label"]: s["reason"] for s in results["skipped"]}
     assert set(skipped) == {"rarg", "rarg+", "rarg++"} and all("sets no model for models.agent" in r for r in skipped.values())

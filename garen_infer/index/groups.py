@@ -29,6 +29,7 @@ from garen_infer.index.groups_format import Groups, write_groups  # noqa: F401 -
 from garen_infer.index.partition import kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
 from garen_infer.index.summaries import ExtractiveSummarizer, fit_documents, parse_summary
+from garen_infer.llm.json_generation import generate_json, stage_generator
 from garen_infer.settings import Count, NonNegative, Positive, Probability
 
 log = logging.getLogger(__name__)
@@ -73,13 +74,7 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
     texts = [d.full_text for d in dataset.documents]
     extractive = ExtractiveSummarizer(texts, folder.embeddings)
     done: dict[int, dict] = read_finished(partial, "group")
-    kind = params.summarizer.get("backend", "extractive")
-    generator = None
-    if kind != "extractive":
-        from garen_infer.llm.cache import ResponseCache
-        from garen_infer.llm.roles import build_roles
-
-        generator = build_roles({"generator": params.summarizer}, texts, folder, ResponseCache()).generator
+    generator = stage_generator(params.summarizer, folder, texts)
     todo = [g for g in range(len(groups)) if g not in done]
     fallbacks = 0
     with open(partial, "a", encoding="utf-8") as out, tqdm(total=len(groups), initial=len(done), desc="group summaries", unit="group") as bar:
@@ -109,19 +104,10 @@ def _llm_summaries(generator, batch, groups, texts, params: GroupParams) -> dict
     from garen_infer.llm.prompts import summarizer as summarizer_prompt
 
     text = params.summarizer.get("prompt_text", "paper")
-    chats = {g: summarizer_prompt(fit_documents([texts[r] for r in groups[g]], params.summary_max_docs, params.summary_max_words,
-                                                params.summary_budget_words), max_words=None, text=text) for g in batch}
-    results: dict[int, dict | None] = {g: None for g in batch}
-    pending = list(batch)
-    for attempt in range(params.summary_retries + 1):
-        if not pending:
-            break
-        sampling = generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
-        completions = generator.backend.generate([chats[g] for g in pending], sampling)
-        for g, completion in zip(pending, completions):
-            results[g] = parse_summary(completion.text)
-        pending = [g for g in pending if results[g] is None]
-    return results
+    chats = [summarizer_prompt(fit_documents([texts[r] for r in groups[g]], params.summary_max_docs, params.summary_max_words,
+                                             params.summary_budget_words), max_words=None, text=text) for g in batch]
+    answers = generate_json(generator, chats, lambda _, answer: parse_summary(answer), params.summary_retries, len(chats), progress=False)
+    return dict(zip(batch, answers))
 
 
 def summarize_groups(folder, dataset, params: GroupParams, stage_name: str, groups: list[list[int]]) -> tuple[list[dict], dict]:

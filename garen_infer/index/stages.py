@@ -58,7 +58,8 @@ def load_optional_stages() -> None:
     """Import modules that register further stages (kept lazy: they pull heavier dependencies)."""
     import importlib
 
-    for module in ("garen_infer.index.groups", "garen_infer.index.proximity_graph", "garen_infer.index.corpus_files"):
+    for module in ("garen_infer.index.groups", "garen_infer.index.proximity_graph", "garen_infer.index.corpus_files",
+                   "garen_infer.index.semantic_tree_stage"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as err:

@@ -179,3 +179,117 @@ def summarizer(docs: list[str], max_words: int | None = MAX_PASSAGE_WORDS, text:
     body = "\n\n".join(f"[{i}] {passage(d, max_words)}" for i, d in enumerate(docs, start=1))
     user = fill(template(SUMMARIZER_USER, text), n=len(docs), docs=body)
     return [{"role": "system", "content": SUMMARIZER_SYSTEM}, {"role": "user", "content": user}]
+
+
+# ---- LATTICE (Gupta et al., 2025; anchors.md sec. 1.6): scoring a slate of tree nodes -------------------------
+# The paper's node-scoring prompt (App. D, Fig. 10) in two versions, internal nodes and leaf passages, with the same
+# sections, fields and JSON answer: `reasoning` (string), `ranking` (integers), `relevance_scores` ([[id, 0-100],
+# ...]). Worded here, not copied. Candidates are 0-based "[i]. text" with line breaks collapsed, as in the reference
+# code. Unlike the reference code, no random "prompt id" is appended: it defeated caching and consumed the RNG.
+LATTICE_RELEVANCE = {  # by BRIGHT task family (reference code); "generic" for corpora outside BRIGHT
+    "stackexchange": "A document is relevant when an accepted or highly rated answer to the query could cite it "
+                     "because it supplies a concept or theory that the reasoning needs.",
+    "leetcode": "A document is relevant when it solves a coding problem with the same algorithm or data structure "
+                "that the query's problem needs.",
+    "theorem": "A document is relevant when it uses or states the same theorem (or a closely related one) that "
+               "the query relies on.",
+    "pony": "A document is relevant when the query's coding task needs the syntax it documents.",
+    "generic": "A document is relevant when it contains information that directly helps to answer the query.",
+}
+BRIGHT_RELEVANCE = {"leetcode": "leetcode", "pony": "pony", "aops": "theorem", "theoremqa_questions": "theorem",
+                    "theoremqa_theorems": "theorem"}  # every other BRIGHT task: "stackexchange"
+
+_LATTICE_ANSWER_FORMAT = """## Answer format
+Reply with one JSON object and nothing else. It has three keys:
+- "reasoning": a string with your analysis;
+- "ranking": an array of integers, the candidate ids from most to least promising;
+- "relevance_scores": an array of [candidate_id, score] pairs, one per candidate, each score an integer from 0 to 100, e.g. [[0, 40], [1, 85], [2, 10]]."""
+
+LATTICE_INTERNAL_PROMPT = """You are a search agent that walks down a tree of topics to find the documents that answer a user's query. Each candidate below is a topic of the tree, described by a summary of the documents beneath it. Decide which topics are most likely to lead to relevant documents.
+
+Relevance: {relevance}
+
+## Query
+{query}
+
+## Candidates
+Each candidate starts with its id in square brackets.
+
+{candidates}
+
+## What to do
+1. State the core problem the query poses.
+2. Reason, candidate by candidate, whether documents under that topic would be relevant; write this in "reasoning".
+3. Order the candidates from most to least promising in "ranking".
+4. Give every candidate a relevance score from 0 to 100 consistent with your ranking in "relevance_scores".
+
+{answer_format}"""
+
+LATTICE_LEAF_PROMPT = """You are a search agent judging candidate passages for a user's query. Decide which passages are most relevant.
+
+Relevance: {relevance} A passage counts only if its own text, read alone, contributes substantive content to the answer. A passage that merely names the topic, or is only a title, a heading, a table of contents or a pointer to other material, does not count.
+
+## Query
+{query}
+
+## Candidates
+Each candidate starts with its id in square brackets.
+
+{candidates}
+
+## What to do
+1. State the core problem the query poses.
+2. Reason, passage by passage, whether it is relevant; write this in "reasoning".
+3. Order the passages from most to least relevant in "ranking".
+4. Give every passage a relevance score from 0 to 100 in "relevance_scores": high only for passages that hold the answer or a key part of it, low for passages that only point elsewhere.
+
+{answer_format}"""
+
+
+def lattice_slate(query: str, candidates: list[str], relevance: str, leaf: bool, max_words: int = 0) -> Chat:
+    """One LATTICE slate as a single user turn; ``max_words`` > 0 truncates each candidate (0 = full text)."""
+    lines = []
+    for i, text in enumerate(candidates):
+        text = " ".join(text.split()[:max_words]) if max_words else text
+        lines.append(f"[{i}]. {' '.join(text.split())}")
+    prompt = LATTICE_LEAF_PROMPT if leaf else LATTICE_INTERNAL_PROMPT
+    content = prompt.format(relevance=relevance, query=" ".join(query.split()), candidates="\n\n".join(lines),
+                              answer_format=_LATTICE_ANSWER_FORMAT)
+    return [{"role": "user", "content": content}]
+
+
+# ---- LATTICE tree construction (paper sec. 2.1, App. B.3, App. D Figs. 11-12): worded here -------------------
+LATTICE_NODE_SUMMARY_PROMPT = """Below are the {n} members of one node of a topic tree that a search agent will navigate. Write the node's description: the agent reads it to decide whether the documents it is looking for lie beneath this node.
+
+{members}
+
+Reply with one JSON object and nothing else: {{"concept": "<a label of one to five words>", "summary": "<three to six information-dense sentences naming the shared theme and the specific entities, methods and findings the members cover>"}}"""
+
+
+def lattice_node_summary(members: list[str], max_words: int = MAX_PASSAGE_WORDS) -> Chat:
+    body = "\n\n".join(f"[{i}] {passage(m, max_words)}" for i, m in enumerate(members, start=1))
+    return [{"role": "user", "content": LATTICE_NODE_SUMMARY_PROMPT.format(n=len(members), members=body)}]
+
+
+LATTICE_LEVELS_PROMPT = """Describe the document below at {levels} levels of detail, from the broadest field it belongs to down to its most specific subject. Level 1 is a very general area shared by many documents (two or three words); each following level narrows the previous one; level {levels} is a short phrase that pins down this document's particular topic.
+
+Document:
+{document}
+
+Reply with one JSON object and nothing else: {{"levels": ["<level 1>", ..., "<level {levels}>"]}}"""
+
+
+def lattice_levels(document: str, levels: int, max_words: int = MAX_PASSAGE_WORDS) -> Chat:
+    return [{"role": "user", "content": LATTICE_LEVELS_PROMPT.format(levels=levels, document=passage(document, max_words))}]
+
+
+LATTICE_CLUSTER_PROMPT = """Below are {n} topic descriptions, each with an id in square brackets. Group them into between {low} and {high} clusters of related topics, so that a search agent can choose the right cluster from its description alone. Every id belongs to exactly one cluster.
+
+{keywords}
+
+Reply with one JSON object and nothing else: {{"clusters": [{{"name": "<a label of one to five words>", "description": "<two to four sentences saying what the cluster covers and what sets it apart from the others>", "members": [<ids>]}}, ...]}}"""
+
+
+def lattice_cluster(keywords: list[str], low: int, high: int) -> Chat:
+    body = "\n".join(f"[{i}] {' '.join(k.split())}" for i, k in enumerate(keywords))
+    return [{"role": "user", "content": LATTICE_CLUSTER_PROMPT.format(n=len(keywords), low=low, high=high, keywords=body)}]

@@ -29,6 +29,7 @@ class ScoreYesNo:
     # The corpus rows each text stands for (a group's members, or one document), in the order of ``texts``. Model
     # backends read only the texts; the simulated oracle (llm/oracle.py) judges an item by its documents.
     rows: tuple[tuple[int, ...], ...] = ()
+    documents: tuple[int, ...] = ()  # corpus rows among the texts, counted against the budget (LATTICE's slates)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Generate:
 
     chats: tuple[Chat, ...]
     role: str = "generator"
+    documents: tuple[int, ...] = ()  # corpus rows shown in the chats, counted against the budget
 
 
 @dataclass(frozen=True)

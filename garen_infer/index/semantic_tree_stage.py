@@ -1,0 +1,78 @@
+"""The ``semantic_tree`` index stage: LATTICE's tree (sec. 2.1, App. B.3), built bottom-up or top-down and written
+in the format of ``semantic_tree.py`` (plus, for top-down, ``doc_levels.jsonl``: each document's level summaries).
+
+Generator calls go through the response cache, so an interrupted build asked again replays what it already has.
+The manifest says who wrote the descriptions and counts every fallback.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from garen_infer.errors import GarenError
+from garen_infer.index.atomic import atomic_path
+from garen_infer.index.semantic_tree import SemanticTree
+from garen_infer.index.stages import Stage, register
+from garen_infer.settings import AtLeast, Count, NonNegative
+
+@dataclass(frozen=True)
+class SemanticTreeParams:
+    construction: Literal["bottom-up", "top-down"] = "bottom-up"  # App. B.3.1 | sec. 2.1, App. B.3.2 (needs a generator)
+    max_children: Annotated[int, AtLeast(2)] = 20  # M, the largest branching factor (App. B.1.1: 10-20)
+    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # node descriptions: extractive,
+    #   or a generator spec ({backend: transformers | vllm | openai, model: ...}); top-down needs a generator
+    min_clusters: Annotated[int, AtLeast(2)] = 5  # top-down: the generator groups a node's summaries into
+    #   [min(min_clusters, M), M] clusters (App. D)
+    summary_levels: Count = 5  # top-down: summary levels per document, broad to specific (App. B.1.1: five)
+    clustering_context_words: Count = 6000  # top-down: words of summaries one clustering prompt may hold (B.3.2)
+    summary_max_words: Count = 150  # words of each member (document or child description) shown to the generator
+    retries: NonNegative = 2  # sampled retries after an unusable answer, then the counted fallback
+    batch_size: Count = 32  # prompts per generator batch
+    seed: int = 42  # k-means
+
+
+def _build(folder, dataset, params: SemanticTreeParams) -> dict:
+    from garen_infer.index.tree_describe import NodeDescriber
+    from garen_infer.llm.json_generation import stage_generator
+
+    start = time.perf_counter()
+    texts = [d.full_text for d in dataset.documents]
+    vectors = folder.embeddings
+    generator = stage_generator(params.summarizer, folder, texts)
+    info: dict = {"construction": params.construction}
+    levels = None
+    if params.construction == "bottom-up":
+        from garen_infer.index.tree_bottom_up import build_bottom_up
+
+        describer = NodeDescriber(texts, vectors, generator, params.retries, params.batch_size, params.summary_max_words)
+        embed = lambda descs: folder.embedder.encode_documents(descs, show_progress=False)  # noqa: E731
+        root = build_bottom_up(vectors, texts, describer, embed, params.max_children, params.seed)
+        info.update(summarizer=describer.name, description_fallbacks=describer.fallbacks)
+    else:
+        from garen_infer.index.tree_top_down import TopDownBuilder
+
+        if generator is None:
+            raise GarenError(
+                "semantic_tree: top-down construction needs a generator to summarise documents and partition nodes "
+                "(summarizer: {backend: transformers | vllm | openai, model: ...}); use construction: bottom-up for "
+                "extractive descriptions"
+            )
+        builder = TopDownBuilder(texts, vectors, generator, params)
+        root, levels = builder.build()
+        info.update(summarizer=generator.name, **vars(builder.stats))
+    tree = SemanticTree.from_built(root, {**info, "max_children": params.max_children})
+    doc_ids = dataset.doc_ids
+    with atomic_path(folder.path / "semantic_tree") as tmp:
+        tmp.mkdir()
+        tree.save(tmp, doc_ids)
+        if levels is not None:
+            with open(tmp / "doc_levels.jsonl", "w", encoding="utf-8") as out:
+                for doc_id, doc_levels in zip(doc_ids, levels):
+                    out.write(json.dumps({"doc": doc_id, "levels": doc_levels}, ensure_ascii=False) + "\n")
+    return {**tree.meta, "seconds": round(time.perf_counter() - start, 2)}
+
+
+register(Stage("semantic_tree", SemanticTreeParams, _build, requires=("embeddings",)))

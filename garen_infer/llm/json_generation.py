@@ -1,0 +1,43 @@
+"""The generator in index builds (group summaries, the semantic tree).
+
+``stage_generator`` builds the generator role from a stage's ``summarizer`` spec (None for the extractive one).
+``generate_json`` asks it one prompt per item, each answer parsed by the caller's ``parse(item, text)``. Items whose answer does not parse are asked again with sampling (a greedy retry repeats
+itself, and the response cache would replay it); items that fail every attempt come back as None, so the caller
+can take its explicit, counted fallback."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from tqdm.auto import tqdm
+
+from garen_infer.llm.types import Chat
+
+
+def stage_generator(spec: dict, folder, doc_texts: list[str]):
+    """The generator role for an index stage's ``spec``, or None for ``{"backend": "extractive"}``."""
+    if spec.get("backend", "extractive") == "extractive":
+        return None
+    from garen_infer.llm.cache import ResponseCache
+    from garen_infer.llm.roles import build_roles
+
+    return build_roles({"generator": spec}, doc_texts, folder, ResponseCache()).generator
+
+
+def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], object], retries: int, batch_size: int = 32,
+                  what: str = "prompts", progress: bool = True) -> list:
+    results: list = [None] * len(chats)
+    with tqdm(total=len(chats), desc=what, unit="prompt", disable=not progress or len(chats) < 2) as bar:
+        for start in range(0, len(chats), batch_size):
+            pending = list(range(start, min(start + batch_size, len(chats))))
+            for attempt in range(retries + 1):
+                if not pending:
+                    break
+                sampling = generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
+                completions = generator.backend.generate([chats[i] for i in pending], sampling)
+                for i, completion in zip(pending, completions):
+                    results[i] = parse(i, completion.text)
+                pending = [i for i in pending if results[i] is None]
+            bar.update(min(batch_size, len(chats) - start))
+    return results

@@ -1,0 +1,263 @@
+"""LATTICE's search on a hand-built tree with a scripted scorer whose scores can be followed by hand: frontier order,
+path relevance, slates and their references, excluded documents, the document budget, failed answers, reference-leaf
+sampling, answer parsing, and LATTICE++'s fusion."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from garen_infer.data.dataset import Dataset, Document, Query
+from garen_infer.index.semantic_tree import BuiltNode, SemanticTree
+from garen_infer.llm.requests import Generate, ScoreYesNo
+from garen_infer.llm.types import Completion
+from garen_infer.methods.base import QueryState
+from garen_infer.methods.lattice import Lattice, LatticeConfig
+from garen_infer.methods.lattice_search_tree import SearchTree
+from garen_infer.methods.lattice_slates import gmm_threshold, parse_slate_scores, reference_leaves
+
+#  node ids (depth-first pre-order):
+#  0 root
+#  1 topic A            9 topic B
+#  2 cluster A1         10 cluster B1
+#    3 a1  4 a2  5 a3     11 b1  12 b2
+#  6 cluster A2         13 cluster B2
+#    7 a4  8 a5           14 b3  15 b4
+DOCS = ["a1", "a2", "a3", "a4", "a5", "b1", "b2", "b3", "b4"]  # corpus rows 0..8
+SCORES = {  # the scripted scorer's answer for each text
+    "topic A": 0.8, "topic B": 0.3,
+    "cluster A1": 0.9, "cluster A2": 0.2, "cluster B1": 0.5, "cluster B2": 0.05,
+    "doc a1": 0.9, "doc a2": 0.4, "doc a3": 0.7, "doc a4": 0.6, "doc a5": 0.1,
+    "doc b1": 0.8, "doc b2": 0.2, "doc b3": 0.3, "doc b4": 0.5,
+}
+
+
+def hand_built_tree() -> SemanticTree:
+    a = BuiltNode("topic A", "hand", [BuiltNode("cluster A1", "hand", [0, 1, 2]), BuiltNode("cluster A2", "hand", [3, 4])])
+    b = BuiltNode("topic B", "hand", [BuiltNode("cluster B1", "hand", [5, 6]), BuiltNode("cluster B2", "hand", [7, 8])])
+    return SemanticTree.from_built(BuiltNode("", "root", [a, b]), {"construction": "hand"})
+
+
+@dataclass
+class TreeOnlyIndex:
+    """The parts of an index folder LATTICE reads: its path, its document ids, the stage check."""
+
+    path: object
+    doc_ids: list
+
+    def require(self, stage, why):
+        return {}
+
+
+@pytest.fixture
+def make_lattice(tmp_path):
+    (tmp_path / "semantic_tree").mkdir()
+    hand_built_tree().save(tmp_path / "semantic_tree", DOCS)
+    dataset = Dataset("hand", [Document(d, f"doc {d}") for d in DOCS], [])
+
+    def make(**options):
+        return Lattice(LatticeConfig(**{"slate_scorer": "navigator", **options}), TreeOnlyIndex(tmp_path, DOCS), dataset)
+
+    return make
+
+
+def drive(search, answer):
+    """Run one query's search generator, answering each request with ``answer``; return (result, requests)."""
+    requests = []
+    try:
+        request = next(search)
+        while True:
+            requests.append(request)
+            request = search.send(answer(request))
+    except StopIteration as stop:
+        return stop.value, requests
+
+
+def scripted(request):
+    return [SCORES[t] for t in request.texts]
+
+
+def state(excluded=(), budget=None):
+    return QueryState(Query("q", "the query", frozenset(excluded)), [], budget)
+
+
+# ---- the search tree: path relevance and frontier order --------------------------------------------------------
+def test_path_relevance_and_frontier_order_by_hand():
+    tree = SearchTree(hand_built_tree(), set(), alpha=0.5, gate=0.09, mode="code")
+    assert tree.frontier(give_up_after=2) == [0]
+    tree.expand(0, {1: 0.8, 9: 0.3})
+    assert tree.path[1] == pytest.approx(0.9) and tree.path[9] == pytest.approx(0.65)  # 0.5 * s + 0.5 * 1
+    tree.expand(1, {2: 0.9, 6: 0.05})
+    assert tree.path[2] == pytest.approx(0.9)
+    assert tree.path[6] == pytest.approx(0.05)  # at or below 0.09: not smoothed, the subtree sinks
+    assert tree.frontier(2) == [2, 9, 6]
+    tree.expand(9, {10: 0.8, 13: 0.8})
+    assert tree.path[10] == tree.path[13] == pytest.approx(0.725)
+    assert tree.frontier(2) == [2, 10, 13, 6]  # equal paths keep depth-first order
+    assert tree.best_at_depth(1) == 1 and tree.best_at_depth(2) == 2
+
+    tree.expand(2, {3: 1.0, 4: 0.5, 5: 0.0})
+    tree.calibrated[[3, 4, 5]] = [1.0, 0.2, 0.6]
+    # final leaf score: (1 - alpha) * path(parent) + alpha * calibrated(leaf), no gate
+    assert tree.leaf_scores() == [(3, pytest.approx(0.95)), (5, pytest.approx(0.75)), (4, pytest.approx(0.55))]
+
+
+def test_paper_mode_chains_calibrated_scores():
+    tree = SearchTree(hand_built_tree(), set(), alpha=0.5, gate=0.09, mode="paper")
+    tree.expand(0, {1: 0.8, 9: 0.3})
+    tree.expand(1, {2: 0.9, 6: 0.2})
+    tree.calibrate({1: 0.4, 9: 1.0, 2: 0.6, 6: 0.05})
+    assert tree.path[1] == pytest.approx(0.7) and tree.path[9] == pytest.approx(1.0)
+    assert tree.path[2] == pytest.approx(0.65) and tree.path[6] == pytest.approx(0.05)
+    assert tree.frontier(2) == [9, 2, 6]
+    code = SearchTree(hand_built_tree(), set(), alpha=0.5, gate=0.09, mode="code")
+    code.expand(0, {1: 0.8, 9: 0.3})
+    code.calibrate({1: 0.4, 9: 1.0})
+    assert code.path[1] == pytest.approx(0.9)  # raw scores: calibration does not move the frontier
+
+
+def test_a_node_whose_documents_are_all_excluded_is_masked():
+    tree = SearchTree(hand_built_tree(), {7, 8}, alpha=0.5, gate=0.09, mode="code")  # rows of b3, b4
+    assert tree.masked[[14, 15, 13]].all() and not tree.masked[[9, 10, 11, 0]].any()
+
+
+# ---- the search with a scripted scorer ------------------------------------------------------------------------
+def test_search_by_hand(make_lattice):
+    lattice = make_lattice()
+    state_ = state()
+    rows, requests = drive(lattice.search(state_), scripted)
+    texts = [list(r.texts) for r in requests]
+    assert all(isinstance(r, ScoreYesNo) and r.role == "navigator" for r in requests)
+    assert texts[0] == ["topic A", "topic B"]  # iteration 1 expands the root alone, no reference at the root
+    # iteration 2: beam = A (path 0.9), B (0.65); each internal slate ends with the best depth-1 node, A
+    assert texts[1] == ["cluster A1", "cluster A2", "topic A", "cluster B1", "cluster B2", "topic A"]
+    # paths now: A1 0.9, B1 0.575, A2 0.55, B2 0.05 (gated): beam = A1, B1; no leaf reached yet, no references
+    assert texts[2] == ["doc a1", "doc a2", "doc a3", "doc b1", "doc b2"]
+    # iteration 4: A2 and B2, each with the five leaves reached so far as references (<= 10: all of them)
+    references = {"doc a1", "doc a2", "doc a3", "doc b1", "doc b2"}
+    assert texts[3][:2] == ["doc a4", "doc a5"] and set(texts[3][2:7]) == references
+    assert texts[3][7:9] == ["doc b3", "doc b4"] and texts[3][2:7] == texts[3][9:]  # one draw per iteration
+    assert len(requests) == 4  # then the frontier is empty
+    assert sorted(rows) == list(range(9)) and rows[0] == 0  # a1: top of the best cluster
+    assert [r.documents for r in requests] == [(), (), (0, 1, 2, 5, 6), (3, 4, 7, 8)]
+    assert state_.trace["beams"] == [[0], [1, 9], [2, 10], [6, 13]] and state_.trace["stop"] == "frontier"
+
+
+def test_num_iters_and_beam_size_bound_the_calls(make_lattice):
+    _, requests = drive(make_lattice(num_iters=2).search(state()), scripted)
+    assert len(requests) == 2
+    _, requests = drive(make_lattice(beam_size=1).search(state()), scripted)
+    assert [len(r.texts) for r in requests][:2] == [2, 3]  # one slate per iteration: A's children + reference
+
+
+def test_excluded_documents_are_never_shown_nor_returned(make_lattice):
+    rows, requests = drive(make_lattice().search(state(excluded={"a1", "b3", "b4"})), scripted)
+    shown = {t for r in requests for t in r.texts}
+    assert not shown & {"doc a1", "doc b3", "doc b4", "cluster B2"}  # B2's documents are all excluded
+    assert rows and not set(rows) & {0, 7, 8}
+
+
+def test_the_document_budget_stops_the_search_and_the_ledger_counts_it(make_lattice):
+    from garen_infer.llm.roles import Roles
+    from garen_infer.scheduler import Scheduler
+
+    class Scorer:
+        name = "scripted"
+
+        def score(self, jobs):
+            return [Completion(score=SCORES[job.text]) for job in jobs]
+
+    lattice = make_lattice()
+    finished = next(Scheduler(Roles(scorers={"navigator": Scorer()})).run([state(budget=4)], lattice.search))
+    assert finished.ledger.summary()["budget_used"] == 4
+    # the leaf slates of iteration 3 bring a1, a2, a3 and then only b1 (b2 is cut): those four are ranked
+    assert sorted(finished.ranking) == [0, 1, 2, 5]
+    assert finished.state.trace["stop"] == "budget" and finished.state.trace["documents_shown"] == 4
+
+
+# ---- the LLM path: JSON slate prompts, failures --------------------------------------------------------------
+_CANDIDATE = re.compile(r"^\[(\d+)\]\. (.*)$", re.MULTILINE)
+
+
+def scripted_llm(chat) -> str:
+    """Reads the candidates off the prompt and answers the paper's JSON with the scripted scores."""
+    candidates = _CANDIDATE.findall(chat[-1]["content"])
+    scores = [[int(i), round(100 * SCORES[text])] for i, text in candidates]
+    return json.dumps({"reasoning": "scripted", "ranking": [i for i, _ in sorted(scores, key=lambda p: -p[1])], "relevance_scores": scores})
+
+
+def test_llm_path_sends_json_slate_prompts_and_reaches_the_same_leaves(make_lattice):
+    lattice = make_lattice(slate_scorer="generator")
+    assert lattice.roles == ("generator",)
+    rows, requests = drive(lattice.search(state()), lambda r: [scripted_llm(chat) for chat in r.chats])
+    assert all(isinstance(r, Generate) for r in requests)
+    assert [len(r.chats) for r in requests] == [1, 2, 2, 2]
+    first = requests[0].chats[0][0]["content"]
+    assert "[0]. topic A" in first and "[1]. topic B" in first and "the query" in first
+    assert "relevance_scores" in requests[2].chats[0][0]["content"] and "heading" in requests[2].chats[0][0]["content"]
+    assert "heading" not in first  # the internal prompt lacks the leaf prompt's extra rule
+    scorer_rows, _ = drive(make_lattice().search(state()), scripted)
+    assert rows == scorer_rows  # the same scores through either path give the same search
+
+
+def test_a_failed_answer_leaves_the_node_on_the_frontier(make_lattice):
+    answers = iter(["I would rather not."])
+
+    def flaky(request):
+        return [next(answers, None) or scripted_llm(chat) for chat in request.chats]
+
+    rows, requests = drive(make_lattice(slate_scorer="generator").search(state()), flaky)
+    assert requests[0].chats == requests[1].chats  # the root is asked again
+    assert sorted(rows) == list(range(9))
+
+    state_ = state()
+    rows, requests = drive(make_lattice(slate_scorer="generator", give_up_after=2).search(state_), lambda r: ["no"] * len(r.chats))
+    assert rows == [] and len(requests) == 2 and state_.trace["stop"] == "frontier"
+
+
+def test_parse_slate_scores_is_robust():
+    assert parse_slate_scores('{"reasoning": "x", "relevance_scores": [[0, 85], [1, 10]]}', 2) == {0: 0.85, 1: 0.1}
+    fenced = 'Sure!\n```json\n{"ranking": [1, 0], "relevance_scores": [[0, 40], [1, 90],]}\n```'
+    assert parse_slate_scores(fenced, 2) == {0: 0.4, 1: 0.9}
+    nested = '{"answer": {"relevance_scores": [{"node_id": 1, "relevance_score": 70}]}}'
+    assert parse_slate_scores(nested, 2) == {1: 0.7}
+    assert parse_slate_scores('{"relevance_scores": [[0, 150], [5, 20], ["x", 3], [1, -4]]}', 2) == {0: 1.0, 1: 0.0}
+    assert parse_slate_scores('{"relevance_scores": [[0, 50], [1, 6', 2) is not None  # cut mid-answer: repaired
+    assert parse_slate_scores("I cannot rank these.", 2) is None
+    assert parse_slate_scores('{"reasoning": "no scores"}', 2) is None
+
+
+# ---- reference leaves --------------------------------------------------------------------------------------
+def test_reference_leaf_sampling_is_reproducible_under_a_seed():
+    leaves = np.arange(40)
+    calibrated = np.concatenate([np.linspace(0.7, 1.0, 15), np.linspace(-0.2, 0.2, 25)])
+    threshold = gmm_threshold(np.maximum(calibrated, -1.0), 42)
+    assert 0.2 < threshold < 0.7  # the density minimum between the two modes
+
+    def draw(query_seed):
+        return reference_leaves(leaves, calibrated, 10, np.random.default_rng([42, query_seed]), 42)
+
+    first = draw(7)
+    assert first == draw(7) and len(set(first)) == 10
+    assert all(calibrated[i] > threshold for i in first)  # 4^(2s) above the threshold, 1e-4 below
+    assert any(draw(s) != first for s in range(8, 12))  # another query draws its own sample
+    few = np.array([3, 1, 2])
+    assert reference_leaves(few, np.array([0, 0.1, 0.9, 0.5]), 10, np.random.default_rng(0), 0) == [2, 3, 1]
+
+
+# ---- LATTICE++ -------------------------------------------------------------------------------------------------
+def test_fusion_min_max_normalises_each_system():
+    from garen_infer.methods.lattice_fusion import fuse
+
+    lattice = [(0, 0.9), (1, 0.5), (2, 0.1)]
+    bm25 = [(2, 12.0), (3, 4.0)]
+    dense = [(1, 0.8), (2, 0.6), (0, 0.4)]
+    fused = dict(fuse([lattice, bm25, dense], [0.6, 0.2, 0.2]))
+    assert fused[0] == pytest.approx(0.6 * 1.0 + 0.2 * 0.0)
+    assert fused[1] == pytest.approx(0.6 * 0.5 + 0.2 * 1.0)
+    assert fused[2] == pytest.approx(0.6 * 0.0 + 0.2 * 1.0 + 0.2 * 0.5)
+    assert fused[3] == pytest.approx(0.0)
