@@ -5,6 +5,7 @@
                                            --print_config, dotted overrides (--trainer.max_epochs=2,
                                            --model.init_args.lr=1e-4), --ckpt_path to resume a run
     garen-train export   --checkpoint CKPT ...   turn a checkpoint into what garen-infer loads
+    garen-train evaluate --pairs FILE --model SPEC   any garen-infer scorer (zero-shot or an export) on mined pairs
 
 Every job's config names its LightningModule and LightningDataModule by class path (``model: {class_path: ...,
 init_args: ...}``), so one entry point serves every job and a new job is a module plus a YAML file under
@@ -21,7 +22,7 @@ from garen_infer.errors import GarenError
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 # other subcommands: name -> module with ``main(argv) -> int``
-JOBS = {"mine": "garen_train.mine", "export": "garen_train.export"}
+JOBS = {"mine": "garen_train.mine", "export": "garen_train.export", "evaluate": "garen_train.evaluate"}
 
 
 def usage() -> str:
@@ -33,7 +34,10 @@ def run_lightning(argv: list[str]):
     from lightning.pytorch import LightningDataModule, LightningModule
     from lightning.pytorch.cli import LightningCLI
 
-    saved, sys.argv = sys.argv, ["garen-train", *argv]  # LightningCLI reads sys.argv (and warns if args= also set)
+    # LightningCLI reads sys.argv (and warns if args= is also given). argv[0] stays the real script: DDP starts
+    # the other processes by running it again with these arguments.
+    saved = sys.argv
+    sys.argv = [saved[0] if saved and saved[0] else "garen-train", *argv]
     try:
         return LightningCLI(
             LightningModule, LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,

@@ -26,15 +26,28 @@ class Exportable(Protocol):
 
 
 def load_module(checkpoint: str | Path):
-    """The LightningModule a checkpoint was trained as, restored from it (on CPU)."""
+    """The LightningModule a checkpoint was trained as, restored from it (on CPU).
+
+    LightningCLI records the module's class path in the checkpoint's hyper-parameters; that module is imported
+    first, because Lightning restores only classes already imported (its guard against arbitrary classes)."""
+    import importlib
+
+    import torch
     from lightning.pytorch import LightningModule
 
     path = Path(checkpoint)
     if not path.is_file():
         raise GarenError(f"{path}: no such checkpoint file")
     try:
-        return LightningModule.load_from_checkpoint(path, map_location="cpu", weights_only=False)
-    except (KeyError, RuntimeError, ValueError, TypeError) as err:
+        saved = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        class_path = (saved.get("hyper_parameters") or {}).get("_class_path")
+        cls = LightningModule
+        if class_path:
+            module_name, _, name = class_path.rpartition(".")
+            cls = getattr(importlib.import_module(module_name), name)
+        del saved
+        return cls.load_from_checkpoint(path, map_location="cpu", weights_only=False)
+    except (KeyError, RuntimeError, ValueError, TypeError, AttributeError, ImportError, EOFError) as err:
         raise GarenError(f"{path}: not a checkpoint written by 'garen-train fit' ({err})") from err
 
 

@@ -1,7 +1,8 @@
 """The three model roles and their implementations.
 
 - listwise reranker: an LLM with one of the listwise prompts, or (CPU default) embedding similarity;
-- pointwise yes/no scorer (GAREN's navigator): an LLM's P(yes), or (CPU default) embedding similarity;
+- pointwise yes/no scorer (GAREN's navigator): an LLM's P(yes), a cross-encoder's P(relevant), or (CPU default)
+  embedding similarity;
 - text generator (group summaries, LATTICE, RARG): an LLM.
 
 ``embedding`` roles use the index's own embedding model: a real model that runs anywhere, with no prompt.
@@ -96,6 +97,16 @@ class LLMYesNoScorer:
         return self.backend.score_yes_no(chats, self.assistant_prefix)
 
 
+class CrossEncoderScorer:
+    """P(relevant) of a cross-encoder (``backend: cross-encoder``) for each (query, text) pair; no prompt."""
+
+    def __init__(self, backend):
+        self.backend, self.name = backend, backend.id
+
+    def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
+        return self.backend.score_pairs(pairs)
+
+
 class LLMGenerator:
     def __init__(self, backend, sampling: SamplingParams | None = None):
         self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
@@ -150,6 +161,8 @@ def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
             roles.reranker = LLMListwiseReranker(backend, doc_texts, spec.get("prompt", "garen"), spec.get("max_words", MAX_PASSAGE_WORDS), sampling)
         elif role == "generator":
             roles.generator = LLMGenerator(backend, sampling)
+        elif kind == "cross-encoder":
+            roles.scorers[role] = CrossEncoderScorer(backend)
         else:
             roles.scorers[role] = LLMYesNoScorer(backend, spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX))
     return roles

@@ -1,0 +1,142 @@
+"""Mined pairs in, training lists and validation pairs out: parsing errors name the line, the split is by query and
+seeded, negatives are redrawn per epoch, and N distributed processes see exactly what one process sees."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import write_jsonl
+from garen_infer.errors import DataError, GarenError
+from garen_train.pairs import read_pairs
+from garen_train.pairs_data import EpochSampler, MinedPairsDataModule, TrainLists
+from garen_train.scorers.losses import listwise_loss, pointwise_loss, training_loss
+from garen_train.scorers.metrics import scorer_metrics
+
+ROW = {"qid": "q", "query": "a query", "kind": "document", "item": "d", "text": "a text", "label": 1,
+       "provenance": "judged", "iteration": None, "rank": 3}
+
+
+def test_pairs_are_grouped_by_query_in_file_order(tiny_pairs):
+    queries = read_pairs(tiny_pairs / "documents.jsonl")
+    assert [q.qid for q in queries][:3] == ["q1-0", "q1-1", "q1-2"]
+    first = queries[0]
+    assert {p.item for p in first.positives} == {"vol1", "vol2", "vol4"}
+    assert len(first.pairs) == 12 and first.pairs[0].rank == 1 and first.pairs[0].text.startswith("Volcanic eruptions\n")
+
+
+@pytest.mark.parametrize("change, field, problem", [
+    ({"label": 2}, "label", "must be 0 or 1"),
+    ({"label": True}, "label", "expected int"),
+    ({"text": None}, "text", "expected str"),
+    ({"kind": "paragraph"}, "kind", "must be one of"),
+    ({"rank": "3"}, "rank", "expected an int or null"),
+])
+def test_a_bad_field_is_one_error_naming_file_line_and_field(tmp_path, change, field, problem):
+    path = write_jsonl(tmp_path / "pairs.jsonl", [ROW, {**ROW, "item": "e", **change}])
+    with pytest.raises(DataError) as err:
+        read_pairs(path)
+    assert (err.value.line, err.value.field) == (2, field)
+    assert problem in str(err.value) and "pairs.jsonl" in str(err.value)
+
+
+def test_missing_field_broken_json_and_missing_file(tmp_path):
+    row = dict(ROW)
+    del row["query"]
+    with pytest.raises(DataError, match="line 1, field 'query': missing"):
+        read_pairs(write_jsonl(tmp_path / "a.jsonl", [row]))
+    (tmp_path / "b.jsonl").write_text(json.dumps(ROW) + "\n{not json\n")
+    with pytest.raises(DataError, match="line 2: not JSON"):
+        read_pairs(tmp_path / "b.jsonl")
+    with pytest.raises(DataError, match="no such pairs file"):
+        read_pairs(tmp_path / "absent.jsonl")
+
+
+def _data(path, **options) -> MinedPairsDataModule:
+    data = MinedPairsDataModule(str(path), **options)
+    data.setup("fit")
+    return data
+
+
+def test_split_is_by_query_seeded_and_disjoint(tiny_pairs):
+    data = _data(tiny_pairs / "documents.jsonl", val_fraction=0.25, seed=3)
+    train, val = {q.qid for q in data.train_queries}, {q.qid for q in data.val_queries}
+    assert len(val) == 3 and len(train) == 9 and not train & val
+    assert val == {q.qid for q in _data(tiny_pairs / "documents.jsonl", val_fraction=0.25, seed=3).val_queries}
+    assert val != {q.qid for q in _data(tiny_pairs / "documents.jsonl", val_fraction=0.25, seed=4).val_queries}
+
+
+def test_a_separate_validation_file_must_not_share_queries(tiny_pairs, tmp_path):
+    rows = [json.loads(line) for line in (tiny_pairs / "documents.jsonl").read_text().splitlines()]
+    write_jsonl(tmp_path / "train.jsonl", [r for r in rows if r["qid"].endswith("-0")])
+    write_jsonl(tmp_path / "val.jsonl", [r for r in rows if not r["qid"].endswith("-0")])
+    data = _data(tmp_path / "train.jsonl", val_path=str(tmp_path / "val.jsonl"))
+    assert len(data.train_queries) == 4 and len(data.val_queries) == 8
+    with pytest.raises(GarenError, match="are in both"):
+        _data(tiny_pairs / "documents.jsonl", val_path=str(tmp_path / "val.jsonl"))
+
+
+def test_each_list_is_a_positive_and_fresh_negatives_per_epoch(tiny_pairs):
+    lists = TrainLists(read_pairs(tiny_pairs / "documents.jsonl"), list_size=4, seed=0)
+    assert len(lists) == 3 * (3 + 3 + 1 + 1)  # one list per (query, positive)
+    first = lists[(0, 0)]
+    assert [p.label for p, _ in first] == [1, 0, 0, 0] and {g for _, g in first} == {0}
+    assert lists[(0, 0)] == first  # a pure function of (list, epoch)
+    draws = {tuple(p.item for p, _ in lists[(0, epoch)]) for epoch in range(6)}
+    assert len(draws) > 1
+
+
+def test_two_replicas_split_each_batch_of_one(tiny_pairs):
+    lists = TrainLists(read_pairs(tiny_pairs / "documents.jsonl"), list_size=3, seed=0)
+
+    def batches(world: int, rank: int, size: int):
+        sampler = EpochSampler(lists, num_replicas=world, rank=rank, shuffle=True, seed=7, drop_last=True)
+        sampler.set_epoch(2)
+        keys = list(sampler)
+        assert all(epoch == 2 for _, epoch in keys)
+        return [keys[i : i + size] for i in range(0, len(keys) - size + 1, size)]
+
+    single = batches(1, 0, 4)
+    halves = list(zip(batches(2, 0, 2), batches(2, 1, 2)))
+    assert len(single) == len(halves)
+    for whole, (a, b) in zip(single, halves):
+        assert sorted(whole) == sorted(a + b)
+
+
+def test_listwise_loss_is_softmax_cross_entropy_per_list():
+    logits = torch.tensor([2.0, 0.5, -1.0, 0.3, 0.1])
+    labels = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0])
+    groups = torch.tensor([0, 0, 0, 1, 1])
+    first = -torch.log_softmax(logits[:3], 0)[0]
+    second = -torch.log_softmax(logits[3:], 0)[1]
+    assert listwise_loss(logits, labels, groups).item() == pytest.approx(((first + second) / 2).item())
+    both = training_loss("listwise", logits, labels, groups, pointwise_weight=0.5)
+    assert both.item() == pytest.approx((listwise_loss(logits, labels, groups) + 0.5 * pointwise_loss(logits, labels)).item())
+
+
+def test_metrics_by_hand():
+    # query 0: gold scored 0.9 and 0.2 among negatives 0.5, 0.1 -> AUC 3/4, nDCG by the formula
+    # query 1: no gold -> only in the pooled AUC
+    queries = np.array([0, 0, 0, 0, 1, 1])
+    labels = np.array([1, 0, 1, 0, 0, 0])
+    scores = np.array([0.9, 0.5, 0.2, 0.1, 0.3, 0.4])
+    ranks = np.array([4, 3, 2, 1, 1, 2])
+    out = scorer_metrics(queries, labels, scores, ranks, recall_at=2)
+    assert out["auc"] == pytest.approx(0.75)
+    assert out["R@2"] == pytest.approx(0.5)
+    ideal = 1 + 1 / np.log2(3)
+    assert out["nDCG@10"] == pytest.approx((1 + 1 / np.log2(4)) / ideal)
+    assert out["first_stage_R@2"] == pytest.approx(0.5)  # first-stage order: d4, d3(gold), ...
+    assert out["first_stage_nDCG@10"] == pytest.approx((1 / np.log2(3) + 1 / np.log2(5)) / ideal)
+    assert out["queries_with_gold"] == 1 and out["pairs"] == 6
+
+
+def test_max_negatives_keeps_each_querys_first_negatives(tiny_pairs):
+    data = _data(tiny_pairs / "documents.jsonl", max_negatives=2, val_fraction=0.25)
+    for query in data.train_queries + data.val_queries:
+        assert len(query.negatives) == 2 and query.positives
+        ranks = [p.rank for p in query.negatives]
+        assert ranks == sorted(ranks) and ranks[0] <= 3
