@@ -98,28 +98,33 @@ def test_resuming_from_a_checkpoint_continues_the_same_run(lm_run, tiny_pairs, t
     assert not torch.allclose(*(_trainable(lm_run / "ckpt" / f"epoch={e}.ckpt")[key] for e in (0, 1)))  # it did train
 
 
-def test_lora_export_scores_as_the_trained_module(lm_run, tmp_path):
+def _export_scores_as_the_module(checkpoint, out, prefix: str = QWEN3_ASSISTANT_PREFIX) -> dict:
+    """Export a LoRA checkpoint, score PAIRS through the transformers backend with the merged folder and with the
+    adapter (the specs the manifest advertises), and compare with the module; returns the manifest."""
     from garen_infer.llm.backends.transformers_backend import TransformersBackend
 
-    checkpoint = lm_run / "ckpt" / "epoch=1.ckpt"
     expected = _probabilities(load_module(checkpoint), PAIRS)
-    out = tmp_path / "navigator"
     assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
     manifest = json.loads((out / "manifest.json").read_text())
+    chats = [yes_no(q, t) for q, t in PAIRS]
+    for name in ("transformers_merged", "transformers_adapter"):
+        spec = {k: v for k, v in manifest["use"][name].items() if k not in ("backend", "assistant_prefix")}
+        backend = TransformersBackend(device="cpu", **spec)
+        assert manifest["parts"]["adapter" if "lora" in spec else "merged"]["weights_sha256"][:12] in backend.id
+        got = [c.score for c in backend.score_yes_no(chats, prefix)]
+        gap = max(abs(a - b) for a, b in zip(got, expected))
+        print(f"{name}: max |dP(yes)| vs the trained module = {gap:.2e}")
+        assert gap <= TOLERANCE
+    return manifest
+
+
+def test_lora_export_scores_as_the_trained_module(lm_run, tmp_path):
+    out = tmp_path / "navigator"
+    manifest = _export_scores_as_the_module(lm_run / "ckpt" / "epoch=1.ckpt", out)
     assert manifest["family"] == "causal-yes-no" and set(manifest["parts"]) == {"adapter", "merged"}
     assert manifest["validation"]["auc"] >= 0 and manifest["data"]["fingerprint"].startswith("sha256:")
     adapter_config = json.loads((out / "adapter" / "adapter_config.json").read_text())
     assert adapter_config["base_model_name_or_path"] == str(manifest["use"]["transformers_adapter"]["model"])
-
-    chats = [yes_no(q, t) for q, t in PAIRS]
-    for name in ("transformers_merged", "transformers_adapter"):
-        spec = {k: v for k, v in manifest["use"][name].items() if k != "backend"}
-        backend = TransformersBackend(device="cpu", **spec)
-        assert manifest["parts"]["adapter" if "lora" in spec else "merged"]["weights_sha256"][:12] in backend.id
-        got = [c.score for c in backend.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)]
-        gap = max(abs(a - b) for a, b in zip(got, expected))
-        print(f"{name}: max |dP(yes)| vs the trained module = {gap:.2e}")
-        assert gap <= TOLERANCE
 
 
 def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_role(tiny_pairs, tiny_bert_dir, tmp_path):
@@ -149,3 +154,25 @@ def test_export_refuses_what_is_not_a_checkpoint(tmp_path, capsys):
     assert garen_train("export", "--checkpoint", tmp_path / "x.ckpt", "--out", tmp_path / "out") == 2
     assert "not a checkpoint written by 'garen-train fit'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_gguf_base_exports_an_hf_base_next_to_its_adapter(tiny_pairs, tmp_path):
+    """SmolLM2-135M-Instruct from its packaged GGUF (~20 s to dequantise per load): two LoRA steps, then export.
+    vLLM loads an adapter onto an HF checkpoint only, so the export carries the dequantised base."""
+    pytest.importorskip("gguf")
+    from garen_infer.packaged_models import resolve
+
+    try:
+        resolve("smollm2-135m-instruct")
+    except Exception as err:  # noqa: BLE001 - the package is optional
+        pytest.skip(str(err))
+    model = lm_model("smollm2-135m-instruct", assistant_prefix="", max_length=128)
+    config = write_config(tmp_path / "config.yaml", model, pairs_data(tiny_pairs / "groups.jsonl"), tmp_path,
+                          max_epochs=1, limit_train_batches=2, limit_val_batches=1)
+    assert garen_train("fit", "--config", config) == 0
+    out = tmp_path / "smollm2-navigator"
+    manifest = _export_scores_as_the_module(tmp_path / "ckpt" / "epoch=0.ckpt", out, prefix="")
+    assert set(manifest["parts"]) == {"base", "adapter", "merged"} and manifest["gguf_file"].endswith(".gguf")
+    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == str(out / "base")
+    assert manifest["use"]["vllm_adapter"]["model"] == str(out / "base") and manifest["use"]["vllm_adapter"]["assistant_prefix"] == ""

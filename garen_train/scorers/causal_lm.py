@@ -99,8 +99,8 @@ class YesNoLoRAScorer(PairScorer):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
-        trainable = {f"net.{name}" for name, p in self.net.named_parameters() if p.requires_grad}
-        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
+        trainable = {_clean(f"net.{name}") for name, p in self.net.named_parameters() if p.requires_grad}
+        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if _clean(k) in trainable}
 
     # ---- export ---------------------------------------------------------------------------------------------
     @classmethod
@@ -162,6 +162,11 @@ class YesNoLoRAScorer(PairScorer):
         net.save_pretrained(str(folder))
         self.tokenizer.save_pretrained(str(folder))
         return write_manifest(folder, self.export_manifest(format=fmt, base_model=base_model, scoring=scoring))
+
+
+def _clean(name: str) -> str:
+    """A parameter name without the wrappers FSDP and activation checkpointing insert."""
+    return name.replace("_fsdp_wrapped_module.", "").replace("_checkpoint_wrapped_module.", "")
 
 
 def _usage(out: Path, parts: dict, base: str, scoring: dict, lora_r: int) -> dict:
