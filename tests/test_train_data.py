@@ -140,3 +140,12 @@ def test_max_negatives_keeps_each_querys_first_negatives(tiny_pairs):
         assert len(query.negatives) == 2 and query.positives
         ranks = [p.rank for p in query.negatives]
         assert ranks == sorted(ranks) and ranks[0] <= 3
+
+
+def test_distillation_is_zero_when_the_scorer_ranks_as_the_teacher():
+    from garen_train.scorers.losses import distillation_loss
+
+    teacher = torch.tensor([3.0, 1.0, 0.0, 2.0, 2.0])
+    groups = torch.tensor([0, 0, 0, 1, 1])
+    assert distillation_loss(teacher + 5.0, teacher, groups).item() == pytest.approx(0.0, abs=1e-6)  # shift-invariant
+    assert distillation_loss(-teacher, teacher, groups).item() > 0.5

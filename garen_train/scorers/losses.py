@@ -6,6 +6,9 @@ inference navigator's softmax over the [no, yes] logits).
   the probability mass the softmax over the list puts on its positives (localized contrastive estimation,
   Gao et al. 2021, generalised to several positives). It only orders items within a query; the pointwise term
   (``pointwise_weight``) keeps the probabilities calibrated across queries.
+- ``distillation``: per list, KL(teacher || student) between the softmax of a teacher's scores (an embedding
+  model's cosine over temperature) and the softmax of the logits: a graded target for every negative of the
+  list, where the labels say only which item is gold.
 """
 
 from __future__ import annotations
@@ -40,3 +43,13 @@ def training_loss(kind: str, logits, labels, groups, pointwise_weight: float = 0
     if pointwise_weight:
         loss = loss + pointwise_weight * pointwise_loss(logits, labels)
     return loss
+
+
+def distillation_loss(logits: torch.Tensor, teacher: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """Mean over lists of KL(softmax(teacher) || softmax(logits)); ``teacher`` is already divided by its temperature."""
+    losses = []
+    for group in torch.unique(groups):
+        members = groups == group
+        target = torch.log_softmax(teacher[members], 0)
+        losses.append(F.kl_div(torch.log_softmax(logits[members], 0), target, log_target=True, reduction="sum"))
+    return torch.stack(losses).mean()
