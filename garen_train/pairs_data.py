@@ -98,6 +98,16 @@ class IndexedEval(Dataset):
         return self.inner[index], index
 
 
+def _normal(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _shared_queries(train: list[QueryPairs], held_out: list[QueryPairs]) -> list[str]:
+    """Training queries that are also held-out queries, by id or by text (ignoring case and spacing)."""
+    ids, texts = {q.qid for q in held_out}, {_normal(q.query) for q in held_out}
+    return sorted(q.qid for q in train if q.qid in ids or _normal(q.query) in texts)
+
+
 class MinedPairsDataModule(pl.LightningDataModule):
     def __init__(
         self,
@@ -133,14 +143,16 @@ class MinedPairsDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_queries or self.val_queries:
             return
+        if stage in (None, "fit") and (folder_manifest(self.hparams.path) or {}).get("purpose") == "evaluation":
+            raise GarenError(f"{self.hparams.path}: mined with --evaluation (held-out queries); it may validate a model, never train one")
         queries = self._load(self.hparams.path)
         if self.hparams.val_path:
             self.train_queries, self.val_queries = queries, self._load(self.hparams.val_path)
-            both = {q.qid for q in self.train_queries} & {q.qid for q in self.val_queries}
-            if both:
+            shared = _shared_queries(self.train_queries, self.val_queries)
+            if shared:
                 raise GarenError(
-                    f"{len(both)} queries (e.g. {sorted(both)[0]}) are in both {self.hparams.path} and "
-                    f"{self.hparams.val_path}: validation must hold out its queries"
+                    f"{len(shared)} queries (e.g. {shared[0]}) are in both {self.hparams.path} and "
+                    f"{self.hparams.val_path} (same id or same text): validation must hold out its queries"
                 )
             return
         order = sorted(q.qid for q in queries)

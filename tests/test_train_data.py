@@ -77,6 +77,21 @@ def test_a_separate_validation_file_must_not_share_queries(tiny_pairs, tmp_path)
     assert len(data.train_queries) == 4 and len(data.val_queries) == 8
     with pytest.raises(GarenError, match="are in both"):
         _data(tiny_pairs / "documents.jsonl", val_path=str(tmp_path / "val.jsonl"))
+    renamed = [{**r, "qid": "other-" + r["qid"], "query": r["query"].upper()} for r in rows if r["qid"] == "q1-0"]
+    with pytest.raises(GarenError, match="same id or same text"):  # a training query under another id
+        _data(tmp_path / "train.jsonl", val_path=str(write_jsonl(tmp_path / "val2.jsonl", renamed)))
+
+
+def test_pairs_mined_for_evaluation_never_train(tiny_pairs, tmp_path):
+    folder = tmp_path / "mined-test"
+    folder.mkdir()
+    (folder / "groups.jsonl").write_text((tiny_pairs / "groups.jsonl").read_text())
+    (folder / "manifest.json").write_text(json.dumps({"purpose": "evaluation"}))
+    with pytest.raises(GarenError, match="never train"):
+        _data(folder / "groups.jsonl")
+    data = MinedPairsDataModule(str(tiny_pairs / "groups.jsonl"), val_path=str(folder / "groups.jsonl"), val_fraction=0.0)
+    with pytest.raises(GarenError, match="are in both"):  # it may validate, but not a model trained on its queries
+        data.setup("validate")
 
 
 def test_each_list_is_a_positive_and_fresh_negatives_per_epoch(tiny_pairs):
