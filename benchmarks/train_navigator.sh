@@ -1,64 +1,72 @@
 #!/usr/bin/env bash
-# Train the CPU scorers on mined SciFact train pairs, export them, and print their validation figures next to the
-# CPU default's zero-shot MiniLM cosine (and the first-stage order) on the same held-out training queries; with a
-# test-split mine, also zero-shot vs fine-tuned navigator on the test queries.
+# Issue 8's benchmark: train the CPU navigator and pointwise reranker on mined SciFact train pairs, then compare them
+# with the CPU default's zero-shot MiniLM on the SciFact test split:
+#   (a) navigator alone: AUC and gold-group recall@20 on every group GAREN scored for each test query;
+#   (b) GAREN, rerank, SlideGAR and RGS at budget 100: cpu-default vs the trained pointwise reranker (and, for
+#       GAREN, the trained navigator), nDCG@10 and R@100 side by side.
 #
-#   bash benchmarks/train_navigator.sh MINED_TRAIN OUT [MINED_TEST]
+#   bash benchmarks/train_navigator.sh MINED_TRAIN MINED_TEST INDEX OUT [LIMIT]
 #
-# MINED_TRAIN: a `garen-train mine` folder of the train split (groups.jsonl, documents.jsonl), e.g.
-#   garen-train mine --dataset beir:../shared/data/scifact:train --index indexes/scifact --out mined/scifact-train --drop-eval-overlap
-# MINED_TEST (optional): the test split mined with --evaluation (never trained on).
-# OUT: runs, checkpoints and exports (OUT/exports/cpu-reranker, OUT/exports/cpu-navigator).
-# Steps: configs/train/cpu-reranker.yaml (query, document), export; configs/train/cpu-navigator.yaml (query, group
-# summary) starting from the reranker export, export; then `garen-train evaluate` for the comparison table.
+# MINED_TRAIN: `garen-train mine --dataset beir:DATA:train --index INDEX --out MINED_TRAIN --drop-eval-overlap`
+# MINED_TEST:  `garen-train mine --dataset beir:DATA:test --index INDEX --out MINED_TEST --evaluation`
+# INDEX: a cpu-default SciFact index; it is copied to OUT/index (stages whose params changed are rebuilt there).
+# LIMIT: only the first N test queries in (b) (default: all 300).
+# Environment: BIN (the venv's bin folder, default .venv/bin), DATA (default ../shared/data/scifact).
+# Everything lands in OUT: training runs and logs, exports (OUT/exports/{reranker,navigator}), evaluations, runs,
+# and OUT/summary.txt, which repeats every figure printed here.
 set -euo pipefail
-MINED=${1:?usage: train_navigator.sh MINED_TRAIN OUT [MINED_TEST]}
-OUT=${2:?usage: train_navigator.sh MINED_TRAIN OUT [MINED_TEST]}
-TEST=${3:-}
+usage="usage: train_navigator.sh MINED_TRAIN MINED_TEST INDEX OUT [LIMIT]"
+MINED=$(realpath "${1:?$usage}"); TEST=$(realpath "${2:?$usage}"); INDEX=$(realpath "${3:?$usage}")
+mkdir -p "${4:?$usage}"; OUT=$(realpath "$4"); LIMIT=${5:-}
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN=${BIN:-$ROOT/.venv/bin}
+DATA=$(realpath "${DATA:-$ROOT/../shared/data/scifact}")
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-mkdir -p "$OUT/exports"
 cd "$ROOT"
+mkdir -p "$OUT/exports"
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
-fit() {  # fit NAME CONFIG PAIRS [overrides...]: train, export OUT/exports/NAME, print the seconds it took
-  local name=$1 config=$2 pairs=$3; shift 3
-  local start=$SECONDS
+fit() {  # fit NAME CONFIG PAIRS: train, export OUT/exports/NAME (kept when already exported)
+  local name=$1 config=$2 pairs=$3 start=$SECONDS checkpoint
+  if [[ -f "$OUT/exports/$name/manifest.json" ]]; then say "$name: already exported in $OUT/exports/$name"; return; fi
   "$BIN/garen-train" fit --config "$config" --data.init_args.path="$pairs" --trainer.default_root_dir="$OUT/$name" \
     --trainer.logger="[{class_path: lightning.pytorch.loggers.CSVLogger, init_args: {save_dir: '$OUT/$name', name: csv}}]" \
-    --trainer.enable_progress_bar=false "$@" > "$OUT/$name.log" 2>&1
-  local checkpoint
+    --trainer.enable_progress_bar=false > "$OUT/$name.log" 2>&1
   checkpoint=$(ls -t "$OUT/$name"/csv/version_*/checkpoints/last.ckpt | head -n 1)
   "$BIN/garen-train" export --checkpoint "$checkpoint" --out "$OUT/exports/$name" > /dev/null
-  echo "$name: trained and exported in $((SECONDS - start)) s ($checkpoint)"
+  say "$name: garen-train fit --config $config --data.init_args.path=$pairs: trained and exported in $((SECONDS - start)) s"
+  say "  its validation (held-out train queries): $(tail -n 1 "$OUT/$name"/csv/version_*/metrics.csv | head -c 400)"
+  say "  metrics columns: $(head -n 1 "$OUT/$name"/csv/version_*/metrics.csv)"
 }
 
-fit cpu-reranker configs/train/cpu-reranker.yaml "$MINED/documents.jsonl"
-fit cpu-navigator configs/train/cpu-navigator.yaml "$MINED/groups.jsonl" --model.init_args.model="$OUT/exports/cpu-reranker"
+say "== training ($(date -u +%FT%TZ))"
+fit reranker configs/train/cpu-reranker.yaml "$MINED/documents.jsonl"
+fit navigator configs/train/cpu-navigator.yaml "$MINED/groups.jsonl"
 
-evaluate() {  # evaluate PAIRS SPEC [options...]: one JSON line of metrics
-  "$BIN/garen-train" evaluate --pairs "$1" --model "$2" "${@:3}" 2>/dev/null | "$BIN/python" -c \
-    'import json, sys; d = json.load(sys.stdin); m = d["metrics"]; print(json.dumps({"queries": d["queries"], **{k: m[k] for k in ("auc", "R@20", "nDCG@10", "first_stage_nDCG@10") if k in m}}))'
+say "== (a) navigator on SciFact test groups (every group GAREN scored for each of the 300 test queries)"
+evaluate() {  # evaluate NAME SPEC: one line of metrics
+  "$BIN/garen-train" evaluate --pairs "$TEST/groups.jsonl" --model "$2" > "$OUT/eval-$1.json"
+  say "  $1: $("$BIN/python" -c 'import json, sys; d = json.load(open(sys.argv[1])); m = d["metrics"]; print(json.dumps({"queries": d["queries"], **{k: m[k] for k in ("auc", "R@20", "nDCG@10") if k in m}}))' "$OUT/eval-$1.json")"
 }
-held_out() {  # the validation queries of the config's own split, with its candidate cap
-  "$BIN/python" - "$1" <<'EOF'
-import sys, yaml
-data = yaml.safe_load(open(sys.argv[1]))["data"]["init_args"]
-print(f"--held-out --val-fraction {data['val_fraction']} --seed {data['seed']}" + (f" --max-negatives {data['max_negatives']}" if data.get("max_negatives") else ""))
-EOF
+evaluate zero-shot-minilm '{backend: embedding}'
+evaluate fine-tuned "{backend: cross-encoder, model: $OUT/exports/navigator}"
+
+say "== (b) methods at budget 100 on SciFact test${LIMIT:+ (first $LIMIT queries)}"
+[[ -d "$OUT/index" ]] || cp -r "$INDEX" "$OUT/index"
+"$BIN/garen-infer" index --dataset "beir:$DATA:test" --out "$OUT/index" > "$OUT/index.log" 2>&1
+TRAINED_RERANKER=(--set models.reranker.mode=pointwise --set models.reranker.backend=cross-encoder --set "models.reranker.model=$OUT/exports/reranker")
+TRAINED_NAVIGATOR=(--set models.navigator.backend=cross-encoder --set "models.navigator.model=$OUT/exports/navigator")
+run() {  # run METHOD SETUP [--set ...]: one run folder, one line of metrics
+  local method=$1 setup=$2; shift 2
+  local folder="$OUT/runs/$method-$setup"
+  "$BIN/garen-infer" run --dataset "beir:$DATA:test" --index "$OUT/index" --method "$method" --budget 100 \
+    ${LIMIT:+--limit "$LIMIT"} --out "$folder" "$@" > "$folder.log" 2>&1
+  say "  $(printf '%-8s %-28s' "$method" "$setup") $("$BIN/python" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(f"nDCG@10 {m[\"nDCG@10\"]:.4f}  R@100 {m[\"R@100\"]:.4f}  queries {m[\"queries\"]}  s/query {m.get(\"wall_seconds_per_query\", float(\"nan\")):.2f}")' "$folder/metrics.json")"
 }
-echo
-echo "held-out SciFact train queries (the configs' validation split):"
-for role in reranker:documents navigator:groups; do
-  name=${role%%:*} pairs="$MINED/${role#*:}.jsonl"
-  split=$(held_out "configs/train/cpu-$name.yaml")
-  # shellcheck disable=SC2086
-  echo "  $name zero-shot MiniLM cosine: $(evaluate "$pairs" '{backend: embedding}' $split)"
-  # shellcheck disable=SC2086
-  echo "  $name fine-tuned:              $(evaluate "$pairs" "{backend: cross-encoder, model: $OUT/exports/cpu-$name}" $split)"
+mkdir -p "$OUT/runs"
+for method in garen rerank slidegar rgs; do
+  run "$method" cpu-default
+  run "$method" trained-reranker "${TRAINED_RERANKER[@]}"
 done
-if [[ -n "$TEST" ]]; then
-  echo "SciFact test queries (mined with --evaluation; every scored group of every query):"
-  echo "  navigator zero-shot MiniLM cosine: $(evaluate "$TEST/groups.jsonl" '{backend: embedding}')"
-  echo "  navigator fine-tuned:              $(evaluate "$TEST/groups.jsonl" "{backend: cross-encoder, model: $OUT/exports/cpu-navigator}")"
-fi
+run garen trained-reranker+navigator "${TRAINED_RERANKER[@]}" "${TRAINED_NAVIGATOR[@]}"
+say "== done ($(date -u +%FT%TZ)); figures above are in $OUT/summary.txt"

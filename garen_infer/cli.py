@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from garen_infer.errors import GarenError
+from garen_infer.writer_lock import writer_lock
 
 
 def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> None:
@@ -17,8 +20,26 @@ def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> N
     parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text (Cranfield has two)")
 
 
+def at_least_one(text: str) -> int:
+    """An argparse type: budgets, limits and counts are integers >= 1, refused before anything starts."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != text.strip().lstrip("+"):
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got '{text}'")
+    return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line, like every other refusal (the usage itself is one --help away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="garen-infer", description=__doc__)
+    parser = OneLineParser(prog="garen-infer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     index = sub.add_parser("index", help="build (or complete) an index folder")
@@ -30,12 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     _common(run)
     run.add_argument("--index", required=True)
     run.add_argument("--method", required=True)
-    run.add_argument("--budget", type=int, help="distinct documents the reranker may see (Reranker@k)")
+    run.add_argument("--budget", type=at_least_one, help="distinct documents the reranker may see (Reranker@k)")
     run.add_argument("--out", required=True, help="run folder (resumable)")
-    run.add_argument("--limit", type=int, help="only the first N judged queries")
+    run.add_argument("--limit", type=at_least_one, help="only the first N judged queries")
     run.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     run.add_argument("--no-cache", action="store_true")
-    run.add_argument("--max-active-queries", type=int, help="queries in flight at once (1 = one at a time)")
+    run.add_argument("--max-active-queries", type=at_least_one, help="queries in flight at once (1 = one at a time)")
+    run.add_argument("--seeds", type=at_least_one, default=1, help="runs with sampling seeds 0..N-1 under OUT/seed-K, and their mean (GAREN sec. 5: 5)")
 
     ev = sub.add_parser("eval", help="score any TREC run file")
     _common(ev)
@@ -67,9 +89,11 @@ def run_config_from(preset: dict, method: str, budget, limit=None, max_active=No
     run_opts = dict(preset.get("run") or {})
     if max_active is not None:
         run_opts["max_active_queries"] = max_active
+    if limit is not None:
+        run_opts["limit"] = limit
     return RunConfig(
         method=method, method_options=dict((preset.get("methods") or {}).get(method) or {}), budget=budget,
-        first_stage=dict(preset.get("first_stage") or {}), models=dict(preset.get("models") or {}), limit=limit,
+        first_stage=dict(preset.get("first_stage") or {}), models=dict(preset.get("models") or {}),
         **run_opts,
     )
 
@@ -82,11 +106,17 @@ def cmd_run(args) -> int:
     from garen_infer.runner import execute
 
     preset = load_preset(args.preset, args.overrides)
+    run_config_from(preset, args.method, args.budget).method_config()  # checked before the data loads
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     index = IndexFolder.open(args.index, dataset)
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
     config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries)
-    metrics = execute(dataset, index, config, args.out, cache=cache)
+    if args.seeds > 1:
+        from garen_infer.repeat import run_seeds
+
+        metrics = run_seeds(dataset, index, config, args.out, args.seeds, cache=cache)
+    else:
+        metrics = execute(dataset, index, config, args.out, cache=cache)
     print(json.dumps(metrics, indent=2))
     return 0
 
@@ -108,11 +138,26 @@ def cmd_demo(args) -> int:
     return run_demo(out, args.method)
 
 
+WRITES = {"index": "index folder", "run": "run folder"}  # commands that write the folder named by --out
+STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, what to do
+    errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)", errno.EFBIG: "allow larger files",
+    errno.EROFS: "choose a writable folder", errno.EACCES: "fix the permissions", errno.EPERM: "fix the permissions",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "demo": cmd_demo}[args.command]
     try:
-        return command(args)
+        with writer_lock(args.out, WRITES[args.command]) if args.command in WRITES else nullcontext():
+            return command(args)  # a second writer of the folder is refused before any data loads
     except GarenError as err:
         print(f"garen-infer {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in STORAGE_ERRORS:
+            raise
+        print(f"garen-infer {args.command}: error: {err.filename or 'output'}: {err.strerror}; outputs are written under a "
+              f"temporary name and renamed when complete, so nothing half-written was kept: {STORAGE_ERRORS[err.errno]} "
+              f"and run the same command again", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 """Presets: YAML files in ``configs/`` (or any path) holding the index stages, the first stage, the models per
-role and per-method options. ``--set a.b=value`` overrides single fields from the command line."""
+role and per-method options. ``--set a.b=value`` overrides single fields from the command line. A preset is
+checked field by field (``garen_infer/settings.py``) as it loads, before any data or model is touched."""
 
 from __future__ import annotations
 
@@ -34,7 +35,52 @@ def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] = ()) -
         raise GarenError(f"{path}: expected a mapping at the top level")
     for item in overrides:
         apply_override(preset, item)
+    check_preset(preset)
     return preset
+
+
+# run: keys that the command line or another section of the preset sets
+RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "method_options": "methods:", "budget": "--budget", "first_stage": "first_stage:", "models": "models:"}
+
+
+def check_preset(preset: dict) -> None:
+    """Every value of the sections the toolkit reads, against its config field: one ``GarenError`` line naming
+    the key, the value and what is allowed. Other top-level sections are left to whoever reads them."""
+    from garen_infer.first_stage import FirstStageConfig
+    from garen_infer.index.stages import IndexConfig
+    from garen_infer.llm.types import SamplingParams
+    from garen_infer.methods.base import METHODS, get_method
+    from garen_infer.runner import RunConfig
+    from garen_infer.settings import validate
+
+    IndexConfig.from_dict(_section(preset, "index"))
+    validate(FirstStageConfig, preset.get("first_stage"), "first_stage")
+    run = _section(preset, "run")
+    for key in sorted(set(run) & set(RUN_KEYS_SET_ELSEWHERE)):
+        raise GarenError(f"invalid setting run.{key}: it is set by {RUN_KEYS_SET_ELSEWHERE[key]}, not under run")
+    validate(RunConfig, run, "run", partial=True)
+    for role, spec in _section(preset, "models").items():
+        if not isinstance(spec, dict):
+            raise GarenError(f"invalid setting models.{role}={spec!r}: expected a mapping such as {{backend: embedding}}")
+        if "sampling" in spec:
+            validate(SamplingParams, spec["sampling"], f"models.{role}.sampling")
+    for name, options in _section(preset, "methods").items():
+        if name not in METHODS:
+            raise GarenError(f"invalid setting methods.{name}: no such method; known: {', '.join(METHODS)}")
+        try:
+            method = get_method(name)
+        except GarenError:  # registered, but not shipped in this version: its options cannot be checked
+            continue
+        validate(method.Config, options, f"methods.{name}")
+
+
+def _section(preset: dict, name: str) -> dict:
+    value = preset.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise GarenError(f"invalid setting {name}={value!r}: expected a mapping")
+    return value
 
 
 def apply_override(preset: dict, item: str) -> None:

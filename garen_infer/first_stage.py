@@ -1,28 +1,54 @@
-"""The first-stage ranking every method starts from: BM25 (default, as in GAREN sec. 5) or dense."""
+"""The first-stage ranking every method starts from: BM25 (default, as in GAREN sec. 5) or dense.
+
+BRIGHT's evaluation (run.py, anchors.md 2.2) drops each query's excluded ids from the scores before it keeps the
+top 1000; so does this first stage when given the rows to exclude, so excluded documents never fill a window,
+spend budget or steer a vote. Output is still filtered once more in ``evaluate.remove_excluded``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from garen_infer.errors import GarenError
+from garen_infer.settings import Count
 
 
 @dataclass(frozen=True)
 class FirstStageConfig:
-    kind: str = "bm25"  # "bm25" | "dense"
-    depth: int = 1000  # BRIGHT keeps the top 1000
+    kind: Literal["bm25", "dense"] = "bm25"
+    depth: Count = 1000  # BRIGHT keeps the top 1000
 
 
-def first_stage(index, query_texts: list[str], config: FirstStageConfig) -> list[list[int]]:
-    """Corpus rows per query, best first."""
+def first_stage(index, query_texts: list[str], config: FirstStageConfig, exclude: list[set[int]] | None = None) -> list[list[int]]:
+    """Corpus rows per query, best first: the top ``depth`` once each query's ``exclude`` rows are dropped."""
+    depth = config.depth + max((len(e) for e in exclude), default=0) if exclude else config.depth
     if config.kind == "bm25":
-        return [[row for row, _ in hits] for hits in index.bm25.search(query_texts, config.depth)]
-    if config.kind == "dense":
+        ranked = [[row for row, _ in hits] for hits in index.bm25.search(query_texts, depth)]
+    elif config.kind == "dense":
         from garen_infer.index.knn_graph import flat_ip_index
 
         vectors = np.ascontiguousarray(index.embeddings, dtype=np.float32)
-        _, ids = flat_ip_index(vectors).search(index.embedder.encode_queries(query_texts), min(config.depth, len(vectors)))
-        return [[int(i) for i in row if i >= 0] for row in ids]
-    raise GarenError(f"unknown first stage '{config.kind}' (bm25 or dense)")
+        _, ids = flat_ip_index(vectors).search(index.embedder.encode_queries(query_texts), min(depth, len(vectors)))
+        ranked = [[int(i) for i in row if i >= 0] for row in ids]
+    else:
+        raise GarenError(f"unknown first stage '{config.kind}' (bm25 or dense)")
+    if not exclude:
+        return ranked
+    return [[r for r in rows if r not in drop][: config.depth] for rows, drop in zip(ranked, exclude)]
+
+
+def excluded_rows(query, doc_index: dict[str, int]) -> set[int]:
+    """The corpus rows of a query's excluded ids (ids absent from the corpus are ignored)."""
+    return {doc_index[d] for d in query.excluded_ids if d in doc_index}
+
+
+def all_scores(index, kind: str, query_text: str) -> np.ndarray:
+    """The first stage's score of every document for one query (BM25, or the dense inner product)."""
+    if kind == "bm25":
+        return index.bm25.scores(query_text)
+    if kind == "dense":
+        return np.asarray(index.embeddings, dtype=np.float32) @ index.embedder.query_vectors([query_text])[0]
+    raise GarenError(f"unknown first stage '{kind}' (bm25 or dense)")

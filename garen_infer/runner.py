@@ -17,13 +17,17 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from garen_infer.append_log import read_finished
+from garen_infer.costs import mean_cost, prices_for
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
-from garen_infer.first_stage import FirstStageConfig, first_stage
+from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
 from garen_infer.index.atomic import write_json
 from garen_infer.methods.base import QueryState, get_method, make_config
+from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.scheduler import Scheduler
+from garen_infer.settings import Count
+from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
 
 
@@ -31,12 +35,20 @@ from garen_infer.trec import write_run
 class RunConfig:
     method: str
     method_options: dict = field(default_factory=dict)
-    budget: int | None = None
+    budget: Count | None = None
     first_stage: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
-    max_active_queries: int = 16  # queries in flight at once; 1 = strictly one at a time
-    max_batch: int = 64  # items per backend call
-    limit: int | None = None  # first N judged queries only (smoke runs)
+    max_active_queries: Count = 16  # queries in flight at once; 1 = strictly one at a time
+    max_batch: Count = 64  # items per backend call
+    limit: Count | None = None  # first N judged queries only (smoke runs)
+
+    def method_config(self):
+        """The method's options with ``budget`` applied, each checked against its field (one line if not)."""
+        method_cls = get_method(self.method)
+        options = dict(self.method_options)
+        if self.budget is not None and "budget" in method_cls.Config.__dataclass_fields__:
+            options["budget"] = self.budget
+        return make_config(method_cls, options)
 
 
 def first_stage_stage(config: RunConfig) -> str:
@@ -44,13 +56,19 @@ def first_stage_stage(config: RunConfig) -> str:
 
 
 def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+    """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
+    with writer_lock(out, "run folder"):
+        return _execute(dataset, index, config, out, roles, cache, log)
+
+
+def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
     out = Path(out)
     method_cls = get_method(config.method)
     options_dict = dict(config.method_options)
     takes_budget = "budget" in method_cls.Config.__dataclass_fields__
     if config.budget is not None and takes_budget:
         options_dict["budget"] = config.budget  # --budget overrides the preset
-    options = make_config(method_cls, options_dict)
+    options = method_cls.settle(make_config(method_cls, options_dict), config.models)
     budget = options.budget if takes_budget else None
     method = method_cls(options, index, dataset)  # its options may change the stages and roles it uses
     for stage in method.index_stages:
@@ -91,9 +109,12 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
             missing = [r for r in method.roles if r not in config.models]
             if missing:
                 raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache())
-        first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage))
-        states = [QueryState(q, rows, budget) for q, rows in zip(todo, first)]
+            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(), dataset.name)
+        # excluded ids leave the first stage before any method sees it, unless the method keeps them (RGS's code)
+        exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in todo]
+        first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage), exclude)
+        kind = FirstStageConfig(**config.first_stage).kind
+        states = [QueryState(q, rows, budget, first_stage_kind=kind) for q, rows in zip(todo, first)]
         scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
         doc_ids = index.doc_ids
         start = time.perf_counter()
@@ -111,6 +132,8 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
                         "seconds": round(finished.seconds, 4),
                         "trace": finished.state.trace,
                     }
+                    if gold and index.has("knn_graph"):  # Fig. 4/8: hops from the first-stage top 20, Hit@100
+                        record["reach"] = reach(index.knn_graph, finished.state.first_stage, gold, finished.ranking)
                     trace.write(json.dumps(record, ensure_ascii=False) + "\n")
                     trace.flush()
                     os.fsync(trace.fileno())
@@ -142,6 +165,10 @@ def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict,
     for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
         metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
     metrics["mean_seconds_in_flight"] = round(sum(done[q.id]["seconds"] for q in queries) / n, 4)
+    metrics.update(mean_cost(ledgers, prices_for(config.models)))  # Table 7's dollars, for priced models
+    by_hops = hit_by_hops([done[q.id].get("reach") for q in queries])
+    if by_hops:
+        metrics["hit@100_by_min_hops"] = by_hops
     if fresh:
         metrics["wall_seconds_per_query"] = round(wall / fresh, 4)
     metrics.update(method_cls.summarize([done[q.id] for q in queries]))

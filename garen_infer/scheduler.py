@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from garen_infer.llm.ledger import QueryLedger
-from garen_infer.llm.requests import Generate, Rerank, ScoreYesNo
+from garen_infer.llm.requests import ChatWithTools, Generate, Rerank, ScoreYesNo
 from garen_infer.llm.roles import RerankJob, Roles
+from garen_infer.llm.tool_calls import AssistantTurn
 from garen_infer.methods.base import QueryState, Search
 
 
@@ -83,7 +84,7 @@ class Scheduler:
             requests = item.pending if isinstance(item.pending, tuple) else (item.pending,)
             item.answers = [None] * len(requests)
             slots.extend((item, pos, req) for pos, req in enumerate(requests))
-        for kind in (Rerank, ScoreYesNo, Generate):
+        for kind in (Rerank, ScoreYesNo, Generate, ChatWithTools):
             group = [s for s in slots if isinstance(s[2], kind)]
             if not group:
                 continue
@@ -92,9 +93,11 @@ class Scheduler:
             elif kind is ScoreYesNo:
                 for role in dict.fromkeys(s[2].role for s in group):
                     self._score(role, [s for s in group if s[2].role == role])
-            else:
+            elif kind is Generate:
                 self._generate(group)
-        unknown = [s for s in slots if not isinstance(s[2], (Rerank, ScoreYesNo, Generate))]
+            else:
+                self._chat_with_tools(group)
+        unknown = [s for s in slots if not isinstance(s[2], (Rerank, ScoreYesNo, Generate, ChatWithTools))]
         if unknown:
             raise TypeError(f"a method yielded {type(unknown[0][2]).__name__}, which is not a model request")
 
@@ -127,3 +130,10 @@ class Scheduler:
             for (item, pos, _, role), completion in zip(chunk, completions):
                 item.ledger.record(role, completion)
                 item.answers[pos].append(completion.text)
+
+    def _chat_with_tools(self, group) -> None:
+        for chunk in _chunks(group, self.max_batch):
+            completions = self.roles.agent_model().chat([(list(req.chat), list(req.tools)) for _, _, req in chunk])
+            for (item, pos, req), completion in zip(chunk, completions):
+                item.ledger.record(req.role, completion)
+                item.answers[pos] = AssistantTurn.from_completion(completion)

@@ -1,7 +1,11 @@
 """The LightningDataModule of the scorer jobs: mined (query, text, label) pairs, split by query.
 
+- Data: ``path`` is one pairs file of a ``garen-train mine`` folder (``groups.jsonl`` for a navigator,
+  ``documents.jsonl`` for a pointwise reranker), read through ``garen_train.mining`` (manifest and digests
+  checked; a folder mined with ``--evaluation`` never trains). The line format is in ``mining/folder.py``.
 - Split: the queries of ``path`` are shuffled with ``seed`` and ``val_fraction`` of them validate (no query is in
-  both); or ``val_path`` names a second pairs file that validates while every query of ``path`` trains.
+  both); or ``val_path`` names the same file of a second mined folder (e.g. the test split mined with
+  ``--evaluation``) that validates while every query of ``path`` trains, and the eval guard refuses shared queries.
 - Training examples are lists, one per (query, positive): the positive and up to ``list_size - 1`` of that
   query's negatives, drawn afresh each epoch (seeded by seed, epoch and list). Pointwise losses score every
   member; the listwise loss is a softmax over the list (the positive against the query's hard negatives).
@@ -15,13 +19,63 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from garen_infer.errors import GarenError
-from garen_train.pairs import Pair, QueryPairs, file_fingerprint, folder_manifest, read_pairs
+from garen_train.mining.folder import DOCUMENTS, GROUPS, MinedPairs, check_training_data, read_mined
+
+
+@dataclass(frozen=True)
+class Pair:
+    qid: str
+    query: str
+    item: str
+    text: str
+    label: int
+    kind: str = "document"
+    provenance: str = ""
+    rank: int | None = None  # first-stage rank (documents), for the first-stage baseline of validation
+
+
+@dataclass(frozen=True)
+class QueryPairs:
+    """Everything mined for one query."""
+
+    qid: str
+    query: str
+    pairs: tuple[Pair, ...]
+
+    @property
+    def positives(self) -> list[Pair]:
+        return [p for p in self.pairs if p.label]
+
+    @property
+    def negatives(self) -> list[Pair]:
+        return [p for p in self.pairs if not p.label]
+
+
+def by_query(lines: list[dict]) -> list[QueryPairs]:
+    """Mined lines grouped by query (queries and pairs in file order)."""
+    grouped: dict[str, tuple[str, list[Pair]]] = {}
+    for line in lines:
+        pair = Pair(line["qid"], line["query"], line["item"], line["text"], int(line["label"]), line.get("kind", "document"),
+                    line.get("provenance") or "", line.get("rank"))
+        grouped.setdefault(pair.qid, (pair.query, []))[1].append(pair)
+    return [QueryPairs(qid, query, tuple(pairs)) for qid, (query, pairs) in grouped.items()]
+
+
+def read_pairs_file(path: str | Path, purpose: str | None = None) -> tuple[MinedPairs, list[dict]]:
+    """The mined folder of a pairs file and that file's lines (``purpose="training"`` refuses evaluation data)."""
+    path = Path(path)
+    if path.name not in (GROUPS, DOCUMENTS):
+        raise GarenError(f"{path}: name {GROUPS} or {DOCUMENTS} of a 'garen-train mine' folder")
+    mined = read_mined(path.parent, purpose)
+    return mined, mined.groups if path.name == GROUPS else mined.documents
 
 
 class TrainLists(Dataset):
@@ -98,21 +152,11 @@ class IndexedEval(Dataset):
         return self.inner[index], index
 
 
-def _normal(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def _shared_queries(train: list[QueryPairs], held_out: list[QueryPairs]) -> list[str]:
-    """Training queries that are also held-out queries, by id or by text (ignoring case and spacing)."""
-    ids, texts = {q.qid for q in held_out}, {_normal(q.query) for q in held_out}
-    return sorted(q.qid for q in train if q.qid in ids or _normal(q.query) in texts)
-
-
 class MinedPairsDataModule(pl.LightningDataModule):
     def __init__(
         self,
-        path: str,
-        val_path: str | None = None,
+        path: str,  # mined/<split>/groups.jsonl (navigator) or documents.jsonl (pointwise reranker)
+        val_path: str | None = None,  # the same file of another mined folder (held-out queries), else split `path`
         val_fraction: float = 0.2,
         seed: int = 0,
         list_size: int = 8,  # a positive and up to 7 negatives (Gao et al. 2021, localized contrastive estimation)
@@ -128,10 +172,12 @@ class MinedPairsDataModule(pl.LightningDataModule):
             raise GarenError(f"val_fraction must be in [0, 1), got {val_fraction}")
         self.train_queries: list[QueryPairs] = []
         self.val_queries: list[QueryPairs] = []
+        self.mined: MinedPairs | None = None
 
     # ---- data ---------------------------------------------------------------------------------------------------
-    def _load(self, path: str) -> list[QueryPairs]:
-        return [self._keep(q) for q in read_pairs(path)]
+    def _load(self, path: str, purpose: str | None = None) -> tuple[MinedPairs, list[QueryPairs]]:
+        mined, lines = read_pairs_file(path, purpose)
+        return mined, [self._keep(q) for q in by_query(lines)]
 
     def _keep(self, query: QueryPairs) -> QueryPairs:
         pairs = [p for p in query.pairs if self.hparams.include_unreached or p.provenance != "unreached_gold"]
@@ -143,17 +189,12 @@ class MinedPairsDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_queries or self.val_queries:
             return
-        if stage in (None, "fit") and (folder_manifest(self.hparams.path) or {}).get("purpose") == "evaluation":
-            raise GarenError(f"{self.hparams.path}: mined with --evaluation (held-out queries); it may validate a model, never train one")
-        queries = self._load(self.hparams.path)
+        training = stage in (None, "fit")
+        self.mined, queries = self._load(self.hparams.path, "training" if training else None)
         if self.hparams.val_path:
-            self.train_queries, self.val_queries = queries, self._load(self.hparams.val_path)
-            shared = _shared_queries(self.train_queries, self.val_queries)
-            if shared:
-                raise GarenError(
-                    f"{len(shared)} queries (e.g. {shared[0]}) are in both {self.hparams.path} and "
-                    f"{self.hparams.val_path} (same id or same text): validation must hold out its queries"
-                )
+            held_out, self.val_queries = self._load(self.hparams.val_path)
+            check_training_data(self.mined, held_out)  # same query id or text: validation must hold out its queries
+            self.train_queries = queries
             return
         order = sorted(q.qid for q in queries)
         random.Random(self.hparams.seed).shuffle(order)
@@ -164,10 +205,10 @@ class MinedPairsDataModule(pl.LightningDataModule):
     def describe(self) -> dict:
         """What a checkpoint's export records about its data."""
         return {
-            "path": self.hparams.path, "fingerprint": file_fingerprint(self.hparams.path),
+            "path": self.hparams.path, "fingerprint": "sha256:" + self.mined.manifest["files"][Path(self.hparams.path).name]["sha256"],
             "val_path": self.hparams.val_path, "val_fraction": self.hparams.val_fraction, "seed": self.hparams.seed,
             "train_queries": len(self.train_queries), "val_queries": len(self.val_queries),
-            "mined": folder_manifest(self.hparams.path),
+            "mined": {k: v for k, v in self.mined.manifest.items() if k != "files"},
         }
 
     # ---- loaders ------------------------------------------------------------------------------------------------

@@ -106,6 +106,22 @@ def tiny_index(tiny_dataset, index_config, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def full_index(tiny_index, tiny_dataset, tmp_path_factory):
+    """The tiny index completed with every stage of cpu-default (groups, proximity graph, ...), for the methods
+    that need more than bm25/embeddings/knn_graph; read-only."""
+    import shutil
+
+    from garen_infer.config import load_preset
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.stages import IndexConfig
+
+    path = tmp_path_factory.mktemp("full-index") / "index"
+    shutil.copytree(tiny_index.path, path)
+    config = IndexConfig.from_dict(load_preset("cpu-default")["index"])
+    return IndexFolder.build(tiny_dataset, path, config, log=lambda *_: None)
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data (the real SciFact and Cranfield copies); skips the test when absent."""
     if not SHARED_DATA.is_dir():
@@ -236,11 +252,13 @@ def tiny_pair_rows() -> tuple[list[dict], list[dict]]:
     return documents, groups
 
 
-def write_tiny_pairs(folder: Path) -> Path:
+def write_tiny_pairs(folder: Path, purpose: str = "training", keep=lambda qid: True) -> Path:
+    """A mined folder as ``garen-train mine`` writes it (manifest with digests) of the queries ``keep`` selects."""
+    from garen_train.mining.folder import write_mined
+
     documents, groups = tiny_pair_rows()
-    write_jsonl(folder / "documents.jsonl", documents)
-    write_jsonl(folder / "groups.jsonl", groups)
-    (folder / "manifest.json").write_text(json.dumps({"dataset": "tiny", "split": "train", "counts": {"documents": len(documents), "groups": len(groups)}}))
+    documents, groups = [r for r in documents if keep(r["qid"])], [r for r in groups if keep(r["qid"])]
+    write_mined(folder, groups, documents, {"purpose": purpose, "dataset": {"name": f"tiny-{purpose}", "split": "train"}})
     return folder
 
 

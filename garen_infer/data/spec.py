@@ -36,13 +36,22 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
         if len(files) > 3:
             raise DataError(spec, f"a jsonl spec names at most 3 files (corpus, queries, qrels), got {len(files)}")
         return load_jsonl(*files)
-    from garen_infer.data.beir import load_beir
+    location = beir_location(spec)
+    if location is not None:
+        from garen_infer.data.beir import load_beir
 
+        return load_beir(*location, allow_empty_docs)
+    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, jsonl:<corpus>[,<queries>[,<qrels>]] or stdlib-docs")
+
+
+def beir_location(spec: str) -> tuple[str, str] | None:
+    """(folder, split) that a BEIR spec names (split ``test`` by default); None for a spec of another kind."""
+    kind, _, rest = spec.partition(":")
     if kind == "beir" and rest:
-        folder, split = rest, "test"
         if ":" in rest and not Path(rest).exists():
             folder, _, split = rest.rpartition(":")
-        return load_beir(folder, split, allow_empty_docs)
-    if Path(spec).is_dir():
-        return load_beir(spec, "test", allow_empty_docs)
-    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, jsonl:<corpus>[,<queries>[,<qrels>]] or stdlib-docs")
+            return folder, split
+        return rest, "test"
+    if kind not in ("bright", "jsonl") and spec != "stdlib-docs" and Path(spec).is_dir():
+        return spec, "test"
+    return None

@@ -11,20 +11,39 @@ from pathlib import Path
 
 import numpy as np
 
+from garen_infer.faults import fault_point
+
+
+TEMP_MARK = ".tmp-"  # in the name of every temporary folder below; a dead writer's are swept by the next one
+
 
 @contextmanager
 def atomic_path(path: Path):
     """Yield a temporary sibling path; on success it replaces ``path`` (file or folder) in one rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)) / path.name
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TEMP_MARK}", dir=path.parent)) / path.name
     try:
         yield tmp
-        if path.is_dir():
-            shutil.rmtree(path)
+        fault_point(f"write:{path.name}")
+        if path.is_dir():  # a folder cannot be replaced in one rename: move the old one into the temporary
+            os.replace(path, tmp.parent / ".replaced")  # area first, never leaving it half-deleted under its name
         os.replace(tmp, path)
+        fault_point(f"renamed:{path.name}")
+    except OSError as err:
+        if err.filename is None:  # numpy and friends raise a bare errno: say which output it was
+            err.filename = str(path)
+        raise
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Remove what a writer killed mid-write left of its temporaries. Call it only under the folder's writer lock
+    (``garen_infer/writer_lock.py``): then no live process owns them."""
+    for leftover in Path(folder).glob(f".*{TEMP_MARK}*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def write_json(path: Path, obj) -> None:

@@ -5,6 +5,11 @@ Two variants behind ``Bm25Params.variant``:
 - ``bright``: BRIGHT's official BM25 ("BM25Q", anchors.md 2.2): Lucene 8 weights with k1=0.9, b=0.4, and the
   query vector is weighted by the same model (gensim LuceneBM25Model + sparse dot product), which is stronger
   than plain BM25 on long queries. Implemented with scipy sparse matrices.
+
+Tokens: ``tokenizer: bm25s`` is bm25s's pattern (words of two or more word characters: it drops "a", "x", and
+splits "3.14" into "14"); ``tokenizer: lucene`` is Lucene's StandardTokenizer with the possessive filter and
+Java lower-casing (lucene_analyzer.py), which with ``stopwords: lucene`` and ``stemmer: lucene-porter`` is
+token for token the analyzer BRIGHT's BM25 uses (pyserini's default).
 """
 
 from __future__ import annotations
@@ -14,41 +19,62 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 
+from tqdm.auto import tqdm
+
+from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
+from garen_infer.index.lucene_analyzer import LUCENE_STOPWORDS, english_tokens
+from garen_infer.index.porter import porter_stem
+from garen_infer.settings import NonNegativeFloat, Probability
 
 
 @dataclass(frozen=True)
 class Bm25Params:
-    variant: str = "bm25s"  # "bm25s" | "bright"
-    k1: float = 1.2
-    b: float = 0.75
+    variant: Literal["bm25s", "bright"] = "bm25s"
+    k1: NonNegativeFloat = 1.2
+    b: Probability = 0.75  # length normalisation, 0 (none) to 1 (full)
     stopwords: str = "en"  # bm25s list name, or "lucene" for Lucene's English stop set
-    stemmer: str = "english"  # a PyStemmer algorithm ("english" = Snowball, "porter" as Lucene), or "" for none
+    stemmer: str = "english"  # a PyStemmer algorithm ("english" = Snowball, "porter" = Snowball's Porter), or
+    #   "lucene-porter" (Lucene's PorterStemFilter: differs from Snowball's on "-logy", "-bly" and 2-letter words), or ""
+    tokenizer: Literal["bm25s", "lucene"] = "bm25s"  # "bm25s" (regex, words of 2+ characters) | "lucene" (StandardTokenizer, UAX#29)
 
 
-# Lucene's EnglishAnalyzer stop set (what pyserini's analyzer, and so BRIGHT's BM25, removes)
-LUCENE_STOPWORDS = (
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of",
-    "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
-)
-# BRIGHT retrievers.py: Lucene analyzer (Porter stemming, Lucene stop set), k1 = 0.9, b = 0.4
-BRIGHT_BM25 = Bm25Params(variant="bright", k1=0.9, b=0.4, stopwords="lucene", stemmer="porter")
+# BRIGHT retrievers.py: pyserini's default Lucene analyzer (StandardTokenizer, possessives, lower case, Lucene's
+# stop set, Lucene's Porter), k1 = 0.9, b = 0.4
+BRIGHT_BM25 = Bm25Params(variant="bright", k1=0.9, b=0.4, stopwords="lucene", stemmer="lucene-porter", tokenizer="lucene")
+TOKENIZERS = ("bm25s", "lucene")
+
+
+def _stemmer(name: str):
+    if not name:
+        return None
+    if name == "lucene-porter":
+        return lambda words: [porter_stem(w) for w in words]
+    import Stemmer
+
+    return Stemmer.Stemmer(name).stemWords
 
 
 def tokenize(texts: list[str], params: Bm25Params, show_progress: bool = False) -> list[list[str]]:
+    if params.tokenizer not in TOKENIZERS:
+        raise GarenError(f"unknown BM25 tokenizer '{params.tokenizer}' (bm25s or lucene)")
+    stem = _stemmer(params.stemmer)
+    if params.tokenizer == "lucene":
+        from bm25s.stopwords import STOPWORDS_EN
+
+        stop = LUCENE_STOPWORDS if params.stopwords == "lucene" else frozenset(STOPWORDS_EN if params.stopwords == "en" else ())
+        texts = tqdm(texts, desc="tokenize", unit="doc", disable=not show_progress)
+        tokens = [english_tokens(t, stop, stem=False) for t in texts]
+        return [stem(t) for t in tokens] if stem else tokens
     import bm25s
 
-    stemmer = None
-    if params.stemmer:
-        import Stemmer
-
-        stemmer = Stemmer.Stemmer(params.stemmer).stemWords
     stopwords = list(LUCENE_STOPWORDS) if params.stopwords == "lucene" else (params.stopwords or None)
-    return bm25s.tokenize(texts, stopwords=stopwords, stemmer=stemmer, return_ids=False, show_progress=show_progress)
+    return bm25s.tokenize(texts, stopwords=stopwords, stemmer=stem, return_ids=False, show_progress=show_progress)
 
 
 class Bm25Index:
@@ -64,7 +90,11 @@ class Bm25Index:
             import bm25s
 
             retriever = bm25s.BM25(k1=params.k1, b=params.b, method="lucene")
-            retriever.index(tokens, show_progress=True)
+            # ids from a first-seen vocabulary: from strings, bm25s numbers terms in set order, which changes with
+            # Python's hash seed, so the saved index would differ from process to process
+            vocab: dict[str, int] = {}
+            ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
+            retriever.index((ids, vocab), show_progress=True)
             return cls(params, retriever)
         if params.variant == "bright":
             return cls(params, _LuceneQ.fit(tokens, params.k1, params.b))
@@ -106,6 +136,17 @@ class Bm25Index:
         return results
 
 
+    def scores(self, query: str) -> np.ndarray:
+        """The query's score for every document (0 where no term matches): the first stage past its depth."""
+        tokens = tokenize([query], self.params)[0]
+        if self.params.variant == "bright":
+            return self._state.all_scores(tokens)
+        known = [t for t in tokens if t in self._state.vocab_dict]
+        if not known:
+            return np.zeros(self._state.scores["num_docs"])
+        return np.asarray(self._state.get_scores(known), dtype=np.float64)
+
+
 class _LuceneQ:
     """Lucene 8 BM25 weights on both sides: idf = ln(N+1) - ln(df+0.5), w = idf * tf / (tf + k1 (1 - b + b dl/avgdl))."""
 
@@ -138,15 +179,20 @@ class _LuceneQ:
         weighted.data = self.idf[weighted.indices] * tf / (tf + norm[row_of_entry])
         return weighted
 
-    def search(self, query_tokens: list[str], k: int) -> list[tuple[int, float]]:
+    def all_scores(self, query_tokens: list[str]) -> np.ndarray:
         counts = Counter(t for t in query_tokens if t in self.vocab)
         if not counts:
-            return []
+            return np.zeros(self.doc_matrix.shape[0])
         cols = [self.vocab[t] for t in counts]
         tf = sp.csr_matrix((np.array(list(counts.values()), dtype=np.float64), ([0] * len(cols), cols)), shape=(1, len(self.vocab)))
         # the query's length counts known terms only: gensim's doc2bow drops the others before weighting
         query_vector = self._weigh(tf, np.array([float(sum(counts.values()))]))
-        scores = np.asarray((self.doc_matrix @ query_vector.T).todense()).ravel()
+        return np.asarray((self.doc_matrix @ query_vector.T).todense()).ravel()
+
+    def search(self, query_tokens: list[str], k: int) -> list[tuple[int, float]]:
+        if not any(t in self.vocab for t in query_tokens):
+            return []
+        scores = self.all_scores(query_tokens)
         top = np.argsort(-scores, kind="stable")[:k]
         return [(int(r), float(scores[r])) for r in top if scores[r] > 0]
 

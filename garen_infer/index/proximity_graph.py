@@ -8,14 +8,19 @@ Stored under ``proximity_graph/``:
   DiskANN's order;
 - ``meta.json``: doc count, degree, dimension and the DiskANN start point.
 
-DiskANN adds one frozen start point, id n, a copy of document 0 (and writes an empty slot after it). Edges into it are read as edges into document 0
-(self-loops and repeats dropped); its own list is not a document's and is not kept in the CSR.
+diskannpy-rust builds a streaming index: it adds one frozen start point, id n, a copy of the first vector it is
+given (and writes an empty slot after it). Edges into it are read as edges into that document (self-loops and
+repeats dropped); its own list is not a document's and is not kept in the CSR. ``start: medoid`` (default) hands
+DiskANN the medoid first, so the start point is the medoid, as in the RGS author's static build
+(diskannpy.build_memory_index, whose entry point is the point nearest the centroid); ``start: first`` keeps
+document 0 first, which made it a hub (every edge into the start point lands on it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -23,22 +28,26 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.stages import Stage, register
+from garen_infer.settings import AtLeast, Count, NonNegative
 
 DISKANN_PREFIX = "ann"  # diskannpy's default index_prefix; the files are ann (graph) and ann.data (vectors)
 
 
 @dataclass(frozen=True)
 class ProximityGraphParams:
-    alpha: float = 1.2  # RGS author's code (run_retrieval.py): diskannpy build, alpha 1.2
-    build_list: int = 100  # same: l_build (complexity) 100
-    degree: int = 0  # R; 0 = by corpus size as in the author's code (8 / 12 / 16 / 32)
-    threads: int = 1  # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1)
+    alpha: Annotated[float, AtLeast(1.0)] = 1.2  # RGS author's code (run_retrieval.py): diskannpy build, alpha 1.2
+    build_list: Count = 100  # same: l_build (complexity) 100
+    degree: NonNegative = 0  # R; 0 = by corpus size as in the author's code (8 / 12 / 16 / 32)
+    threads: Count = 1  # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1)
+    start: Literal["medoid", "first"] = "medoid"  # the start point: "medoid" (the author's static build) | "first" (document 0)
+    LEGACY: ClassVar[dict] = {"start": "first"}  # graphs built before `start` existed started at document 0
 
 
 def degree_for(doc_count: int) -> int:
@@ -79,15 +88,28 @@ def read_diskann_graph(path: Path) -> tuple[list[np.ndarray], int, int]:
     return lists, int(start), int(frozen)
 
 
-def to_csr(lists: list[np.ndarray], doc_count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Documents' neighbour lists as CSR, with frozen points (ids >= doc_count, copies of document 0) read as 0."""
+def medoid(vectors: np.ndarray) -> int:
+    """The vector nearest the centroid (DiskANN's entry point for a static build)."""
+    return int(np.argmin(((vectors - vectors.mean(axis=0)) ** 2).sum(axis=1)))
+
+
+def built_to_row(ids, start_document: int) -> np.ndarray:
+    """DiskANN ids of a build whose first vector was ``start_document`` (the rest in row order) -> corpus rows."""
+    ids = np.asarray(ids, dtype=np.int64)
+    return np.where(ids == 0, start_document, np.where(ids <= start_document, ids - 1, ids))
+
+
+def to_csr(lists: list[np.ndarray], doc_count: int, start_document: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Documents' neighbour lists as CSR, in corpus rows, with frozen points (ids >= doc_count, copies of the
+    first vector built) read as that document."""
     offsets = np.zeros(doc_count + 1, dtype=np.int64)
-    rows = []
+    rows = [None] * doc_count
+    for built in range(doc_count):
+        node = int(built_to_row([built], start_document)[0])
+        ids = built_to_row([0 if i >= doc_count else int(i) for i in lists[built]], start_document).tolist()
+        rows[node] = np.asarray([i for i in dict.fromkeys(ids) if i != node], dtype=np.uint32)
     for node in range(doc_count):
-        ids = [0 if i >= doc_count else int(i) for i in lists[node]]
-        clean = [i for i in dict.fromkeys(ids) if i != node]
-        rows.append(np.asarray(clean, dtype=np.uint32))
-        offsets[node + 1] = offsets[node] + len(clean)
+        offsets[node + 1] = offsets[node] + len(rows[node])
     ids = np.concatenate(rows) if rows else np.zeros(0, dtype=np.uint32)
     return offsets, ids.astype(np.uint32)
 
@@ -126,7 +148,8 @@ class ProximityGraph:
         k = max(1, min(k, len(self)))
         queries = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
         found = self._index.batch_search(queries, k_value=k, l_value=max(list_size, k), num_threads=1)
-        return [[int(i) for i in row if i < len(self)] for row in np.asarray(found.identifiers)]
+        start = int(self.meta.get("start_document", 0))
+        return [built_to_row([i for i in row if i < len(self)], start).tolist() for row in np.asarray(found.identifiers)]
 
     # ---- building and storing -------------------------------------------------------------------------------
     @classmethod
@@ -139,21 +162,31 @@ class ProximityGraph:
             raise GarenError(f"a proximity graph needs at least 2 documents, this corpus has {n}")
         degree = params.degree or degree_for(n)
         threads = max(1, params.threads)
+        if params.start not in ("medoid", "first"):
+            raise GarenError(f"proximity_graph: start must be medoid or first, not '{params.start}'")
+        start_document = medoid(vectors) if params.start == "medoid" else 0
+        order = np.concatenate([[start_document], np.delete(np.arange(n), start_document)])  # built id -> row
         with atomic_path(folder) as tmp:
             scratch = Path(tempfile.mkdtemp(prefix=".diskann.", dir=tmp.parent))
             start = time.perf_counter()
-            diskannpy.build_async_index(
-                data=vectors, distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
-                graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
-                graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
-                max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
-            )
+            try:
+                diskannpy.build_async_index(
+                    data=np.ascontiguousarray(vectors[order]), distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
+                    graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
+                    graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
+                    max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
+                )
+            except Exception as err:  # noqa: BLE001 - the Rust side reports a failed write as a plain Exception
+                found = re.search(r"\(os error (\d+)\)", str(err))
+                if found is None:
+                    raise
+                raise OSError(int(found.group(1)), os.strerror(int(found.group(1))), str(folder)) from None
             seconds = time.perf_counter() - start
             lists, start_point, frozen = read_diskann_graph(scratch / DISKANN_PREFIX)
             # diskannpy-rust 0.49 writes one more, empty, slot after the frozen point; anything else is a surprise
             if len(lists) < n + frozen or any(len(extra) for extra in lists[n + frozen :]):
                 raise GarenError(f"DiskANN wrote {len(lists)} nodes for {n} documents and {frozen} frozen points")
-            offsets, ids = to_csr(lists, n)
+            offsets, ids = to_csr(lists, n, start_document)
             tmp.mkdir()
             for name in (DISKANN_PREFIX, f"{DISKANN_PREFIX}.data"):
                 shutil.move(str(scratch / name), tmp / name)
@@ -164,6 +197,7 @@ class ProximityGraph:
             meta = {
                 "type": "proximity_graph", "format": "csr", "doc_count": int(n), "dim": int(dim), "degree": int(degree),
                 "alpha": params.alpha, "build_list": params.build_list, "diskann_start": start_point, "frozen_points": frozen,
+                "start_document": int(start_document),
             }
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         return {

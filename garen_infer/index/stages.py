@@ -14,10 +14,10 @@ from typing import Callable
 
 import numpy as np
 
-from garen_infer.index.atomic import save_array
 from garen_infer.index.bm25 import Bm25Index, Bm25Params
-from garen_infer.index.embeddings import Embedder, EmbeddingParams
-from garen_infer.index.knn_graph import KnnGraph
+from garen_infer.index.embedding_stage import build_embeddings
+from garen_infer.index.embeddings import EmbeddingParams
+from garen_infer.index.knn_graph import KnnGraphParams, build_knn_graph
 
 
 @dataclass(frozen=True)
@@ -43,28 +43,14 @@ def _build_bm25(folder, dataset, params: Bm25Params) -> dict:
     return {"seconds": round(time.perf_counter() - start, 2)}
 
 
-def _build_embeddings(folder, dataset, params: EmbeddingParams) -> dict:
-    start = time.perf_counter()
-    embedder = Embedder(params)
-    vectors = embedder.encode_documents([d.full_text for d in dataset.documents])
-    save_array(folder.path / "embeddings.npy", vectors)
-    return {"dim": int(vectors.shape[1]), "seconds": round(time.perf_counter() - start, 2)}
-
-
-@dataclass(frozen=True)
-class KnnGraphParams:
-    k: int = 16  # GAREN App. A: each document linked to its 16 most similar documents (exact cosine)
-
-
 def _build_knn_graph(folder, dataset, params: KnnGraphParams) -> dict:
-    start = time.perf_counter()
-    vectors = np.load(folder.path / "embeddings.npy")
-    KnnGraph.build(vectors, params.k).save(folder.path / "knn_graph")
-    return {"seconds": round(time.perf_counter() - start, 2)}
+    graph, info = build_knn_graph(np.load(folder.path / "embeddings.npy", mmap_mode="r"), params)
+    graph.save(folder.path / "knn_graph")
+    return info
 
 
 register(Stage("bm25", Bm25Params, _build_bm25))
-register(Stage("embeddings", EmbeddingParams, _build_embeddings))
+register(Stage("embeddings", EmbeddingParams, build_embeddings))
 register(Stage("knn_graph", KnnGraphParams, _build_knn_graph, requires=("embeddings",)))
 
 
@@ -72,7 +58,7 @@ def load_optional_stages() -> None:
     """Import modules that register further stages (kept lazy: they pull heavier dependencies)."""
     import importlib
 
-    for module in ("garen_infer.index.groups", "garen_infer.index.proximity_graph"):
+    for module in ("garen_infer.index.groups", "garen_infer.index.proximity_graph", "garen_infer.index.corpus_files"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as err:
@@ -89,14 +75,12 @@ class IndexConfig:
     @classmethod
     def from_dict(cls, raw: dict) -> "IndexConfig":
         from garen_infer.errors import GarenError
+        from garen_infer.settings import build
 
         load_optional_stages()
         stages = {}
         for name, values in (raw or {}).items():
             if name not in STAGES:
                 raise GarenError(f"unknown index stage '{name}'; known: {', '.join(STAGES)}")
-            try:
-                stages[name] = STAGES[name].params_type(**(values or {}))
-            except TypeError as err:
-                raise GarenError(f"index stage '{name}': {err}") from err
+            stages[name] = build(STAGES[name].params_type, values, f"index.{name}")
         return cls(stages)

@@ -77,6 +77,25 @@ def parse_summary(text: str) -> dict | None:
     return None
 
 
+def fit_documents(texts: list[str], max_docs: int | None, max_words: int | None, budget_words: int | None) -> list[str]:
+    """The documents a summarizer prompt shows: the first ``max_docs``, each cut to ``max_words`` words, then, if
+    they still hold more than ``budget_words`` words, each cut to one common length (the largest that fits the
+    budget), so short documents stay whole and the long ones share what is left."""
+    words = [t.split() for t in texts[:max_docs]]
+    if max_words is not None:
+        words = [w[:max_words] for w in words]
+    if budget_words is not None and sum(map(len, words)) > budget_words:
+        cap, left, lengths = 0, budget_words, sorted(map(len, words))
+        for i, n in enumerate(lengths):  # water-filling: the shortest documents first
+            share = left // (len(lengths) - i)
+            if n > share:
+                cap = share
+                break
+            left -= n
+        words = [w[:cap] if len(w) > cap else w for w in words]
+    return [" ".join(w) for w in words]
+
+
 def group_text(concept: str, summary: str) -> str:
     """What the navigator reads for a group: the concept label and the summary (App. G)."""
     return f"{concept}: {summary}" if concept else summary

@@ -36,4 +36,14 @@ class Generate:
     role: str = "generator"
 
 
-Request = Rerank | ScoreYesNo | Generate
+@dataclass(frozen=True)
+class ChatWithTools:
+    """One agent turn: the model reads the chat and may call the tools (OpenAI-style function schemas).
+    Answer: an ``AssistantTurn`` (its text and tool calls; no call = a final answer)."""
+
+    chat: tuple[dict, ...]
+    tools: tuple[dict, ...]
+    role: str = "agent"
+
+
+Request = Rerank | ScoreYesNo | Generate | ChatWithTools

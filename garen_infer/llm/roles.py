@@ -1,8 +1,9 @@
 """The three model roles and their implementations.
 
-- listwise reranker: an LLM with one of the listwise prompts, or (CPU default) embedding similarity;
-- pointwise yes/no scorer (GAREN's navigator): an LLM's P(yes), a cross-encoder's P(relevant), or (CPU default)
-  embedding similarity;
+- reranker: listwise (an LLM with one of the listwise prompts, or, the CPU default, embedding similarity), or
+  pointwise (``mode: pointwise``: any yes/no scorer below scores each document, ``llm/pointwise.py``);
+- pointwise yes/no scorer (GAREN's navigator): an LLM's P(yes), a cross-encoder's P(relevant) (e.g. one trained
+  by ``garen-train``), or (CPU default) embedding similarity;
 - text generator (group summaries, LATTICE, RARG): an LLM.
 
 ``embedding`` roles use the index's own embedding model: a real model that runs anywhere, with no prompt.
@@ -12,14 +13,16 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.permutation import parse_permutation
-from garen_infer.llm.prompts import DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, QWEN3_ASSISTANT_PREFIX, yes_no
+from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
+                                     PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
+from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
 
@@ -52,31 +55,46 @@ class EmbeddingReranker:
 
 
 class LLMListwiseReranker:
-    def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int = MAX_PASSAGE_WORDS, sampling: SamplingParams | None = None):
+    def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int | None = MAX_PASSAGE_WORDS,
+                 sampling: SamplingParams | None = None, text: str = "paper", task: str = ""):
         if prompt not in LISTWISE_PROMPTS:
             raise GarenError(f"unknown listwise prompt '{prompt}'; choose one of {', '.join(LISTWISE_PROMPTS)}")
-        self.backend, self.doc_texts, self.max_words = backend, doc_texts, max_words
+        template("", text)  # refuses an unknown reading now rather than at the first query
+        self.backend, self.doc_texts, self.max_words, self.text, self.task = backend, doc_texts, max_words, text, task
         self.prompt, self.name = LISTWISE_PROMPTS[prompt], f"{backend.id}:{prompt}"
-        self.sampling = sampling or SamplingParams(max_tokens=200)
+        self.parse = PROMPT_PARSERS.get(prompt, parse_permutation)
+        self.sampling = sampling or SamplingParams(max_tokens=PROMPT_MAX_TOKENS[prompt])
 
     def rerank(self, jobs: list[RerankJob]) -> list[tuple[list[int], Completion]]:
-        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words) for j in jobs]
+        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text, self.task) for j in jobs]
         completions = self.backend.generate(chats, self.sampling)
-        return [([j.rows[i] for i in parse_permutation(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
+        return [([j.rows[i] for i in self.parse(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
 
 
 class EmbeddingYesNoScorer:
-    """P(yes) stand-in from cosine similarity, (1 + cos) / 2: monotone in relevance, in [0, 1]."""
+    """P(yes) stand-in from cosine similarity, (1 + cos) / 2: monotone in relevance, in [0, 1].
+    Corpus documents (``corpus_texts``, row order) take their vectors from the index instead of being encoded."""
 
     name = "embedding"
 
-    def __init__(self, embedder):
+    def __init__(self, embedder, corpus_texts: list[str] | None = None, corpus_vectors: np.ndarray | None = None):
         self.embedder = embedder
         self._text_vectors: dict[str, np.ndarray] = {}
+        self._corpus = (corpus_texts, corpus_vectors) if corpus_texts is not None and corpus_vectors is not None else None
+
+    def _from_corpus(self, texts: list[str]) -> None:
+        if "_corpus_row" not in self.__dict__:
+            self._corpus_row = {t: r for r, t in enumerate(self._corpus[0])}
+        for t in texts:
+            if t in self._corpus_row:
+                self._text_vectors[t] = np.asarray(self._corpus[1][self._corpus_row[t]])
 
     def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
         start = time.perf_counter()
         texts = [t for t in dict.fromkeys(t for _, t in pairs) if t not in self._text_vectors]
+        if texts and self._corpus is not None:
+            self._from_corpus(texts)
+            texts = [t for t in texts if t not in self._text_vectors]
         if texts:
             for t, v in zip(texts, self.embedder.encode_documents(texts, show_progress=False)):
                 self._text_vectors[t] = v
@@ -88,12 +106,13 @@ class EmbeddingYesNoScorer:
 
 
 class LLMYesNoScorer:
-    def __init__(self, backend, instruction: str = DEFAULT_INSTRUCTION, assistant_prefix: str = QWEN3_ASSISTANT_PREFIX):
-        self.backend, self.instruction, self.assistant_prefix = backend, instruction, assistant_prefix
+    def __init__(self, backend, instruction: str = DEFAULT_INSTRUCTION, assistant_prefix: str = QWEN3_ASSISTANT_PREFIX, text: str = "paper"):
+        template("", text)
+        self.backend, self.instruction, self.assistant_prefix, self.text = backend, instruction, assistant_prefix, text
         self.name = backend.id
 
     def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
-        chats = [yes_no(q, t, self.instruction) for q, t in pairs]
+        chats = [yes_no(q, t, self.instruction, self.text) for q, t in pairs]
         return self.backend.score_yes_no(chats, self.assistant_prefix)
 
 
@@ -115,8 +134,19 @@ class LLMGenerator:
         return self.backend.generate(chats, self.sampling)
 
 
+class LLMToolChat:
+    """The agent role (RARG): a model that answers a chat with text and tool calls."""
+
+    def __init__(self, backend, sampling: SamplingParams | None = None):
+        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
+
+    def chat(self, requests: list[tuple[Chat, list[dict]]]) -> list[Completion]:
+        return self.backend.chat_with_tools(requests, self.sampling)
+
+
 # ---- building roles from a config ----------------------------------------------------------------------------
-ROLE_KEYS = {"prompt", "max_words", "sampling", "instruction", "assistant_prefix"}
+ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
+RERANKER_MODES = ("listwise", "pointwise")
 
 
 @dataclass
@@ -124,6 +154,12 @@ class Roles:
     reranker: object | None = None
     scorers: dict[str, object] = field(default_factory=dict)  # by role name, e.g. "navigator"
     generator: object | None = None
+    agent: object | None = None  # a tool-calling chat model (LLMToolChat)
+
+    def agent_model(self):
+        if self.agent is None:
+            raise GarenError("this method needs an 'agent' model (one that calls tools); add models.agent to the config")
+        return self.agent
 
     def scorer(self, role: str):
         if role not in self.scorers:
@@ -131,9 +167,46 @@ class Roles:
         return self.scorers[role]
 
 
-def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
+def build_scorer(spec: dict, doc_texts: list[str], index, backend_for):
+    """A yes/no scorer from a role spec. Every scorer role and the pointwise reranker build theirs here, so a
+    scorer backend added here serves both."""
+    kind = spec.get("backend", "embedding")
+    if kind == "embedding":
+        return EmbeddingYesNoScorer(index.embedder, doc_texts, index.embeddings)
+    if kind == "cross-encoder":
+        return CrossEncoderScorer(backend_for(spec))
+    return LLMYesNoScorer(backend_for(spec), spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX),
+                          spec.get("prompt_text", "paper"))
+
+
+def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset_name: str = ""):
+    mode = spec.get("mode", "listwise")
+    if mode == "pointwise":
+        from garen_infer.llm.pointwise import PointwiseReranker
+
+        return PointwiseReranker(build_scorer(spec, doc_texts, index, backend_for), doc_texts)
+    if mode != "listwise":
+        raise GarenError(f"models.reranker.mode '{mode}' is not one of {', '.join(RERANKER_MODES)}")
+    if spec.get("backend") == "cross-encoder":
+        raise GarenError("models.reranker: a cross-encoder scores documents one by one; set models.reranker.mode=pointwise")
+    if spec.get("backend", "embedding") == "embedding":
+        return EmbeddingReranker(index.embedder, index.embeddings)
+    prompt, sampling = spec.get("prompt", "garen"), _sampling(spec)
+    if sampling is not None and "max_tokens" not in spec["sampling"]:
+        # the output budget follows from the prompt: the reasoning prompt writes a trace before its ranking
+        sampling = replace(sampling, max_tokens=PROMPT_MAX_TOKENS.get(prompt, 200))
+    return LLMListwiseReranker(backend_for(spec), doc_texts, prompt, spec.get("max_words", PROMPT_MAX_WORDS.get(prompt, MAX_PASSAGE_WORDS)),
+                               sampling, spec.get("prompt_text", "paper"), spec.get("task", bright_task(dataset_name)))
+
+
+def _sampling(spec: dict) -> SamplingParams | None:
+    return SamplingParams(**spec["sampling"]) if "sampling" in spec else None
+
+
+def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: str = "") -> Roles:
     """``models`` maps role names to specs, e.g. {"reranker": {"backend": "vllm", "model": ...}, "navigator": ...}.
-    Role ``reranker`` is listwise, ``generator`` generates, every other role is a yes/no scorer."""
+    Role ``reranker`` is listwise (or ``mode: pointwise``), ``generator`` generates, every other role is a yes/no
+    scorer. ``dataset_name`` tells a prompt that needs it which BRIGHT task it ranks for."""
     backends: dict[str, object] = {}
 
     def backend_for(spec: dict):
@@ -146,23 +219,17 @@ def build_roles(models: dict, doc_texts: list[str], index, cache) -> Roles:
     roles = Roles()
     for role, spec in (models or {}).items():
         spec = dict(spec or {})
-        kind = spec.get("backend", "embedding")
-        sampling = SamplingParams(**spec["sampling"]) if "sampling" in spec else None
-        if kind == "embedding":
-            if role == "generator":
-                raise GarenError("models.generator cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
-            if role == "reranker":
-                roles.reranker = EmbeddingReranker(index.embedder, index.embeddings)
-            else:
-                roles.scorers[role] = EmbeddingYesNoScorer(index.embedder)
-            continue
-        backend = backend_for(spec)
+        if "mode" in spec and role != "reranker":
+            raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
         if role == "reranker":
-            roles.reranker = LLMListwiseReranker(backend, doc_texts, spec.get("prompt", "garen"), spec.get("max_words", MAX_PASSAGE_WORDS), sampling)
-        elif role == "generator":
-            roles.generator = LLMGenerator(backend, sampling)
-        elif kind == "cross-encoder":
-            roles.scorers[role] = CrossEncoderScorer(backend)
+            roles.reranker = build_reranker(spec, doc_texts, index, backend_for, dataset_name)
+        elif role in ("generator", "agent"):
+            if spec.get("backend", "embedding") == "embedding":
+                raise GarenError(f"models.{role} cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
+            if role == "generator":
+                roles.generator = LLMGenerator(backend_for(spec), _sampling(spec))
+            else:
+                roles.agent = LLMToolChat(backend_for(spec), _sampling(spec))
         else:
-            roles.scorers[role] = LLMYesNoScorer(backend, spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX))
+            roles.scorers[role] = build_scorer(spec, doc_texts, index, backend_for)
     return roles

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from garen_infer.settings import Count, NonNegativeFloat, Range
 
 Chat = list[dict]  # [{"role": "system" | "user" | "assistant", "content": str}, ...]
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    temperature: float = 0.0  # 0 = greedy, which is what makes reruns reproducible and cacheable
-    top_p: float = 1.0
-    max_tokens: int = 256
+    temperature: NonNegativeFloat = 0.0  # 0 = greedy, which is what makes reruns reproducible and cacheable
+    top_p: Annotated[float, Range(0.0, 1.0, low_open=True)] = 1.0
+    max_tokens: Count = 256
     seed: int = 0
 
 

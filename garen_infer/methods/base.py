@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Generator
 
 from garen_infer.data.dataset import Query
@@ -19,6 +19,8 @@ class QueryState:
     first_stage: list[int]  # corpus rows, best first (BM25 or dense, to the configured depth)
     budget: int | None  # distinct documents the reranker may see (Reranker@k); None for methods without one
     trace: dict = field(default_factory=dict)  # method diagnostics, written to the run's trace.jsonl
+    first_stage_kind: str | None = None  # the first stage that ranked ``first_stage`` (bm25 | dense), to score
+    #   documents past its depth; None (a state built by hand) orders them by corpus row
 
     @property
     def first_stage_rank(self) -> dict[int, int]:
@@ -34,9 +36,16 @@ class Method:
     Config: type = object
     index_stages: tuple[str, ...] = ("bm25",)
     roles: tuple[str, ...] = ()  # model roles the method uses, e.g. ("reranker", "navigator")
+    keeps_excluded: bool = False  # True: BRIGHT's excluded ids stay in the first stage (RGS's author code)
 
     def __init__(self, config, index, dataset):
         self.config, self.index, self.dataset = config, index, dataset
+
+    @classmethod
+    def settle(cls, config, models: dict):
+        """Fill the options that follow from the models (e.g. GAREN's RBP p from the reranker prompt); the runner
+        records the settled config, so a run folder says what was used."""
+        return config
 
     def search(self, state: QueryState) -> Search:
         raise NotImplementedError
@@ -57,25 +66,27 @@ METHODS = {
     "slidegar": "garen_infer.methods.slidegar",
     "garen": "garen_infer.methods.garen",
     "rgs": "garen_infer.methods.rgs",
+    "rarg": "garen_infer.methods.rarg",
+    "rarg+": "garen_infer.methods.rarg:RARG_PLUS",  # "module:attribute" when a module defines several methods
+    "rarg++": "garen_infer.methods.rarg:RARG_PLUS_PLUS",
 }
 
 
 def get_method(name: str) -> type[Method]:
     if name not in METHODS:
         raise GarenError(f"unknown method '{name}'; choose one of {', '.join(METHODS)}")
+    module_name, _, attribute = METHODS[name].partition(":")
     try:
-        module = importlib.import_module(METHODS[name])
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
-        if err.name == METHODS[name]:
+        if err.name == module_name:
             raise GarenError(f"method '{name}' is not available in this version") from err
         raise
-    return module.METHOD
+    return getattr(module, attribute or "METHOD")
 
 
 def make_config(method: type[Method], values: dict):
-    """Build a method's config dataclass from YAML/CLI values, naming any unknown field."""
-    known = {f.name for f in fields(method.Config)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise GarenError(f"method '{method.name}' has no option(s) {', '.join(unknown)}; it has {', '.join(sorted(known))}")
-    return method.Config(**values)
+    """Build a method's config dataclass from YAML/CLI values, each checked against its field (settings.py)."""
+    from garen_infer.settings import build
+
+    return build(method.Config, values, f"methods.{method.name}")

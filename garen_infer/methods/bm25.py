@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from garen_infer.methods.base import Method, QueryState, Search
+from garen_infer.settings import Count
 
 
 @dataclass
 class Bm25Config:
-    depth: int = 1000  # BRIGHT keeps the top 1000
+    depth: Count = 1000  # BRIGHT keeps the top 1000
 
 
 class Bm25Method(Method):

@@ -15,27 +15,34 @@ Per query (Algorithm 1 with App. E):
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Annotated, Literal
 
 from garen_infer.llm.requests import Rerank, ScoreYesNo
 from garen_infer.methods.base import Method, QueryState, Search
+from garen_infer.settings import AtLeast, Below, Count, NonNegative, NonNegativeFloat, Probability
+
+
+NON_REASONING_RBP_P, REASONING_RBP_P = 0.6, 0.5  # App. A
 
 
 @dataclass
 class GarenConfig:
-    budget: int = 100  # documents reranked in total (sec. 5)
-    window: int = 20  # w (sec. 5)
-    keep: int = 10  # h (sec. 5)
-    k_groups: int | None = 20  # K_g, new groups the navigator scores per iteration (sec. 5, App. D); None = no cap
-    tau_switch: int = 4  # iteration that ends exploration (sec. 5, App. D)
-    strategy: str = "explore-then-exploit"  # | "explore" | "exploit" (Table 3 ablations)
-    navigator: str = "model"  # | "connectivity": the no-model heuristic of sec. 6.4
-    expansion_unit: str = "group"  # | "document": the navigator scores neighbouring documents (sec. 6.2)
+    budget: Count = 100  # documents reranked in total (sec. 5)
+    window: Count = 20  # w (sec. 5)
+    keep: Annotated[int, AtLeast(0), Below("window")] = 10  # h (sec. 5)
+    k_groups: Count | None = 20  # K_g, new groups the navigator scores per iteration (sec. 5, App. D); None = no cap
+    k_documents: Count | None = None  # the same cap for expansion_unit: document; none by default (sec. 6.2: "up to
+    #   window size x #edges = 20 x 16 = 320 documents" per step)
+    tau_switch: NonNegative = 4  # iteration that ends exploration (sec. 5, App. D)
+    strategy: Literal["explore-then-exploit", "explore", "exploit"] = "explore-then-exploit"  # Table 3 ablations
+    navigator: Literal["model", "connectivity"] = "model"  # connectivity: the no-model heuristic of sec. 6.4
+    expansion_unit: Literal["group", "document"] = "group"  # document: the navigator scores neighbouring documents (sec. 6.2)
     groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
     propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
-    rbp_p: float = 0.6  # RBP persistence p: 0.6 non-reasoning, 0.5 with the reasoning prompt (App. A)
-    alpha: float = 0.01  # propagation weight (App. A)
-    propagation_top: int = 10  # |R_final|: the top-10 that spread evidence (sec. 4.3)
+    rbp_p: Probability | None = None  # RBP persistence p (App. A); None = by the reranker's prompt: 0.5 for garen-reasoning, else 0.6
+    alpha: NonNegativeFloat = 0.01  # propagation weight (App. A)
+    propagation_top: Count = 10  # |R_final|: the top-10 that spread evidence (sec. 4.3)
     fill_from_first_stage: bool = True  # if the scored groups run dry, fill the window from R_0 (paper silent)
 
 
@@ -44,6 +51,7 @@ class Garen(Method):
     index_stages = ("bm25", "knn_graph", "groups")
 
     def __init__(self, config: GarenConfig, index, dataset):
+        config = self.settle(config, {})  # built without the runner: the non-reasoning defaults
         super().__init__(config, index, dataset)
         if config.groups != "groups":
             self.index_stages = ("bm25", "knn_graph", config.groups)
@@ -57,6 +65,13 @@ class Garen(Method):
             self.doc_group, self.members, self.texts = groups.doc_group, groups.members, groups.texts
         if config.navigator == "connectivity":
             self.roles = ("reranker",)
+
+    @classmethod
+    def settle(cls, config: GarenConfig, models: dict) -> GarenConfig:
+        if config.rbp_p is None:  # App. A: p = 0.6 with the non-reasoning prompt, 0.5 with the reasoning one
+            prompt = ((models or {}).get("reranker") or {}).get("prompt", "garen")
+            config = replace(config, rbp_p=REASONING_RBP_P if prompt == "garen-reasoning" else NON_REASONING_RBP_P)
+        return config
 
     # ---- the search ---------------------------------------------------------------------------------------------
     def search(self, state: QueryState) -> Search:
@@ -127,7 +142,7 @@ class Garen(Method):
     def groups_to_score(self, candidates, votes, scores, first_stage, observed) -> list[int]:
         """At most K_g unscored groups: the highest votes; when fewer are available, the groups of the
         top-ranked first-stage documents whose group is not yet covered fill the budget."""
-        k = self.config.k_groups
+        k = self.config.k_documents if self.config.expansion_unit == "document" else self.config.k_groups
         unscored = [g for g in candidates if g not in scores]
         if k is None:
             return unscored
@@ -155,10 +170,13 @@ class Garen(Method):
     # ---- sec. 4.2.2: explore (round robin) or exploit (depth first) -------------------------------------------
     def expand(self, ranked_groups: list[int], observed: set, state: QueryState, room: int, explore: bool) -> list[int]:
         rank = state.first_stage_rank
-        unseen = len(rank)  # documents outside the first-stage list come after it, by row
+
+        def order(d):  # App. E: by first-stage rank; past the first stage's depth, by its score (then row)
+            return (rank[d], 0.0, d) if d in rank else (len(rank), -self.first_stage_score(state, d), d)
+
         queues = deque()
         for g in ranked_groups:
-            docs = sorted((d for d in self.members[g] if d not in observed), key=lambda d: (rank.get(d, unseen), d))
+            docs = sorted((d for d in self.members[g] if d not in observed), key=order)
             if docs:
                 queues.append(deque(docs))
         picked: list[int] = []
@@ -173,6 +191,16 @@ class Garen(Method):
                 if not queues[0]:
                     queues.popleft()
         return picked
+
+    def first_stage_score(self, state: QueryState, row: int) -> float:
+        """The first stage's score of a document it ranked below its depth (computed once per query)."""
+        if state.first_stage_kind is None:
+            return 0.0  # a state built by hand: ties, so the corpus row decides
+        if "_first_stage_scores" not in state.__dict__:
+            from garen_infer.first_stage import all_scores
+
+            state.__dict__["_first_stage_scores"] = all_scores(self.index, state.first_stage_kind, state.query.text)
+        return float(state.__dict__["_first_stage_scores"][row])
 
     # ---- sec. 4.3: group-driven evidence propagation ------------------------------------------------------------
     def propagation_scores(self, ranking: list[int]) -> dict[int, float]:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.window import STRIDE, WINDOW, sliding_window
+from garen_infer.settings import AtLeast, AtMost, Count
 
 
 @dataclass
 class RerankConfig:
-    budget: int = 100  # documents reranked (GAREN sec. 5)
-    window: int = WINDOW
-    stride: int = STRIDE
+    budget: Count = 100  # documents reranked (GAREN sec. 5)
+    window: Count = WINDOW
+    stride: Annotated[int, AtLeast(1), AtMost("window")] = STRIDE
 
 
 class RetrieveAndRerank(Method):

@@ -12,25 +12,31 @@ proximity graph in which the listwise reranker decides where to go next.
 Budget (Reranker@k) = distinct documents sent to the reranker: the seeds plus every inserted neighbour. Windows
 that re-rank documents already seen cost model calls (the ledger counts them) but no budget.
 
-Paper and author code differ in two places (anchors.md 3.1 vs 3.2); ``follow`` picks one behaviour for both,
-the code's by default, and ``seeds`` / ``early_stop`` override each on its own:
+Paper and author code differ in three places (anchors.md 3.1 vs 3.2); ``follow`` picks one behaviour for all,
+the code's by default, and ``seeds`` / ``early_stop`` / ``revisit`` override each on its own:
 - seeds: the paper starts from the single document nearest to the query; the code from the first budget/5
   documents of the first stage, inserted (and reranked) as one batch;
 - early stop: the code stops the back-to-front pass at the first window that holds none of the documents just
-  inserted; the paper's pass always runs to the front of A.
+  inserted; the paper's pass always runs to the front of A;
+- neighbour filter: the paper appends the out-neighbours "not already in A", so a document cut off by truncation
+  may come back (at no budget: it was reranked before); the code drops every document ever reranked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from garen_infer.errors import GarenError
+from garen_infer.first_stage import excluded_rows
 from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.window import STRIDE, WINDOW, window_bounds
+from garen_infer.settings import AtLeast, AtMost, Count, NonNegative
 
 FOLLOW = ("code", "paper")
 FIRST_STAGES = ("graph", "run")
+EXCLUDED = ("drop", "keep")
 
 
 def list_length_for(budget: int) -> int:
@@ -44,16 +50,20 @@ def list_length_for(budget: int) -> int:
 
 @dataclass
 class RgsConfig:
-    budget: int = 100  # Reranker@k: distinct documents sent to the reranker (RGS paper: k = 100 / 300 / 500)
-    follow: str = "code"  # "code": the author's run_retrieval.py; "paper": Algorithm 1 as the paper states it
-    seeds: int = 0  # 0 = by `follow`: budget // 5 (code: 20 / 60 / 100 for k = 100 / 300 / 500) or 1 (paper)
+    budget: Count = 100  # Reranker@k: distinct documents sent to the reranker (RGS paper: k = 100 / 300 / 500)
+    follow: Literal["code", "paper"] = "code"  # "code": the author's run_retrieval.py; "paper": Algorithm 1 as the paper states it
+    seeds: NonNegative = 0  # 0 = by `follow`: budget // 5 (code: 20 / 60 / 100 for k = 100 / 300 / 500) or 1 (paper)
     early_stop: bool | None = None  # None = by `follow`: True (code: stop at the first window with no new doc) / False
-    list_length: int = 0  # L; 0 = by budget (code and paper: 20 / 30 / 50 for k = 100 / 300 / 500)
-    window: int = WINDOW  # w = 20 (paper sec. 4 setup; code)
-    stride: int = STRIDE  # w / 2 = 10 (paper: step w/2; code)
-    first_stage: str = "graph"  # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
-    search_list: int = 5000  # DiskANN search list for the "graph" first stage (code: search_L = 5000)
-    depth: int = 1000  # documents in the output ranking at most (as the run's first stage keeps; BRIGHT: 1000)
+    revisit: bool | None = None  # None = by `follow`: False (code: never re-insert a reranked document) / True (paper:
+    #   only neighbours already in A are dropped)
+    list_length: NonNegative = 0  # L; 0 = by budget (code and paper: 20 / 30 / 50 for k = 100 / 300 / 500)
+    window: Count = WINDOW  # w = 20 (paper sec. 4 setup; code)
+    stride: Annotated[int, AtLeast(1), AtMost("window")] = STRIDE  # w / 2 = 10 (paper: step w/2; code)
+    first_stage: Literal["graph", "run"] = "graph"  # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
+    search_list: Count = 5000  # DiskANN search list for the "graph" first stage (code: search_L = 5000)
+    depth: Count = 1000  # documents in the output ranking at most (as the run's first stage keeps; BRIGHT: 1000)
+    excluded: Literal["drop", "keep"] = "drop"  # BRIGHT's excluded ids: "drop" them from the first stage (BRIGHT's run.py, every other
+    #   method here) or "keep" them, as the author's run_retrieval.py does (evaluation removes them either way)
     backfill: bool = False  # append unseen first-stage documents after the observed ones. Off by default so
     #   R@100 is recall over the documents the reranker observed (GAREN sec. 5). The observed documents always
     #   follow A in the order they were cut from it (a harness choice; the author's code outputs A's top 10 only).
@@ -70,6 +80,9 @@ class ReRankerGuidedSearch(Method):
             raise GarenError(f"rgs: first_stage must be one of {', '.join(FIRST_STAGES)}, not '{config.first_stage}'")
         if not 0 < config.stride <= config.window:
             raise GarenError(f"rgs: stride must be in 1..window ({config.window}), not {config.stride}")
+        if config.excluded not in EXCLUDED:
+            raise GarenError(f"rgs: excluded must be one of {', '.join(EXCLUDED)}, not '{config.excluded}'")
+        self.keeps_excluded = config.excluded == "keep"
 
     # ---- the switches, resolved -----------------------------------------------------------------------------
     def seed_count(self, budget: int) -> int:
@@ -82,6 +95,11 @@ class ReRankerGuidedSearch(Method):
             return self.config.early_stop
         return self.config.follow == "code"
 
+    def revisits(self) -> bool:
+        if self.config.revisit is not None:
+            return self.config.revisit
+        return self.config.follow == "paper"
+
     def list_length(self, budget: int) -> int:
         return self.config.list_length or list_length_for(budget)
 
@@ -90,8 +108,11 @@ class ReRankerGuidedSearch(Method):
         if self.config.first_stage == "run":
             return list(state.first_stage)
         vector = self.query_vector(state.query.text)
-        keep = min(self.config.search_list, max(self.config.depth, self.seed_count(budget)))
-        return self.index.proximity_graph.search(vector, keep, self.config.search_list)[0]  # top `keep` of a 5000-list
+        keep_all = self.keeps_excluded or self.dataset is None
+        drop = set() if keep_all else excluded_rows(state.query, self.dataset.doc_index)
+        keep = min(self.config.search_list, max(self.config.depth, self.seed_count(budget)) + len(drop))
+        found = self.index.proximity_graph.search(vector, keep, self.config.search_list)[0]  # top `keep` of a 5000-list
+        return [r for r in found if r not in drop]
 
     PREFETCH = 64  # queries encoded per batch for the graph first stage
 
@@ -126,7 +147,7 @@ class ReRankerGuidedSearch(Method):
                 break  # every document in A is expanded: the search has converged
             expanded.add(v)
             stats["expansions"] += 1
-            new = [n for n in dict.fromkeys(self.neighbours(v)) if n not in seen][: budget - len(seen)]
+            new = self.neighbours_to_insert(v, A, seen, budget)
             if new:
                 yield from self._insert(A, new, seen, early_stop, stats)
                 self._truncate(A, limit, dropped)
@@ -136,9 +157,24 @@ class ReRankerGuidedSearch(Method):
         ranking = list(A)
         for batch in dropped:  # observed documents cut from A, in the order they were cut
             ranking += batch
+        ranking = list(dict.fromkeys(ranking))  # a document cut, re-inserted and cut again (paper) appears once
         if self.config.backfill:
             ranking += [d for d in initial if d not in seen][: max(0, self.config.depth - len(ranking))]
         return ranking
+
+    def neighbours_to_insert(self, v: int, A: list[int], seen: set[int], budget: int) -> list[int]:
+        """v's out-neighbours not in A (paper) or never reranked (code), cut where the documents never reranked
+        would overrun the budget (re-inserting a reranked document costs none)."""
+        in_list = set(A)
+        candidates = [n for n in dict.fromkeys(self.neighbours(v)) if n not in (in_list if self.revisits() else seen)]
+        room, out = budget - len(seen), []
+        for n in candidates:
+            if n not in seen:
+                if room == 0:
+                    break
+                room -= 1
+            out.append(n)
+        return out
 
     def _insert(self, A: list[int], new: list[int], seen: set[int], early_stop: bool, stats: dict) -> Search:
         """Append ``new`` to A and rerank windows from the end toward the front; with ``early_stop`` the pass ends

@@ -5,32 +5,107 @@ skipping an empty pool). The first window is w documents of R0; each later windo
 window plus b new documents. After each listwise call the b best stay, the rest are PREPENDED to the selected
 list, and the frontier is rebuilt from scratch: neighbours of the b best, in rank order, stopping at b documents.
 With budget c = 100, w = 20, b = 10 it makes 9 calls over 100 distinct documents, like retrieve-and-rerank.
+
+``variant: rgs-author`` is SlideGAR as the RGS author re-implemented it for BRIGHT (run_retrieval.py; anchors.md
+3.2), the baseline of the RGS paper: a k-NN graph with k = the DiskANN degree for the corpus size (8 / 12 / 16 /
+32), the first window the first w first-stage documents, then each window the w/2 best of the last one plus w/2
+new documents taken in turn from the graph frontier (the unseen neighbours of the whole ranked window, best
+first) and from the unseen initial list; budget 20 for the first window, +10 per window after.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
+from garen_infer.errors import GarenError
+from garen_infer.index.proximity_graph import degree_for
 from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import Method, QueryState, Search
+from garen_infer.settings import AtLeast, AtMost, Count
 
 
 @dataclass
 class SlideGarConfig:
-    budget: int = 100  # c, documents the reranker sees
-    window: int = 20  # w (buffer_size)
-    step: int = 10  # b (step_size): documents kept and documents added per iteration
+    budget: Count = 100  # c, documents the reranker sees
+    window: Count = 20  # w (buffer_size)
+    step: Annotated[int, AtLeast(1), AtMost("window")] = 10  # b (step_size): documents kept and documents added per iteration
     # The official code appends unscored R0 documents after the scored ones (True). Off by default so R@100 is
     # recall over the documents the reranker observed, as GAREN sec. 5 defines it for every method.
     backfill: bool = False
+    variant: str = "official"  # "official" (llmgar's slide_gar.py) | "rgs-author" (the RGS author's re-implementation)
+    graph_k: int = 0  # neighbours per document from the k-NN graph; 0 = all (official) / the DiskANN degree (rgs-author)
+
+
+VARIANTS = ("official", "rgs-author")
 
 
 class SlideGar(Method):
     name, Config, index_stages, roles = "slidegar", SlideGarConfig, ("bm25", "knn_graph"), ("reranker",)
 
+    def __init__(self, config: SlideGarConfig, index, dataset):
+        super().__init__(config, index, dataset)
+        if config.variant not in VARIANTS:
+            raise GarenError(f"slidegar: variant must be one of {', '.join(VARIANTS)}, not '{config.variant}'")
+
+    def neighbours(self, row: int) -> list[int]:
+        k = self.config.graph_k
+        if not k and self.config.variant == "rgs-author":
+            k = degree_for(len(self.index.knn_graph.neighbours))
+        found = self.index.knn_graph.of(row)
+        return found[:k] if k else found
+
     def search(self, state: QueryState) -> Search:
+        if self.config.variant == "rgs-author":
+            return (yield from self.rgs_author_search(state))
+        return (yield from self.official_search(state))
+
+    def rgs_author_search(self, state: QueryState) -> Search:
+        """The RGS author's loop: windows alternate between frontier and initial-list newcomers."""
+        budget, w = state.budget, self.config.window
+        half = w // 2
+        initial = list(state.first_stage)
+        window, next_initial = initial[: min(w, budget)], min(w, budget)
+        losers: list[int] = []  # documents that left a window, later ones first
+        spent, iteration = 0, 0
+        ranked: list[int] = []
+        while window:
+            ranked = yield Rerank(tuple(window))
+            spent += len(window) if iteration == 0 else len(window) - half
+            if spent >= budget:
+                break
+            seen = set(ranked) | set(losers)
+            frontier: list[int] = []
+            for d in ranked:  # every document of the ranked window, best first, adds unseen neighbours
+                for n in self.neighbours(d):
+                    if n not in seen and n not in frontier:
+                        frontier.append(n)
+                        if len(frontier) >= half:
+                            break
+            kept, losers = ranked[:half], ranked[half:] + losers
+            if iteration % 2 == 0:
+                window = kept + frontier[:half]
+            else:
+                window = list(kept)
+                while next_initial < len(initial) and len(window) < w:
+                    d = initial[next_initial]
+                    next_initial += 1
+                    if d not in seen and d not in window:
+                        window.append(d)
+            window = window[: len(kept) + budget - spent]
+            if len(window) == len(kept):
+                break  # nothing new to rank
+            iteration += 1
+        state.trace["iterations"] = iteration + 1
+        # the author's code outputs its top 10; every observed document is kept here, the last window first
+        ranking = list(dict.fromkeys([*ranked, *losers]))
+        if self.config.backfill:
+            observed = set(ranking)
+            ranking += [d for d in initial if d not in observed]
+        return ranking
+
+    def official_search(self, state: QueryState) -> Search:
         c, w, b = state.budget, self.config.window, self.config.step
-        graph = self.index.knn_graph
         initial = list(state.first_stage)  # R0 in rank order; scored documents are skipped when taken
         frontier: dict[int, float] = {}  # F: document -> pseudo score of its best source
         scored: set[int] = set()
@@ -60,7 +135,7 @@ class SlideGar(Method):
             pseudo = {d: 1.0 / (rank + 1) for rank, d in enumerate(ranked)}
             frontier = {}
             for d in top_b:  # rebuilt from scratch, capped at b documents
-                for n in graph.of(d):
+                for n in self.neighbours(d):
                     if n in scored:
                         continue
                     frontier[n] = max(frontier.get(n, 0.0), pseudo[d])

