@@ -129,7 +129,7 @@ def test_lora_export_scores_as_the_trained_module(lm_run, tmp_path):
     assert adapter_config["base_model_name_or_path"] == str(manifest["use"]["transformers_adapter"]["model"])
 
 
-def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_role(tiny_pairs, tiny_bert_dir, tmp_path):
+def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_role(tiny_pairs, tiny_bert_dir, beir_dir, full_index, tmp_path):
     from garen_infer.llm.cache import ResponseCache
     from garen_infer.llm.roles import build_roles
 
@@ -149,6 +149,21 @@ def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_ro
     assert max(abs(c.score - p) for c, p in zip(first, expected)) <= TOLERANCE
     again = scorer.score(PAIRS)
     assert all(c.cached for c in again) and [c.score for c in again] == [c.score for c in first]
+
+    # the user path: the export as GAREN's navigator and as the pointwise reranker of `garen-infer run`
+    from garen_infer.cli import main as garen_infer
+
+    run = tmp_path / "run"
+    assert garen_infer(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen",
+                        "--budget", "8", "--out", str(run), "--cache", str(tmp_path / "cache.sqlite"),
+                        "--set", "models.reranker.mode=pointwise", "--set", "models.reranker.backend=cross-encoder",
+                        "--set", f"models.reranker.model={out}", "--set", "models.navigator.backend=cross-encoder",
+                        "--set", f"models.navigator.model={out}", "--set", "methods.garen.window=4",  # several rounds
+                        "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]) == 0
+    ledgers = [json.loads(line)["ledger"] for line in (run / "trace.jsonl").read_text().splitlines()]
+    assert all(0 < ledger["budget_used"] <= 8 for ledger in ledgers)
+    roles_used = {role for ledger in ledgers for role, spent in ledger["roles"].items() if spent["requests"]}
+    assert roles_used == {"reranker", "navigator"}
 
 
 def test_export_refuses_what_is_not_a_checkpoint(tmp_path, capsys):
