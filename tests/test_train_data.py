@@ -1,8 +1,9 @@
-"""Mined pairs in, training lists and validation pairs out: parsing errors name the line, the split is by query and
+"""Mined pairs in, training lists and validation pairs out: only a finished mine is read, the split is by query and
 seeded, negatives are redrawn per epoch, and N distributed processes see exactly what one process sees."""
 
 from __future__ import annotations
 
+import json
 
 import numpy as np
 import pytest
@@ -138,3 +139,16 @@ def test_distillation_is_zero_when_the_scorer_ranks_as_the_teacher():
     groups = torch.tensor([0, 0, 0, 1, 1])
     assert distillation_loss(teacher + 5.0, teacher, groups).item() == pytest.approx(0.0, abs=1e-6)  # shift-invariant
     assert distillation_loss(-teacher, teacher, groups).item() > 0.5
+
+
+def test_evaluate_scores_any_scorer_on_mined_pairs(tiny_pairs, capsys):
+    """`garen-train evaluate`: the CPU default's cosine on every query, then on the held-out ones only."""
+    from garen_train.cli import main
+
+    assert main(["evaluate", "--pairs", str(tiny_pairs / "groups.jsonl"), "--model", "{backend: embedding}", "--no-cache"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert every["queries"] == 12 and every["scorer"] == "embedding"
+    assert 0.5 < every["metrics"]["auc"] <= 1.0 and every["metrics"]["R@20"] == 1.0  # 3 groups: all within 20
+    assert main(["evaluate", "--pairs", str(tiny_pairs / "groups.jsonl"), "--model", "{backend: embedding}", "--no-cache",
+                 "--held-out", "--val-fraction", "0.25"]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] == 3
