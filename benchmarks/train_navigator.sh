@@ -11,7 +11,9 @@
 # MINED_TEST:  `garen-train mine --dataset beir:DATA:test --index INDEX --out MINED_TEST --evaluation`
 # INDEX: a cpu-default SciFact index; it is copied to OUT/index (stages whose params changed are rebuilt there).
 # LIMIT: only the first N test queries in (b) (default: all 300).
-# Environment: BIN (the venv's bin folder, default .venv/bin), DATA (default ../shared/data/scifact).
+# Environment: BIN (the venv's bin folder, default .venv/bin), DATA (default ../shared/data/scifact); for a smoke
+# run of the whole chain, FIT_ARGS (extra `garen-train fit` options, e.g. "--trainer.limit_train_batches=2
+# --trainer.limit_val_batches=1") and EVAL_LIMIT (only the first N test queries in (a)).
 # Everything lands in OUT: training runs and logs, exports (OUT/exports/{reranker,navigator}), evaluations, runs,
 # and OUT/summary.txt, which repeats every figure printed here.
 set -euo pipefail
@@ -31,21 +33,25 @@ fit() {  # fit NAME CONFIG PAIRS: train, export OUT/exports/NAME (kept when alre
   if [[ -f "$OUT/exports/$name/manifest.json" ]]; then say "$name: already exported in $OUT/exports/$name"; return; fi
   "$BIN/garen-train" fit --config "$config" --data.init_args.path="$pairs" --trainer.default_root_dir="$OUT/$name" \
     --trainer.logger="[{class_path: lightning.pytorch.loggers.CSVLogger, init_args: {save_dir: '$OUT/$name', name: csv}}]" \
-    --trainer.enable_progress_bar=false > "$OUT/$name.log" 2>&1
+    --trainer.enable_progress_bar=false ${FIT_ARGS:-} > "$OUT/$name.log" 2>&1
   checkpoint=$(ls -t "$OUT/$name"/csv/version_*/checkpoints/last.ckpt | head -n 1)
-  "$BIN/garen-train" export --checkpoint "$checkpoint" --out "$OUT/exports/$name" > /dev/null
-  say "$name: garen-train fit --config $config --data.init_args.path=$pairs: trained and exported in $((SECONDS - start)) s"
-  say "  its validation (held-out train queries): $(tail -n 1 "$OUT/$name"/csv/version_*/metrics.csv | head -c 400)"
-  say "  metrics columns: $(head -n 1 "$OUT/$name"/csv/version_*/metrics.csv)"
+  "$BIN/garen-train" export --checkpoint "$checkpoint" --out "$OUT/exports/$name" > /dev/null 2>> "$OUT/$name.log"
+  say "$name: garen-train fit --config $config --data.init_args.path=$pairs ${FIT_ARGS:-}: trained and exported in $((SECONDS - start)) s"
+  say "  validation on held-out train queries, by step: $("$BIN/python" -c '
+import csv, json, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r.get("val/auc")]
+keys = ("val/auc", "val/R@20", "val/nDCG@10", "val/first_stage_nDCG@10")
+print(json.dumps([{"step": int(r["step"]), **{k[4:]: round(float(r[k]), 4) for k in keys if r.get(k)}} for r in rows]))
+' "$(dirname "$checkpoint")/../metrics.csv")"
 }
 
 say "== training ($(date -u +%FT%TZ))"
 fit reranker configs/train/cpu-reranker.yaml "$MINED/documents.jsonl"
 fit navigator configs/train/cpu-navigator.yaml "$MINED/groups.jsonl"
 
-say "== (a) navigator on SciFact test groups (every group GAREN scored for each of the 300 test queries)"
+say "== (a) navigator on SciFact test groups (every group GAREN scored for each test query${EVAL_LIMIT:+; first $EVAL_LIMIT queries})"
 evaluate() {  # evaluate NAME SPEC: one line of metrics
-  "$BIN/garen-train" evaluate --pairs "$TEST/groups.jsonl" --model "$2" > "$OUT/eval-$1.json"
+  "$BIN/garen-train" evaluate --pairs "$TEST/groups.jsonl" --model "$2" ${EVAL_LIMIT:+--limit "$EVAL_LIMIT"} > "$OUT/eval-$1.json"
   say "  $1: $("$BIN/python" -c 'import json, sys; d = json.load(open(sys.argv[1])); m = d["metrics"]; print(json.dumps({"queries": d["queries"], **{k: m[k] for k in ("auc", "R@20", "nDCG@10") if k in m}}))' "$OUT/eval-$1.json")"
 }
 evaluate zero-shot-minilm '{backend: embedding}'

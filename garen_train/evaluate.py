@@ -39,10 +39,10 @@ def make_scorer(spec: dict, cache):
 
 
 def evaluate(pairs_path: str, spec: dict, held_out: bool, val_fraction: float, seed: int, max_negatives: int | None,
-             recall_at: int, cache, batch: int = 256) -> dict:
+             recall_at: int, cache, batch: int = 256, limit: int | None = None) -> dict:
     data = MinedPairsDataModule(pairs_path, val_fraction=val_fraction if held_out else 0.0, seed=seed, max_negatives=max_negatives)
     data.setup("validate")
-    queries = data.val_queries if held_out else data.train_queries
+    queries = (data.val_queries if held_out else data.train_queries)[:limit]
     pairs = [(number, p) for number, q in enumerate(queries) for p in q.pairs]
     if not pairs:
         raise GarenError(f"{pairs_path}: no pairs to evaluate")
@@ -67,6 +67,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--val-fraction", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-negatives", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=None, help="only the first N queries (file order)")
     parser.add_argument("--recall-at", type=int, default=20, help="K of R@K (GAREN's K_g = 20)")
     parser.add_argument("--cache", help="response cache file (default: $GAREN_CACHE_DIR/responses.sqlite)")
     parser.add_argument("--no-cache", action="store_true")
@@ -80,6 +81,6 @@ def main(argv: list[str]) -> int:
     from garen_infer.llm.cache import NoCache, ResponseCache
 
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
-    result = evaluate(args.pairs, spec, args.held_out, args.val_fraction, args.seed, args.max_negatives, args.recall_at, cache)
+    result = evaluate(args.pairs, spec, args.held_out, args.val_fraction, args.seed, args.max_negatives, args.recall_at, cache, limit=args.limit)
     print(json.dumps(result, indent=2))
     return 0
