@@ -51,7 +51,7 @@ fit navigator configs/train/cpu-navigator.yaml "$MINED/groups.jsonl"
 
 say "== (a) navigator on SciFact test groups (every group GAREN scored for each test query${EVAL_LIMIT:+; first $EVAL_LIMIT queries})"
 evaluate() {  # evaluate NAME SPEC: one line of metrics
-  "$BIN/garen-train" evaluate --pairs "$TEST/groups.jsonl" --model "$2" ${EVAL_LIMIT:+--limit "$EVAL_LIMIT"} > "$OUT/eval-$1.json"
+  "$BIN/garen-train" evaluate --pairs "$TEST/groups.jsonl" --model "$2" ${EVAL_LIMIT:+--limit "$EVAL_LIMIT"} > "$OUT/eval-$1.json" 2> "$OUT/eval-$1.log"
   say "  $1: $("$BIN/python" -c 'import json, sys; d = json.load(open(sys.argv[1])); m = d["metrics"]; print(json.dumps({"queries": d["queries"], **{k: m[k] for k in ("auc", "R@20", "nDCG@10") if k in m}}))' "$OUT/eval-$1.json")"
 }
 evaluate zero-shot-minilm '{backend: embedding}'
