@@ -67,7 +67,7 @@ run() {  # run METHOD SETUP [--set ...]: one run folder, one line of metrics
   local folder="$OUT/runs/$method-$setup"
   "$BIN/garen-infer" run --dataset "beir:$DATA:test" --index "$OUT/index" --method "$method" --budget 100 \
     ${LIMIT:+--limit "$LIMIT"} --out "$folder" "$@" > "$folder.log" 2>&1
-  say "  $(printf '%-8s %-28s' "$method" "$setup") $("$BIN/python" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(f"nDCG@10 {m[\"nDCG@10\"]:.4f}  R@100 {m[\"R@100\"]:.4f}  queries {m[\"queries\"]}  s/query {m.get(\"wall_seconds_per_query\", float(\"nan\")):.2f}")' "$folder/metrics.json")"
+  say "  $(printf '%-8s %-28s' "$method" "$setup") $("$BIN/python" -c 'import json, sys; m = json.load(open(sys.argv[1])); print("nDCG@10 %.4f  R@100 %.4f  queries %d  s/query %.2f" % (m["nDCG@10"], m["R@100"], m["queries"], m.get("wall_seconds_per_query", float("nan"))))' "$folder/metrics.json")"
 }
 mkdir -p "$OUT/runs"
 for method in garen rerank slidegar rgs; do
