@@ -12,7 +12,7 @@ COLUMNS = [("nDCG@10", "nDCG@10", "{:.4f}"), ("R@100", "R@100", "{:.4f}"), ("bud
 
 def row(path: Path) -> list[str]:
     metrics = json.loads(path.read_text())
-    cells = [path.parent.name]
+    cells = [path.parent.name + (" [SIMULATED]" if "simulation" in metrics else "")]  # oracle runs: never model results
     for _, key, fmt in COLUMNS:
         if key is None:  # reranker calls from the per-query ledgers
             lines = (path.parent / "trace.jsonl").read_text().splitlines()
@@ -29,6 +29,9 @@ def main(paths: list[str]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)))
+    notices = {json.loads(Path(p).read_text()).get("simulation", {}).get("notice") for p in paths} - {None}
+    for notice in sorted(notices):
+        print(f"[SIMULATED] rows: {notice}")
 
 
 if __name__ == "__main__":

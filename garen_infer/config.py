@@ -26,17 +26,22 @@ def preset_path(name_or_path: str) -> Path:
 
 
 def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] = ()) -> dict:
-    path = preset_path(name_or_path)
-    try:
-        preset = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as err:
-        raise GarenError(f"{path}: not valid YAML ({err})") from err
-    if not isinstance(preset, dict):
-        raise GarenError(f"{path}: expected a mapping at the top level")
-    for item in overrides:
-        apply_override(preset, item)
+    preset = read_yaml_mapping(preset_path(name_or_path), overrides)
     check_preset(preset)
     return preset
+
+
+def read_yaml_mapping(path: Path, overrides: list[str] = ()) -> dict:
+    """A YAML file holding a mapping (a preset, a bench file), with ``--set`` overrides applied."""
+    try:
+        mapping = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise GarenError(f"{path}: not valid YAML ({err})") from err
+    if not isinstance(mapping, dict):
+        raise GarenError(f"{path}: expected a mapping at the top level")
+    for item in overrides:
+        apply_override(mapping, item)
+    return mapping
 
 
 # run: keys that the command line or another section of the preset sets

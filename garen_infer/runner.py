@@ -23,6 +23,7 @@ from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
 from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
 from garen_infer.index.atomic import write_json
+from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.scheduler import Scheduler
@@ -55,6 +56,22 @@ def first_stage_stage(config: RunConfig) -> str:
     return "embeddings" if FirstStageConfig(**config.first_stage).kind == "dense" else "bm25"
 
 
+def configure_method(dataset: Dataset, index, config: RunConfig):
+    """The method a run configuration names, built on this index: (class, options, method, budget). Refuses
+    unknown options and an index that lacks a stage the method reads (``garen-infer bench`` plans with this)."""
+    method_cls = get_method(config.method)
+    options_dict = dict(config.method_options)
+    takes_budget = "budget" in method_cls.Config.__dataclass_fields__
+    if config.budget is not None and takes_budget:
+        options_dict["budget"] = config.budget  # --budget overrides the preset
+    options = method_cls.settle(make_config(method_cls, options_dict), config.models)
+    budget = options.budget if takes_budget else None
+    method = method_cls(options, index, dataset.without_judgments())  # its options may change its stages and roles
+    for stage in method.index_stages:
+        index.require(stage, f"method '{config.method}'")
+    return method_cls, options, method, budget
+
+
 def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
     """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
     with writer_lock(out, "run folder"):
@@ -63,16 +80,7 @@ def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=N
 
 def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
     out = Path(out)
-    method_cls = get_method(config.method)
-    options_dict = dict(config.method_options)
-    takes_budget = "budget" in method_cls.Config.__dataclass_fields__
-    if config.budget is not None and takes_budget:
-        options_dict["budget"] = config.budget  # --budget overrides the preset
-    options = method_cls.settle(make_config(method_cls, options_dict), config.models)
-    budget = options.budget if takes_budget else None
-    method = method_cls(options, index, dataset)  # its options may change the stages and roles it uses
-    for stage in method.index_stages:
-        index.require(stage, f"method '{config.method}'")
+    method_cls, options, method, budget = configure_method(dataset, index, config)
     resolved = {
         "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
         # a stage rebuilt with other params between an interruption and a resume must not be mixed in
@@ -81,6 +89,10 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
         "first_stage": asdict(FirstStageConfig(**config.first_stage)), "models": config.models,
         "limit": config.limit,
     }
+    simulation = simulation_label(config.models, roles)  # the oracle backend: a run of it must never pass for a model's
+    if simulation:
+        resolved["simulation"] = simulation
+        log(banner(simulation))
     out.mkdir(parents=True, exist_ok=True)
     config_path = out / "config.json"
     resolved = json.loads(json.dumps(resolved))  # as it reads back from disk (tuples become lists)
@@ -109,7 +121,8 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
             missing = [r for r in method.roles if r not in config.models]
             if missing:
                 raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(), dataset.name)
+            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(), dataset.name,
+                                dataset=dataset)
         # excluded ids leave the first stage before any method sees it, unless the method keeps them (RGS's code)
         exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in todo]
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage), exclude)
@@ -145,15 +158,17 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
                 raise GarenError(f"{err}\n{len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
         wall = time.perf_counter() - start
 
-    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls)
+    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls, simulation)
 
 
-def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls) -> dict:
+def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None) -> dict:
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
     scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
     kept = remove_excluded(scored, dataset)
-    write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in rankings.items()}, tag=config.method)
+    write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in rankings.items()}, tag=f"{config.method}.{RUN_TAG}" if simulation else config.method)
     metrics = {"dataset": dataset.name, "method": config.method}
+    if simulation:
+        metrics = {"simulation": simulation, **metrics}
     if dataset.qrels:
         judged = {q.id for q in queries}
         subset = Dataset(dataset.name, [], [q for q in dataset.queries if q.id in judged], {k: v for k, v in dataset.qrels.items() if k in judged})

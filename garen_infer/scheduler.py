@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 from garen_infer.llm.ledger import QueryLedger
 from garen_infer.llm.requests import ChatWithTools, Generate, Rerank, ScoreYesNo
-from garen_infer.llm.roles import RerankJob, Roles
+from garen_infer.llm.roles import RerankJob, Roles, ScoreJob
 from garen_infer.llm.tool_calls import AssistantTurn
 from garen_infer.methods.base import QueryState, Search
 
@@ -105,18 +105,19 @@ class Scheduler:
         for item, _, req in group:
             item.ledger.admit_documents(req.rows)  # refuses before any model call would exceed the budget
         for chunk in _chunks(group, self.max_batch):
-            jobs = [RerankJob(item.state.query.text, req.rows) for item, _, req in chunk]
+            jobs = [RerankJob(item.state.query.text, req.rows, item.state.query.id) for item, _, req in chunk]
             for (item, pos, _), (order, completion) in zip(chunk, self.roles.reranker.rerank(jobs)):
                 item.ledger.record("reranker", completion)
                 item.answers[pos] = order
 
     def _score(self, role: str, group) -> None:
         scorer = self.roles.scorer(role)
-        flat = [(item, pos, text) for item, pos, req in group for text in req.texts]
+        flat = [(item, pos, ScoreJob(item.state.query.text, text, item.state.query.id, req.rows[i] if req.rows else ()))
+                for item, pos, req in group for i, text in enumerate(req.texts)]
         for item, pos, req in group:
             item.answers[pos] = []
         for chunk in _chunks(flat, self.max_batch):
-            completions = scorer.score([(item.state.query.text, text) for item, _, text in chunk])
+            completions = scorer.score([job for _, _, job in chunk])
             for (item, pos, _), completion in zip(chunk, completions):
                 item.ledger.record(role, completion)
                 item.answers[pos].append(completion.score)

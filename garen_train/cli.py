@@ -6,6 +6,8 @@
                                            --model.init_args.lr=1e-4), --ckpt_path to resume a run
     garen-train export   --checkpoint CKPT ...   turn a checkpoint into what garen-infer loads
     garen-train evaluate --pairs FILE --model SPEC   any garen-infer scorer (zero-shot or an export) on mined pairs
+    garen-train report   --logs DIR ...    loss and validation curves, before/after figures, as a report folder
+    garen-train partition-report --index DIR ... groups stages' partition quality and GAREN's App. C.3 counts
 
 Every job's config names its LightningModule and LightningDataModule by class path (``model: {class_path: ...,
 init_args: ...}``), so one entry point serves every job and a new job is a module plus a YAML file under
@@ -22,7 +24,8 @@ from garen_infer.errors import GarenError
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 # other subcommands: name -> module with ``main(argv) -> int``
-JOBS = {"mine": "garen_train.mine", "export": "garen_train.export", "evaluate": "garen_train.evaluate"}
+JOBS = {"mine": "garen_train.mine", "export": "garen_train.export", "evaluate": "garen_train.evaluate",
+        "report": "garen_train.report", "partition-report": "garen_train.partition.report"}
 
 
 def usage() -> str:

@@ -22,6 +22,7 @@ import numpy as np
 import yaml
 
 from garen_infer.errors import GarenError
+from garen_infer.llm.roles import ScoreJob
 from garen_train.pairs_data import MinedPairsDataModule
 from garen_train.scorers.metrics import scorer_metrics
 
@@ -50,7 +51,7 @@ def evaluate(pairs_path: str, spec: dict, held_out: bool, val_fraction: float, s
     scores: list[float] = []
     for start in range(0, len(pairs), batch):
         chunk = [p for _, p in pairs[start : start + batch]]
-        scores += [c.score for c in scorer.score([(p.query, p.text) for p in chunk])]
+        scores += [c.score for c in scorer.score([ScoreJob(p.query, p.text) for p in chunk])]
     metrics = scorer_metrics(
         np.array([n for n, _ in pairs]), np.array([p.label for _, p in pairs]), np.array(scores),
         np.array([-1 if p.rank is None else p.rank for _, p in pairs]), recall_at,

@@ -9,6 +9,7 @@ into an index folder. Every export writes a manifest next to what it exports.
 from __future__ import annotations
 
 import argparse
+import importlib
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -25,28 +26,27 @@ class Exportable(Protocol):
         """Write the export and return its manifest (also written to disk next to the export)."""
 
 
-def load_module(checkpoint: str | Path):
-    """The LightningModule a checkpoint was trained as, restored from it (on CPU).
-
-    LightningCLI records the module's class path in the checkpoint's hyper-parameters; that module is imported
-    first, because Lightning restores only classes already imported (its guard against arbitrary classes)."""
-    import importlib
-
+def import_job_class(path: Path) -> None:
+    """Import the module of the checkpoint's LightningModule when it is one of garen_train's jobs: Lightning
+    (2.6.6 on) restores only classes already imported, and a fresh ``garen-train export`` process has none."""
     import torch
+
+    hyper_parameters = torch.load(path, map_location="cpu", weights_only=False, mmap=True).get("hyper_parameters") or {}
+    module = str(hyper_parameters.get("_class_path", "")).rpartition(".")[0]
+    if module.startswith("garen_train."):  # our own code only: the allowlist stays Lightning's for anything else
+        importlib.import_module(module)
+
+
+def load_module(checkpoint: str | Path):
+    """The LightningModule a checkpoint was trained as, restored from it (on CPU)."""
     from lightning.pytorch import LightningModule
 
     path = Path(checkpoint)
     if not path.is_file():
         raise GarenError(f"{path}: no such checkpoint file")
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        class_path = (saved.get("hyper_parameters") or {}).get("_class_path")
-        cls = LightningModule
-        if class_path:
-            module_name, _, name = class_path.rpartition(".")
-            cls = getattr(importlib.import_module(module_name), name)
-        del saved
-        return cls.load_from_checkpoint(path, map_location="cpu", weights_only=False)
+        import_job_class(path)
+        return LightningModule.load_from_checkpoint(path, map_location="cpu", weights_only=False)
     except (KeyError, RuntimeError, ValueError, TypeError, AttributeError, ImportError, EOFError) as err:
         raise GarenError(f"{path}: not a checkpoint written by 'garen-train fit' ({err})") from err
 

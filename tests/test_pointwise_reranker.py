@@ -11,7 +11,7 @@ from garen_infer.config import load_preset
 from garen_infer.errors import GarenError
 from garen_infer.llm.cache import NoCache, ResponseCache
 from garen_infer.llm.pointwise import PointwiseReranker
-from garen_infer.llm.roles import EmbeddingYesNoScorer, LLMYesNoScorer, RerankJob, Roles, build_roles
+from garen_infer.llm.roles import EmbeddingYesNoScorer, LLMYesNoScorer, RerankJob, Roles, ScoreJob, build_roles
 from garen_infer.llm.types import Completion
 
 DOCS = [f"doc {i}" for i in range(8)]
@@ -27,8 +27,9 @@ class ScriptedScorer:
         self.calls: list[list[tuple[str, str]]] = []
         self.cached = cached
 
-    def score(self, pairs):
-        self.calls.append(list(pairs))
+    def score(self, jobs):
+        pairs = [(j.query, j.text) for j in jobs]
+        self.calls.append(pairs)
         return [Completion(score=SCORES[t], input_tokens=len(q.split()) + len(t.split()), output_tokens=1, seconds=0.25, cached=self.cached) for q, t in pairs]
 
 
@@ -108,8 +109,9 @@ class ScriptedByText:
     def __init__(self):
         self.calls = []
 
-    def score(self, pairs):
-        self.calls.append(list(pairs))
+    def score(self, jobs):
+        pairs = [(j.query, j.text) for j in jobs]
+        self.calls.append(pairs)
         return [Completion(score=len(t) / 1000, input_tokens=1) for _, t in pairs]
 
 
@@ -134,7 +136,7 @@ def test_every_method_that_reranks_runs_unchanged_with_the_embedding_scorer_as_p
     roles = build_roles({"reranker": spec, "navigator": {"backend": "embedding"}}, [d.full_text for d in tiny_dataset.documents], full_index, NoCache())
     scored = []
     score = roles.reranker.scorer.score
-    roles.reranker.scorer.score = lambda pairs: scored.extend(pairs) or score(pairs)
+    roles.reranker.scorer.score = lambda jobs: scored.extend((j.query, j.text) for j in jobs) or score(jobs)
     pointwise, trace = run(method, tiny_dataset, full_index, tmp_path / "pointwise", budget=10, overrides=overrides, models={"reranker": spec}, roles=roles)
     assert listwise["mean_requests"] > 3  # several overlapping windows per query
     assert (tmp_path / "pointwise" / "run.trec").read_text() == (tmp_path / "listwise" / "run.trec").read_text()
@@ -153,7 +155,7 @@ def test_an_llm_yes_no_model_reranks_through_the_response_cache(tiny_dataset, ti
     assert isinstance(roles.reranker, PointwiseReranker) and isinstance(roles.reranker.scorer, LLMYesNoScorer)
 
     [(order, completion)] = roles.reranker.rerank([RerankJob("volcano ash", (0, 1, 2, 3, 4))])
-    direct = roles.reranker.scorer.score([("volcano ash", texts[r]) for r in range(5)])
+    direct = roles.reranker.scorer.score([ScoreJob("volcano ash", texts[r]) for r in range(5)])
     assert order == sorted(range(5), key=lambda r: -direct[r].score)
     assert not completion.cached and completion.input_tokens == sum(c.input_tokens for c in direct) > 0
 
@@ -167,7 +169,7 @@ def test_the_embedding_scorer_reads_corpus_vectors_from_the_index(tiny_dataset, 
     texts = [d.full_text for d in tiny_dataset.documents]
     seeded = EmbeddingYesNoScorer(tiny_index.embedder, texts, tiny_index.embeddings)
     encoded = EmbeddingYesNoScorer(tiny_index.embedder)
-    pairs = [("lava", texts[1]), ("lava", "a text outside the corpus")]
+    pairs = [ScoreJob("lava", texts[1]), ScoreJob("lava", "a text outside the corpus")]
     for a, b in zip(seeded.score(pairs), encoded.score(pairs)):
         assert a.score == pytest.approx(b.score, abs=1e-5)
 

@@ -27,4 +27,4 @@ def test_every_training_config_parses(path, capsys):
     printed = yaml.safe_load(capsys.readouterr().out)
     module_name, _, name = printed["model"]["class_path"].rpartition(".")
     assert issubclass(getattr(importlib.import_module(module_name), name), Exportable)
-    assert printed["data"]["class_path"] == "garen_train.pairs_data.MinedPairsDataModule"
+    assert printed["data"]["class_path"] in ("garen_train.pairs_data.MinedPairsDataModule", "garen_train.partition.data.PartitionData")

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
+from garen_infer.llm.roles import ScoreJob
 from garen_train.export import load_module
 from garen_train.pairs_data import MinedPairsDataModule
 from train_support import cross_encoder_model, garen_train, lm_model, pairs_data, write_config
@@ -145,9 +146,10 @@ def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_ro
     roles = build_roles({"navigator": manifest["use"]["cross_encoder"]}, [], None, ResponseCache(tmp_path / "cache.sqlite"))
     scorer = roles.scorer("navigator")
     assert scorer.backend.backend.max_length == 64  # from the manifest
-    first = scorer.score(PAIRS)
+    jobs = [ScoreJob(q, t) for q, t in PAIRS]
+    first = scorer.score(jobs)
     assert max(abs(c.score - p) for c, p in zip(first, expected)) <= TOLERANCE
-    again = scorer.score(PAIRS)
+    again = scorer.score(jobs)
     assert all(c.cached for c in again) and [c.score for c in again] == [c.score for c in first]
 
     # the user path: the export as GAREN's navigator and as the pointwise reranker of `garen-infer run`

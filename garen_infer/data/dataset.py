@@ -49,6 +49,10 @@ class Dataset:
                 digest.update(b"\x00")
         return f"sha256:{digest.hexdigest()[:32]}"
 
+    def without_judgments(self) -> "Dataset":
+        """The same documents and queries with no qrels: what a method is given, so that no search can read them."""
+        return Dataset(self.name, self.documents, self.queries)
+
     def judged_queries(self) -> list[Query]:
         """Queries with at least one relevance judgement (all queries when there are no qrels)."""
         if not self.qrels:

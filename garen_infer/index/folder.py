@@ -122,9 +122,12 @@ class IndexFolder:
         return folder
 
     def _forget_dependents(self, name: str) -> None:
-        """Stages built from an older ``name`` are stale: drop them so they are rebuilt, never trusted."""
-        for other, stage in STAGES.items():
-            if name in stage.requires and self.has(other):
+        """Stages built from an older ``name`` are stale: drop them so they are rebuilt, never trusted. A stage
+        written under a name no module registers (``garen-train export --stage groups_<name>``) records what it
+        was made from in its manifest entry's ``requires``."""
+        for other in list(self.manifest["stages"]):
+            requires = STAGES[other].requires if other in STAGES else self.manifest["stages"][other].get("requires", ())
+            if name in requires and self.has(other):
                 del self.manifest["stages"][other]
                 self._forget_dependents(other)
 

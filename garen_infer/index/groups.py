@@ -1,13 +1,12 @@
 """GAREN's groups and their summaries, as index stages.
 
 Stages: ``groups`` (Leiden by default), and the App. C.2 controls ``groups_kmeans`` and ``groups_random`` with
-the same number of groups. Each writes a folder:
-- ``doc_groups.npy``: int32, the group of each corpus row (Omega(d));
-- ``groups.jsonl``: one line per group, in id order: {"group", "docs" (document ids), "concept", "summary",
-  "summarizer"} — readable with any JSON tool;
-- ``stats.json``: count and min/max/mean size (the shape of GAREN App. F).
+the same number of groups. Each writes a folder in the groups format (``groups_format.py``: ``doc_groups.npy``,
+``groups.jsonl``, ``stats.json``). ``groups_soft`` (overlapping groups) is learned by ``garen-train`` and
+written by ``garen-train export``, which summarises its groups with ``summarize_groups`` below.
 Summarising is batched over groups, cached by the response cache, shown with a progress bar, and resumable:
-finished summaries are appended to ``<stage>.partial.jsonl`` and skipped when the build runs again.
+finished summaries are appended to ``.<stage>.<partition digest>.partial.jsonl`` and skipped when the build runs
+again.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -25,12 +23,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from garen_infer.append_log import read_finished
+from garen_infer.errors import GarenError
 from garen_infer.faults import fault_point
-from garen_infer.index.atomic import atomic_path
-from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
+from garen_infer.index.groups_format import Groups, write_groups  # noqa: F401 - Groups is read from here too
+from garen_infer.index.partition import kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
-from garen_infer.index.summaries import ExtractiveSummarizer, fit_documents, group_text, parse_summary
-from garen_infer.settings import Count, NonNegative, Positive
+from garen_infer.index.summaries import ExtractiveSummarizer, fit_documents, parse_summary
+from garen_infer.settings import Count, NonNegative, Positive, Probability
 
 log = logging.getLogger(__name__)
 
@@ -57,29 +56,6 @@ class GroupParams:
     LEGACY: ClassVar[dict] = {"cap_rule": "exceeding"}  # groups built before `cap_rule` existed split groups > s-bar
 
 
-@dataclass
-class Groups:
-    doc_group: list[int]  # row -> group id (Omega)
-    members: list[list[int]]  # group id -> rows
-    concepts: list[str]
-    summaries: list[str]
-
-    @cached_property
-    def texts(self) -> list[str]:
-        return [group_text(c, s) for c, s in zip(self.concepts, self.summaries)]
-
-    @classmethod
-    def load(cls, folder: Path, doc_index: dict[str, int]) -> "Groups":
-        members, concepts, summaries = [], [], []
-        with open(folder / "groups.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                record = json.loads(line)
-                members.append([doc_index[d] for d in record["docs"]])
-                concepts.append(record["concept"])
-                summaries.append(record["summary"])
-        return cls(np.load(folder / "doc_groups.npy").tolist(), members, concepts, summaries)
-
-
 def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
     graph = folder.knn_graph
     if params.construction == "leiden":
@@ -90,8 +66,6 @@ def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
         return kmeans_groups(np.asarray(folder.embeddings), n_groups, params.seed)
     if params.construction == "random":
         return random_groups(len(dataset.documents), n_groups, params.seed)
-    from garen_infer.errors import GarenError
-
     raise GarenError(f"unknown group construction '{params.construction}' (leiden, kmeans or random)")
 
 
@@ -150,6 +124,24 @@ def _llm_summaries(generator, batch, groups, texts, params: GroupParams) -> dict
     return results
 
 
+def summarize_groups(folder, dataset, params: GroupParams, stage_name: str, groups: list[list[int]]) -> tuple[list[dict], dict]:
+    """Summaries of ``groups`` (rows per group) for stage ``stage_name``, resuming an interrupted run of the
+    same partition; returns one record per group and the manifest facts about the summarizer."""
+    # the partial file is named after the partition, so summaries of another partition are never reused
+    digest = hashlib.sha256(json.dumps(groups).encode()).hexdigest()[:12]
+    partial = folder.path / f".{stage_name}.{digest}.partial.jsonl"
+    for stale in folder.path.glob(f".{stage_name}.*.partial.jsonl"):
+        if stale != partial:
+            stale.unlink()
+    return _summarize(folder, dataset, params, groups, partial)
+
+
+def finish_summaries(folder, stage_name: str) -> None:
+    """Drop the stage's partial summary file once the stage folder is written."""
+    for partial in folder.path.glob(f".{stage_name}.*.partial.jsonl"):
+        partial.unlink()
+
+
 def _build(stage_name: str):
     def build(folder, dataset, params: GroupParams) -> dict:
         if stage_name != "groups":
@@ -157,32 +149,32 @@ def _build(stage_name: str):
         start = time.perf_counter()
         groups = _partition(folder, dataset, params)
         partition_seconds = time.perf_counter() - start
-        # the partial file is named after the partition, so summaries of another partition are never reused
-        digest = hashlib.sha256(json.dumps(groups).encode()).hexdigest()[:12]
-        partial = folder.path / f".{stage_name}.{digest}.partial.jsonl"
-        for stale in folder.path.glob(f".{stage_name}.*.partial.jsonl"):
-            if stale != partial:
-                stale.unlink()
-        records, info = _summarize(folder, dataset, params, groups, partial)
-        doc_group = np.empty(len(dataset.documents), dtype=np.int32)
-        for g, rows in enumerate(groups):
-            doc_group[rows] = g
-        doc_ids = dataset.doc_ids
-        with atomic_path(folder.path / stage_name) as tmp:
-            tmp.mkdir()
-            np.save(tmp / "doc_groups.npy", doc_group)
-            with open(tmp / "groups.jsonl", "w", encoding="utf-8") as handle:
-                for g, (rows, record) in enumerate(zip(groups, records)):
-                    line = {"group": g, "docs": [doc_ids[r] for r in rows], "concept": record["concept"], "summary": record["summary"], "summarizer": record["summarizer"]}
-                    handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-            stats = group_stats(groups)
-            (tmp / "stats.json").write_text(json.dumps(stats, indent=2))
-        partial.unlink(missing_ok=True)
+        records, info = summarize_groups(folder, dataset, params, stage_name, groups)
+        stats = write_groups(folder.path / stage_name, dataset.doc_ids, groups, records)
+        finish_summaries(folder, stage_name)
         return {**stats, **info, "partition_seconds": round(partition_seconds, 2), "seconds": round(time.perf_counter() - start, 2)}
 
     return build
 
 
+@dataclass(frozen=True)
+class SoftGroupParams:
+    """Overlapping groups learned by ``garen-train`` (configs/train/partition-*.yaml) and written by
+    ``garen-train export``: the manifest records where they came from and how memberships became groups."""
+
+    checkpoint: str = ""  # the .ckpt they were exported from
+    checkpoint_sha256: str = ""
+    threshold: Probability = 0.0  # a document joins a further group when its membership reaches this
+    max_groups_per_doc: Count = 1  # and joins at most this many groups
+    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})
+
+
+def _learned_elsewhere(folder, dataset, params) -> dict:
+    raise GarenError("index stage 'groups_soft' is learned, not built: train it with 'garen-train fit --config "
+                     "configs/train/partition-dmon.yaml' and write it with 'garen-train export --checkpoint CKPT --index DIR'")
+
+
 register(Stage("groups", GroupParams, _build("groups"), requires=("embeddings", "knn_graph")))
 register(Stage("groups_kmeans", GroupParams, _build("groups_kmeans"), requires=("groups",)))
 register(Stage("groups_random", GroupParams, _build("groups_random"), requires=("groups",)))
+register(Stage("groups_soft", SoftGroupParams, _learned_elsewhere, requires=("embeddings", "knn_graph", "groups")))

@@ -13,6 +13,7 @@ row of a window, as for a listwise reranker.
 
 from __future__ import annotations
 
+from garen_infer.llm.roles import ScoreJob
 from garen_infer.llm.types import Completion
 
 
@@ -26,7 +27,9 @@ class PointwiseReranker:
         new = [pair for pair in dict.fromkeys((job.query, row) for job in jobs for row in job.rows) if pair not in self._scores]
         first_seen: dict[tuple[str, int], Completion] = {}
         if new:
-            for pair, completion in zip(new, self.scorer.score([(query, self.doc_texts[row]) for query, row in new])):
+            query_ids = {job.query: job.query_id for job in jobs}
+            asked = [ScoreJob(query, self.doc_texts[row], query_ids[query], (row,)) for query, row in new]
+            for pair, completion in zip(new, self.scorer.score(asked)):
                 self._scores[pair] = completion.score
                 first_seen[pair] = completion
         return [self._order(job, first_seen) for job in jobs]

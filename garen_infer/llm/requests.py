@@ -26,6 +26,9 @@ class ScoreYesNo:
 
     texts: tuple[str, ...]
     role: str = "navigator"
+    # The corpus rows each text stands for (a group's members, or one document), in the order of ``texts``. Model
+    # backends read only the texts; the simulated oracle (llm/oracle.py) judges an item by its documents.
+    rows: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,18 @@ from garen_infer.llm.types import Chat, Completion, SamplingParams
 class RerankJob:
     query: str
     rows: tuple[int, ...]
+    query_id: str = ""  # who asks: only a backend that judges by identity (the oracle) reads it
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    """One (query, text) pair for a yes/no scorer. ``query_id`` and ``rows`` (the corpus rows the text stands for)
+    identify the pair for a backend that judges by identity (the oracle); model backends read the texts only."""
+
+    query: str
+    text: str
+    query_id: str = ""
+    rows: tuple[int, ...] = ()
 
 
 class EmbeddingReranker:
@@ -89,17 +101,17 @@ class EmbeddingYesNoScorer:
             if t in self._corpus_row:
                 self._text_vectors[t] = np.asarray(self._corpus[1][self._corpus_row[t]])
 
-    def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
+    def score(self, jobs: list[ScoreJob]) -> list[Completion]:
         start = time.perf_counter()
-        texts = [t for t in dict.fromkeys(t for _, t in pairs) if t not in self._text_vectors]
+        texts = [t for t in dict.fromkeys(j.text for j in jobs) if t not in self._text_vectors]
         if texts and self._corpus is not None:
             self._from_corpus(texts)
             texts = [t for t in texts if t not in self._text_vectors]
         if texts:
             for t, v in zip(texts, self.embedder.encode_documents(texts, show_progress=False)):
                 self._text_vectors[t] = v
-        query_vectors = self.embedder.query_vectors([q for q, _ in pairs])
-        out = [Completion(score=float((1.0 + self._text_vectors[t] @ qv) / 2.0)) for (_, t), qv in zip(pairs, query_vectors)]
+        query_vectors = self.embedder.query_vectors([j.query for j in jobs])
+        out = [Completion(score=float((1.0 + self._text_vectors[j.text] @ qv) / 2.0)) for j, qv in zip(jobs, query_vectors)]
         for c in out:
             c.seconds = (time.perf_counter() - start) / max(len(out), 1)
         return out
@@ -111,8 +123,8 @@ class LLMYesNoScorer:
         self.backend, self.instruction, self.assistant_prefix, self.text = backend, instruction, assistant_prefix, text
         self.name = backend.id
 
-    def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
-        chats = [yes_no(q, t, self.instruction, self.text) for q, t in pairs]
+    def score(self, jobs: list[ScoreJob]) -> list[Completion]:
+        chats = [yes_no(j.query, j.text, self.instruction, self.text) for j in jobs]
         return self.backend.score_yes_no(chats, self.assistant_prefix)
 
 
@@ -122,8 +134,8 @@ class CrossEncoderScorer:
     def __init__(self, backend):
         self.backend, self.name = backend, backend.id
 
-    def score(self, pairs: list[tuple[str, str]]) -> list[Completion]:
-        return self.backend.score_pairs(pairs)
+    def score(self, jobs: list[ScoreJob]) -> list[Completion]:
+        return self.backend.score_pairs([(j.query, j.text) for j in jobs])
 
 
 class LLMGenerator:
@@ -203,10 +215,11 @@ def _sampling(spec: dict) -> SamplingParams | None:
     return SamplingParams(**spec["sampling"]) if "sampling" in spec else None
 
 
-def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: str = "") -> Roles:
+def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: str = "", dataset=None) -> Roles:
     """``models`` maps role names to specs, e.g. {"reranker": {"backend": "vllm", "model": ...}, "navigator": ...}.
     Role ``reranker`` is listwise (or ``mode: pointwise``), ``generator`` generates, every other role is a yes/no
-    scorer. ``dataset_name`` tells a prompt that needs it which BRIGHT task it ranks for."""
+    scorer. ``dataset_name`` tells a prompt that needs it which BRIGHT task it ranks for. ``dataset``: only the
+    ``oracle`` backend reads it (a simulation from its judgments, llm/oracle.py)."""
     backends: dict[str, object] = {}
 
     def backend_for(spec: dict):
@@ -221,6 +234,15 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
         spec = dict(spec or {})
         if "mode" in spec and role != "reranker":
             raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
+        if spec.get("backend") == "oracle":
+            from garen_infer.llm.oracle import build_oracle
+
+            oracle = build_oracle(role, spec, dataset, doc_texts)
+            if role == "reranker":
+                roles.reranker = oracle
+            else:
+                roles.scorers[role] = oracle
+            continue
         if role == "reranker":
             roles.reranker = build_reranker(spec, doc_texts, index, backend_for, dataset_name)
         elif role in ("generator", "agent"):

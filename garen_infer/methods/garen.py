@@ -10,6 +10,13 @@ Per query (Algorithm 1 with App. E):
             X_t = explore(G_score) if t <= tau_switch else exploit(G_score)     w - h documents
             W_{t+1} = W~_t[:h] + X_t
     final: group-driven evidence propagation over all observed documents (Eq. 8-9)
+
+Overlapping groups (a learned soft partition, stage ``groups_soft``): a document may belong to several groups,
+Omega(d) becomes a set, and every rule below reads all of a document's groups: candidates are the union over
+the neighbours' groups, a group gets one vote per window document however many of that document's neighbours
+it holds, the fill rule treats a document as covered when any of its groups is, expansion skips a document
+another group already gave, and propagation sums the evidence of all of a document's groups. With disjoint
+groups (Leiden, the default) each of these reduces to the paper's rule, step for step.
 """
 
 from __future__ import annotations
@@ -58,11 +65,13 @@ class Garen(Method):
         self.graph = index.knn_graph
         if config.expansion_unit == "document":  # every document is its own "group", read in full
             self.doc_group = list(range(len(dataset.documents)))
+            self.doc_groups = [(r,) for r in self.doc_group]
             self.members = [[r] for r in range(len(dataset.documents))]
             self.texts = [d.full_text for d in dataset.documents]
         else:
             groups = index.groups(config.groups)
             self.doc_group, self.members, self.texts = groups.doc_group, groups.members, groups.texts
+            self.doc_groups = groups.doc_groups  # row -> all its groups (one, unless the groups overlap)
         if config.navigator == "connectivity":
             self.roles = ("reranker",)
 
@@ -95,19 +104,21 @@ class Garen(Method):
                 reranked = yield Rerank(tuple(window))
                 scores = self.connectivity(window, candidates)
             else:
-                reranked, new_scores = yield (Rerank(tuple(window)), ScoreYesNo(tuple(self.texts[g] for g in to_score)))
+                navigate = ScoreYesNo(tuple(self.texts[g] for g in to_score), rows=tuple(tuple(self.members[g]) for g in to_score))
+                reranked, new_scores = yield (Rerank(tuple(window)), navigate)
                 scores.update(zip(to_score, new_scores))
             eligible = [g for g in dict.fromkeys([*candidates, *to_score]) if g in scores]
             ranked_groups = sorted(eligible, key=lambda g: -scores[g])  # stable: ties keep candidate order
             explore = c.strategy == "explore" or (c.strategy == "explore-then-exploit" and t <= c.tau_switch)
             room = min(c.window - c.keep, state.budget - len(observed))
-            expansion = self.expand(ranked_groups, observed, state, room, explore)
+            sources: list[int] = []  # the group each expanded document came from
+            expansion = self.expand(ranked_groups, observed, state, room, explore, sources)
             filled = []
             if c.fill_from_first_stage and len(expansion) < room:
                 filled = [d for d in state.first_stage if d not in observed and d not in expansion][: room - len(expansion)]
             observed.update(expansion + filled)
             dropped = reranked[c.keep :] + dropped  # later windows' losers first, each in reranked order
-            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(self.doc_group[d] for d in expansion)),
+            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)),
                           "explore": explore, "filled_from_first_stage": len(filled)})
             window = reranked[: c.keep] + expansion + filled
         ranking = list(reranked) + [d for d in dropped if d not in reranked]
@@ -135,13 +146,14 @@ class Garen(Method):
         number of window documents whose neighbourhood intersects the group."""
         votes: dict[int, int] = {}
         for d in window:
-            for g in dict.fromkeys(self.doc_group[n] for n in self.graph.of(d)):
+            for g in dict.fromkeys(g for n in self.graph.of(d) for g in self.doc_groups[n]):
                 votes[g] = votes.get(g, 0) + 1
         return list(votes), votes
 
     def groups_to_score(self, candidates, votes, scores, first_stage, observed) -> list[int]:
         """At most K_g unscored groups: the highest votes; when fewer are available, the groups of the
-        top-ranked first-stage documents whose group is not yet covered fill the budget."""
+        top-ranked first-stage documents whose group is not yet covered fill the budget (a document of several
+        groups is covered when any of them is; if none is, its primary group is added)."""
         k = self.config.k_documents if self.config.expansion_unit == "document" else self.config.k_groups
         unscored = [g for g in candidates if g not in scores]
         if k is None:
@@ -154,7 +166,7 @@ class Garen(Method):
             if len(chosen) >= k:
                 break
             g = self.doc_group[d]
-            if d not in observed and g not in covered:
+            if d not in observed and covered.isdisjoint(self.doc_groups[d]):
                 chosen.append(g)
                 covered.add(g)
         return chosen
@@ -164,11 +176,13 @@ class Garen(Method):
         edges: dict[int, float] = {g: 0.0 for g in candidates}
         for d in window:
             for n in self.graph.of(d):
-                edges[self.doc_group[n]] = edges.get(self.doc_group[n], 0.0) + 1.0
+                for g in self.doc_groups[n]:
+                    edges[g] = edges.get(g, 0.0) + 1.0
         return edges
 
     # ---- sec. 4.2.2: explore (round robin) or exploit (depth first) -------------------------------------------
-    def expand(self, ranked_groups: list[int], observed: set, state: QueryState, room: int, explore: bool) -> list[int]:
+    def expand(self, ranked_groups: list[int], observed: set, state: QueryState, room: int, explore: bool, sources: list | None = None) -> list[int]:
+        """Up to ``room`` unobserved documents from the ranked groups; ``sources`` receives each one's group."""
         rank = state.first_stage_rank
 
         def order(d):  # App. E: by first-stage rank; past the first stage's depth, by its score (then row)
@@ -178,18 +192,23 @@ class Garen(Method):
         for g in ranked_groups:
             docs = sorted((d for d in self.members[g] if d not in observed), key=order)
             if docs:
-                queues.append(deque(docs))
+                queues.append((g, deque(docs)))
         picked: list[int] = []
+        taken: set[int] = set()
         while queues and len(picked) < room:
-            if explore:  # one document from each group in score order, then around again
-                queue = queues.popleft()
+            g, queue = queues[0]
+            while queue and queue[0] in taken:  # overlapping groups: another group already gave this document
+                queue.popleft()
+            if queue:
                 picked.append(queue.popleft())
-                if queue:
-                    queues.append(queue)
-            else:  # exhaust the best group before moving to the next
-                picked.append(queues[0].popleft())
-                if not queues[0]:
-                    queues.popleft()
+                taken.add(picked[-1])
+                if sources is not None:
+                    sources.append(g)
+            if not queue:
+                queues.popleft()
+            elif explore:  # one document from each group in score order, then around again
+                queues.rotate(-1)
+            # exploit: exhaust the best group before moving to the next
         return picked
 
     def first_stage_score(self, state: QueryState, row: int) -> float:
@@ -205,13 +224,15 @@ class Garen(Method):
     # ---- sec. 4.3: group-driven evidence propagation ------------------------------------------------------------
     def propagation_scores(self, ranking: list[int]) -> dict[int, float]:
         """score(d) = b(d) + alpha * sum of b(d') over d' in d's group (Eq. 9; the sum includes d itself, as the
-        equation is written), with RBP weights b(d) = (1-p) p^(rank-1) for the top 10 and 0 otherwise (Eq. 8)."""
+        equation is written), with RBP weights b(d) = (1-p) p^(rank-1) for the top 10 and 0 otherwise (Eq. 8).
+        Overlapping groups: the sum runs over each of d's groups (a d' sharing two groups with d counts twice)."""
         c = self.config
         base = {d: (1 - c.rbp_p) * c.rbp_p ** i for i, d in enumerate(ranking[: c.propagation_top])}
         group_mass: dict[int, float] = {}
         for d, b in base.items():
-            group_mass[self.doc_group[d]] = group_mass.get(self.doc_group[d], 0.0) + b
-        return {d: base.get(d, 0.0) + c.alpha * group_mass.get(self.doc_group[d], 0.0) for d in ranking}
+            for g in self.doc_groups[d]:
+                group_mass[g] = group_mass.get(g, 0.0) + b
+        return {d: base.get(d, 0.0) + c.alpha * sum(group_mass.get(g, 0.0) for g in self.doc_groups[d]) for d in ranking}
 
     def propagate(self, ranking: list[int]) -> list[int]:
         """All observed documents sorted by propagated score; ties keep the pre-propagation order."""

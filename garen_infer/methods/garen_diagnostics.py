@@ -1,7 +1,8 @@
 """GAREN's diagnostics, computed after a query has finished (the method never sees the qrels):
 
 - App. C.3: for each (query, gold document) pair outside the initial window, was the gold document's group ever
-  scored by the navigator, and ever selected for expansion?
+  scored by the navigator, and ever selected for expansion? With overlapping groups a gold document's gold groups
+  are all of its groups: the pair counts as scored (selected) when any of them was.
 - App. C.1: the minimum hop distance from the first-stage top-w to a gold document on the document graph (k-NN
   edges) and on the group graph (group A -> group B when a document of A points to a document of B).
 """
@@ -42,7 +43,7 @@ class GarenDiagnostics:
             edges = [set() for _ in m.members]
             for g_from, rows in enumerate(m.members):
                 for d in rows:
-                    edges[g_from].update(m.doc_group[n] for n in m.graph.of(d))
+                    edges[g_from].update(g for n in m.graph.of(d) for g in m.doc_groups[n])
                 edges[g_from].discard(g_from)
             self._group_edges = edges
         return self._group_edges[g]
@@ -52,12 +53,12 @@ class GarenDiagnostics:
         initial = set(state.first_stage[: m.config.window])
         outside = [d for d in sorted(gold_rows) if d not in initial]
         scored, selected = set(state.trace.get("scored_groups", [])), set(state.trace.get("selected_groups", []))
-        gold_groups = {m.doc_group[d] for d in gold_rows}
-        start_groups = {m.doc_group[d] for d in initial}
+        gold_groups = {g for d in gold_rows for g in m.doc_groups[d]}
+        start_groups = {g for d in initial for g in m.doc_groups[d]}
         return {
             "pairs_outside_window": len(outside),
-            "gold_group_scored": sum(m.doc_group[d] in scored for d in outside),
-            "gold_group_selected": sum(m.doc_group[d] in selected for d in outside),
+            "gold_group_scored": sum(not scored.isdisjoint(m.doc_groups[d]) for d in outside),
+            "gold_group_selected": sum(not selected.isdisjoint(m.doc_groups[d]) for d in outside),
             "min_hops_doc_graph": _bfs(initial, set(gold_rows), m.graph.of),
             "min_hops_group_graph": _bfs(start_groups, gold_groups, self.group_neighbours),
         }

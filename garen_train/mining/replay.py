@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from garen_infer.append_log import read_finished
 from garen_infer.cli import run_config_from
 from garen_infer.data.dataset import Dataset
-from garen_infer.llm.roles import build_roles
+from garen_infer.llm.roles import ScoreJob, build_roles
 from garen_infer.methods.base import Method, get_method, make_config
 from garen_infer.runner import RunConfig, execute
 
@@ -28,9 +28,9 @@ class RecordingScorer:
         self.inner, self.name = inner, inner.name
         self.scores: dict[tuple[str, str], float] = {}
 
-    def score(self, pairs):
-        completions = self.inner.score(pairs)
-        self.scores.update(zip(pairs, (c.score for c in completions)))
+    def score(self, jobs):
+        completions = self.inner.score(jobs)
+        self.scores.update(zip(((j.query, j.text) for j in jobs), (c.score for c in completions)))
         return completions
 
     def scores_for(self, pairs: list[tuple[str, str]]) -> list[float]:
@@ -39,7 +39,7 @@ class RecordingScorer:
         with tqdm(total=len(missing), desc="navigator scores", unit="pair", disable=not missing) as bar:
             for start in range(0, len(missing), SCORE_BATCH):
                 batch = missing[start : start + SCORE_BATCH]
-                self.score(batch)
+                self.score([ScoreJob(query, text) for query, text in batch])
                 bar.update(len(batch))
         return [self.scores[p] for p in pairs]
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from garen_infer.errors import GarenError
+from garen_infer.llm.roles import ScoreJob
 from garen_train.scorers.losses import LOSSES, distillation_loss, pointwise_loss, training_loss
 from garen_train.scorers.metrics import scorer_metrics
 
@@ -84,7 +85,7 @@ class PairScorer(pl.LightningModule):
 
             device = "cuda" if self.device.type == "cuda" else "cpu"
             self._teacher = EmbeddingYesNoScorer(Embedder(EmbeddingParams(model=self.objective.distill_from, device=device)))
-        answers = self._teacher.score(list(zip(batch["queries"], batch["texts"])))
+        answers = self._teacher.score([ScoreJob(q, t) for q, t in zip(batch["queries"], batch["texts"])])
         cosine = torch.tensor([2.0 * a.score - 1.0 for a in answers], device=self.device)  # the scorer gives (1 + cos) / 2
         return cosine / self.objective.distill_temperature
 

@@ -1,0 +1,227 @@
+"""SIMULATION, not a model: a reranker and yes/no scorers of known quality, made from the relevance judgments.
+
+On a CPU no LLM strong enough to play GAREN's reranker runs at benchmark scale, yet the question that matters is
+how a search method behaves as its reranker gets better. Retrieval papers answer it with simulated rerankers of
+controlled quality; the ``oracle`` backend is that tool for the reranker and scorer roles. Its numbers are NOT
+model results: every run made with it says so (config.json, metrics.json, the run file's tag, the CLI banner).
+
+The rule, one for both roles. An item standing for documents D (one document for the reranker; a group's
+members, or one document, for a yes/no scorer such as GAREN's navigator) has the noisy relevance
+
+    s(q, D) = max_{d in D} gain(q, d) + sigma * z,        z ~ N(0, 1) drawn from a hash of (seed, role, q, D)
+
+gain = the judgment grade (unjudged and negative grades count 0; ``gain: binary`` makes every grade > 0 a 1).
+z depends only on (seed, role, query id, the documents' ids): never on the batch, the order of requests or the
+method asking, so every method faces the same noisy reranker. The role is in the hash so the reranker and the
+navigator err independently, as two models would.
+- reranker (listwise): orders a window by s, best first. At sigma = 0 equal grades fall in the order of their
+  draws z, so sigma = 0 is the limit of small noise (keeping the window's order instead would hand the first
+  stage's order among non-relevant documents to methods that expand from the top of the list).
+- reranker with ``mode: pointwise``: the scorer below scores each document and llm/pointwise.py sorts a window
+  by it; the draws are the reranker's, so for sigma > 0 it orders a window exactly as the listwise oracle does
+  (at sigma = 0 the pointwise reranker keeps the window's order among equal grades, as it does for any scorer).
+- scorer (yes/no): P(yes) = logistic(YES_SLOPE * (s - 1/2)), one draw per item: a navigator reading a group's
+  summary sees the group's best evidence, blurred once.
+Quality: documents whose gains differ by delta come out in the right order with probability
+Phi(delta / (sigma * sqrt 2)) (the difference of two independent N(0, sigma^2) draws is N(0, 2 sigma^2)). For
+binary judgments: sigma 0.25 -> 0.998, 0.5 -> 0.921, 1 -> 0.760, 2 -> 0.638. ``pairwise_accuracy`` measures it.
+
+The judgments reach this module only: methods get a dataset without them (runner.py), and requests carry ids
+and corpus rows, never grades.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+
+from garen_infer.errors import GarenError
+from garen_infer.settings import NonNegativeFloat, build
+from garen_infer.llm.types import Completion
+
+BACKEND = "oracle"
+YES_SLOPE = 4.0  # only the order of P(yes) matters to a navigator; 4 maps gain 1 / 0 to P(yes) 0.88 / 0.12
+RUN_TAG = "SIMULATED-oracle"  # appended to the run file's tag: a simulated run.trec says so on every line
+NOTICE = ("SIMULATION: the oracle backend plays these roles from the dataset's relevance judgments plus seeded "
+          "Gaussian noise (garen_infer/llm/oracle.py); the numbers measure the search method under a reranker of "
+          "known quality, they are NOT results of any model")
+
+
+@dataclass(frozen=True)
+class OracleSpec:
+    sigma: NonNegativeFloat = 0.5  # noise standard deviation, in grades: 0 = a perfect judge
+    seed: int = 0
+    gain: Literal["graded", "binary"] = "graded"  # binary: every grade > 0 counts 1
+
+    @classmethod
+    def from_models(cls, role: str, spec: dict) -> "OracleSpec":
+        options = {k: v for k, v in spec.items() if k not in ("backend", "mode")}  # build_oracle checks the mode
+        return build(cls, options, f"models.{role}")
+
+
+def standard_normal(*parts) -> float:
+    """A N(0, 1) draw fixed by ``parts``: the same parts give the same number on any machine, in any order."""
+    digest = hashlib.blake2b(json.dumps(parts, ensure_ascii=False).encode("utf-8"), digest_size=8).digest()
+    return NormalDist().inv_cdf((int.from_bytes(digest, "big") + 0.5) / 2.0**64)
+
+
+class NoisyJudge:
+    """s(q, D) of the module docstring, for one role."""
+
+    def __init__(self, qrels: dict[str, dict[str, int]], doc_ids: list[str], spec: OracleSpec, role: str):
+        self.qrels, self.doc_ids, self.spec, self.role = qrels, doc_ids, spec, role
+        self.name = f"oracle(sigma={spec.sigma},seed={spec.seed},gain={spec.gain})"
+
+    def gain(self, query_id: str, row: int) -> float:
+        grade = self.qrels.get(query_id, {}).get(self.doc_ids[row], 0)
+        if grade <= 0:
+            return 0.0
+        return 1.0 if self.spec.gain == "binary" else float(grade)
+
+    def draw(self, query_id: str, rows) -> float:
+        members = sorted(self.doc_ids[r] for r in rows)  # a group is the same item whatever its member order
+        return standard_normal(self.spec.seed, self.role, query_id, members)
+
+    def score(self, query_id: str, rows) -> float:
+        return max(self.gain(query_id, r) for r in rows) + self.spec.sigma * self.draw(query_id, rows)
+
+
+def _identity(job, needs_rows: bool) -> None:
+    if not job.query_id:
+        raise GarenError("the oracle backend needs each request's query id, and this one came without it")
+    if needs_rows and not job.rows:
+        raise GarenError("the oracle scorer needs the corpus rows each text stands for (ScoreYesNo.rows); this method's request has none")
+
+
+class OracleReranker:
+    """Listwise: orders each window by the noisy relevance s(q, d)."""
+
+    def __init__(self, judge: NoisyJudge):
+        self.judge, self.name = judge, judge.name
+
+    def rerank(self, jobs) -> list[tuple[list[int], Completion]]:
+        out = []
+        for job in jobs:
+            _identity(job, needs_rows=False)
+            start = time.perf_counter()
+            keys = [(self.judge.score(job.query_id, (r,)), self.judge.draw(job.query_id, (r,))) for r in job.rows]
+            order = sorted(range(len(job.rows)), key=lambda i: keys[i], reverse=True)  # sigma = 0: ties by the draw
+            completion = Completion(text=" > ".join(f"[{i + 1}]" for i in order), seconds=time.perf_counter() - start)
+            out.append(([job.rows[i] for i in order], completion))
+        return out
+
+
+class OracleYesNoScorer:
+    """Yes/no: P(yes) from the noisy relevance of the documents the text stands for (a group: its best gain)."""
+
+    def __init__(self, judge: NoisyJudge):
+        self.judge, self.name = judge, judge.name
+
+    def score(self, jobs) -> list[Completion]:
+        out = []
+        for job in jobs:
+            _identity(job, needs_rows=True)
+            start = time.perf_counter()
+            s = self.judge.score(job.query_id, job.rows)
+            out.append(Completion(score=1.0 / (1.0 + math.exp(-YES_SLOPE * (s - 0.5))), seconds=time.perf_counter() - start))
+        return out
+
+
+def build_oracle(role: str, spec: dict, dataset, doc_texts: list[str] = ()):
+    """The oracle for ``role`` (``reranker``, listwise or ``mode: pointwise``, or a scorer role) from its
+    models.<role> spec and the dataset whose judgments it reads. Refuses a dataset without judgments and the roles
+    that write text."""
+    if role in ("generator", "agent"):
+        raise GarenError(f"models.{role} cannot be 'oracle': the oracle judges relevance, it does not write text")
+    if dataset is None or not dataset.qrels:
+        name = getattr(dataset, "name", "?")
+        raise GarenError(f"models.{role}: the oracle backend simulates a model from relevance judgments, and dataset '{name}' has none")
+    judge = NoisyJudge(dataset.qrels, dataset.doc_ids, OracleSpec.from_models(role, spec), role)
+    if role != "reranker":
+        return OracleYesNoScorer(judge)
+    mode = spec.get("mode", "listwise")
+    if mode not in ("listwise", "pointwise"):
+        raise GarenError(f"models.reranker.mode '{mode}' is not one of listwise, pointwise")
+    if mode == "pointwise":
+        from garen_infer.llm.pointwise import PointwiseReranker
+
+        return PointwiseReranker(OracleYesNoScorer(judge), list(doc_texts))
+    return OracleReranker(judge)
+
+
+def _oracle_of(played):
+    """The oracle behind a role object (a pointwise reranker's scorer included), or None."""
+    played = getattr(played, "scorer", played)
+    return played if isinstance(played, (OracleReranker, OracleYesNoScorer)) else None
+
+
+# ---- labelling: a simulated run must never pass for model results ---------------------------------------------
+def simulated_roles(models: dict, roles=None) -> dict[str, dict]:
+    """Role -> oracle spec, for every role the config (or the roles actually passed in) plays with the oracle."""
+    found = {role: {**asdict(OracleSpec.from_models(role, spec)), **({"mode": spec["mode"]} if "mode" in spec else {})}
+             for role, spec in (models or {}).items() if (spec or {}).get("backend") == BACKEND}
+    if roles is not None:
+        played = {"reranker": roles.reranker, **roles.scorers}
+        for role, obj in played.items():
+            if _oracle_of(obj) is not None:
+                pointwise = {"mode": "pointwise"} if _oracle_of(obj) is not obj else {}
+                found[role] = {**asdict(_oracle_of(obj).judge.spec), **pointwise}
+    return dict(sorted(found.items()))
+
+
+def simulation_label(models: dict, roles=None) -> dict | None:
+    """What config.json and metrics.json record under "simulation" (None for a run without the oracle)."""
+    found = simulated_roles(models, roles)
+    return {"notice": NOTICE, "roles": found} if found else None
+
+
+def banner(label: dict) -> str:
+    roles = ", ".join(f"{role} sigma={spec['sigma']} seed={spec['seed']} gain={spec['gain']}" for role, spec in label["roles"].items())
+    rule = "*" * 100
+    return f"{rule}\n*** SIMULATED RUN ({roles})\n*** {label['notice']}\n{rule}"
+
+
+def is_simulated_run(path) -> bool:
+    """Whether a TREC run file was written by a simulated run (its tag says so)."""
+    with open(path, encoding="utf-8") as handle:
+        first = handle.readline().split()
+    return len(first) == 6 and first[5].endswith(RUN_TAG)
+
+
+# ---- quality: how often the noisy scores order two documents of different gain correctly ---------------------
+def expected_pairwise_accuracy(sigma: float, delta: float = 1.0) -> float:
+    """Phi(delta / (sigma sqrt 2)): the chance the rule orders two documents whose gains differ by delta."""
+    return 1.0 if sigma == 0 else NormalDist().cdf(delta / (sigma * math.sqrt(2.0)))
+
+
+def ordered_pairs(scores, gains) -> tuple[float, int]:
+    """Over every pair of items with different gains: how many the scores order like the gains (a score tie
+    counts one half), and how many such pairs there are."""
+    scores, gains = np.asarray(scores, dtype=float), np.asarray(gains, dtype=float)
+    correct, total = 0.0, 0
+    levels = np.unique(gains)
+    for i, low in enumerate(levels):
+        below = np.sort(scores[gains == low])
+        for high in levels[i + 1 :]:
+            above = scores[gains == high]
+            less = np.searchsorted(below, above, side="left")
+            ties = np.searchsorted(below, above, side="right") - less
+            correct += float(less.sum() + 0.5 * ties.sum())
+            total += len(above) * len(below)
+    return correct, total
+
+
+def pairwise_accuracy(judge: NoisyJudge, pools: dict[str, list[int]]) -> float:
+    """The reranker's measured pairwise accuracy over each query's pool of corpus rows (pairs pooled over queries)."""
+    correct, total = 0.0, 0
+    for query_id, rows in pools.items():
+        c, n = ordered_pairs([judge.score(query_id, (r,)) for r in rows], [judge.gain(query_id, r) for r in rows])
+        correct, total = correct + c, total + n
+    return correct / total if total else float("nan")

@@ -1,0 +1,180 @@
+"""``garen-infer bench --config FILE``: run every (dataset, method, budget) cell of a bench file as an ordinary
+resumable run folder, then write the comparison report.
+
+Each cell is ``garen-infer run`` with the cell's preset, method and budget into ``<runs>/<dataset>/<label>@<budget>``:
+a finished cell is only read again, an interrupted one resumes, and model answers come from the response cache,
+so the same command run twice makes no model call the second time. Every cell is planned (method options, index
+stages, models) before the first one runs, so a typo in the last entry does not surface after hours of work.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from garen_infer.append_log import read_finished
+from garen_infer.errors import GarenError
+from garen_infer.report.bench_config import BenchConfig, DatasetEntry, MethodEntry
+from garen_infer.report.matrix import DatasetMatrix, Skipped
+from garen_infer.report.run_results import TIMING_LOG
+
+
+@dataclass
+class CellPlan:
+    entry: MethodEntry
+    budget: int | None  # the resolved budget; None for a method without one
+    folder: Path
+    run_config: object  # garen_infer.runner.RunConfig
+    problem: str | None = None  # why it cannot run here (a model or index stage it lacks)
+    optional: bool = False  # the problem is a role the preset has no model for, in a method 'all' brought in
+
+
+@dataclass
+class BenchOutcome:
+    report: Path
+    queries_run: int  # queries answered by this invocation (0 when everything was already done)
+    model_calls: int  # model calls those queries made (cache hits excluded)
+
+
+def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, command: str = "") -> BenchOutcome:
+    """Plan every cell, run the ones not finished, write the report; ``limit`` (smoke runs) keeps its run folders
+    and its report apart from the full bench's (suffix ``.first<N>``)."""
+    from garen_infer.methods.base import METHODS
+    from garen_infer.report.write import check_report_folder, write_report
+
+    check_report_folder(config.report, config.runs)  # before hours of runs, not after
+    entries = config.method_entries(list(METHODS))
+    presets = {e.label: _preset(config, e) for e in entries}
+    prepared = [_prepare_dataset(config, d, entries, presets, limit, log) for d in config.datasets]
+    problems = [f"{d.name} {p.entry.label}{'' if p.budget is None else '@' + str(p.budget)}: {p.problem}"
+                for d, _, _, plans in prepared for p in plans if p.problem and not p.optional]
+    if problems and not config.skip_unavailable:
+        raise GarenError(f"{config.path}: {len(problems)} cell(s) cannot run ({'; '.join(problems)}); fix them, or set "
+                         f"skip_unavailable: true to list them in the report instead")
+    queries_run = model_calls = 0
+    matrices = []
+    for entry, dataset, index, plans in prepared:
+        matrix = DatasetMatrix(entry.name, dataset.name, len(dataset.documents), len(dataset.judged_queries()), str(index.path),
+                               labels=[e.label for e in entries], budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
+                               baseline=config.baseline,
+                               embedding_model=(index.manifest["stages"].get("embeddings") or {}).get("params", {}).get("model"))
+        for plan in plans:
+            if plan.problem:
+                matrix.skipped.append(Skipped(plan.entry.label, plan.budget, plan.problem))
+                continue
+            ran, calls = _run_cell(dataset, index, plan, cache, log)
+            queries_run, model_calls = queries_run + ran, model_calls + calls
+            log(f"[bench] {entry.name} {plan.folder.name}: {ran} queries run now, {calls} model calls")
+        matrices.append((matrix, dataset, index, plans))
+    if limit:
+        config = replace(config, report=config.report.with_name(f"{config.report.name}.first{limit}"))
+    report = write_report(config, matrices, log, command)
+    log(f"[bench] {queries_run} queries run, {model_calls} model calls; report: {report}")
+    return BenchOutcome(report, queries_run, model_calls)
+
+
+def _preset(config: BenchConfig, entry: MethodEntry) -> dict:
+    from garen_infer.config import load_preset
+
+    return load_preset(entry.preset or config.preset, [*config.overrides, *entry.overrides])
+
+
+def _prepare_dataset(config: BenchConfig, entry: DatasetEntry, methods: list[MethodEntry], presets: dict, limit, log):
+    from garen_infer.data import load_dataset
+    from garen_infer.index.folder import IndexFolder
+
+    dataset = load_dataset(entry.spec, entry.allow_empty_docs)
+    if config.build_index:
+        _build_index(dataset, entry, [presets[m.label] for m in methods], log)
+    index = IndexFolder.open(entry.index, dataset)
+    plans = [p for m in methods for p in _plan_cells(config, entry, m, presets[m.label], dataset, index, limit)]
+    return entry, dataset, index, plans
+
+
+def _build_index(dataset, entry: DatasetEntry, presets: list[dict], log) -> None:
+    """``garen-infer index`` with every stage the cells' presets define; two presets that build the same stage
+    with different params would rebuild it back and forth, so that is refused."""
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.stages import IndexConfig
+    from garen_infer.writer_lock import writer_lock
+
+    stages: dict[str, dict] = {}
+    for preset in presets:
+        for name, params in (preset.get("index") or {}).items():
+            if name in stages and stages[name] != (params or {}):
+                raise GarenError(f"index stage '{name}' has different params in two of the bench's presets; an index "
+                                 f"folder holds one version of a stage: use one preset's params, or another dataset entry")
+            stages[name] = params or {}
+    log(f"[bench] {entry.name}: index {entry.index}")
+    with writer_lock(entry.index, "index folder"):  # as 'garen-infer index' does
+        IndexFolder.build(dataset, entry.index, IndexConfig.from_dict(stages), log=log)
+
+
+def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict, dataset, index, limit) -> list[CellPlan]:
+    from garen_infer.cli import run_config_from
+    from garen_infer.methods.base import get_method
+    from garen_infer.runner import configure_method
+
+    method_cls = get_method(entry.method)  # an unknown name is an error in the bench file, not a cell to skip
+    takes_budget = "budget" in {f.name for f in fields(method_cls.Config)}
+    budgets = (entry.budgets if entry.budgets is not None else config.budgets) if takes_budget else ()
+    cell_limit = min(x for x in (entry.limit, limit) if x is not None) if entry.limit or limit else None
+    plans = []
+    for budget in budgets or [None]:  # no budgets: once, with the preset's
+        run_config = run_config_from(preset, entry.method, budget, cell_limit)
+        problem, resolved = None, budget
+        try:
+            _, _, method, resolved = configure_method(dataset, index, run_config)
+            roles = method.roles  # its options may drop a role (GAREN's connectivity navigator)
+        except GarenError as err:  # e.g. a missing index stage; a missing model, if any, is the first reason
+            problem, roles = str(err), method_cls.roles
+        missing = [r for r in roles if r not in run_config.models]
+        if missing:
+            problem = f"preset '{entry.preset or config.preset}' sets no model for {', '.join('models.' + r for r in missing)}"
+        name = entry.label if resolved is None else f"{entry.label}@{resolved}"
+        folder = config.runs / dataset_entry.name / (name + (f".first{cell_limit}" if cell_limit else ""))
+        plans.append(CellPlan(entry, resolved, folder, run_config, problem, optional=bool(missing) and entry.from_all))
+    return plans
+
+
+def _run_cell(dataset, index, plan: CellPlan, cache, log) -> tuple[int, int]:
+    """Run (or resume, or only re-read) one cell; (queries answered now, model calls they made). Each cell opens
+    the index and loads its models afresh, exactly as ``garen-infer run`` would: no cell inherits another's warm
+    caches (query embeddings, group-summary vectors), so its seconds do not depend on the order cells ran in."""
+    from garen_infer.index.folder import IndexFolder
+    from garen_infer.runner import execute
+
+    trace = plan.folder / "trace.jsonl"
+    before = set(read_finished(trace, "qid"))
+    start = time.perf_counter()
+    metrics = execute(dataset, IndexFolder.open(index.path, dataset), plan.run_config, plan.folder, cache=cache, log=log)
+    wall = time.perf_counter() - start
+    records = read_finished(trace, "qid")
+    new = [r for qid, r in records.items() if qid not in before]
+    if new:  # the runner's wall time covers its query loop (not loading the dataset or the first stage)
+        seconds = metrics.get("wall_seconds_per_query", wall / len(new)) * len(new)
+        _append(plan.folder / TIMING_LOG, {"at": f"{time.time():.6f}", "queries": len(new), "wall_seconds": round(seconds, 4)})
+    return len(new), sum(r["ledger"]["model_calls"] for r in new)
+
+
+def _append(path: Path, record: dict) -> None:
+    read_finished(path, "at")  # cuts a torn last line before appending
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def main(args) -> int:
+    """``garen-infer bench`` (arguments parsed by garen_infer.cli)."""
+    import shlex
+
+    from garen_infer.llm.cache import NoCache, ResponseCache
+    from garen_infer.report.bench_config import load_bench_config
+
+    config = load_bench_config(args.config, args.overrides)
+    cache = NoCache() if args.no_cache else ResponseCache(args.cache)
+    command = " ".join(["garen-infer bench --config", shlex.quote(str(args.config)), *(f"--set {shlex.quote(o)}" for o in args.overrides),
+                        *([f"--limit {args.limit}"] if args.limit else [])])
+    run_bench(config, cache, args.limit, command=command)
+    return 0

@@ -1,0 +1,157 @@
+"""The report's plots as PNG files (matplotlib, Agg backend: no display needed). Each function draws one figure
+from a DatasetMatrix and returns its caption, which says exactly what the axes show."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen before pyplot loads)
+
+from garen_infer.index.atomic import atomic_path  # noqa: E402
+from garen_infer.report.matrix import DatasetMatrix, gold_distances  # noqa: E402
+
+DPI = 110
+MEASURE_NAMES = {"nDCG@10": "nDCG@10", "R@100": "R@100 (recall over observed documents)"}
+
+
+MARKERS = "osD^vPX*hp"
+
+
+def styles(labels: list[str]) -> dict[str, dict]:
+    """One colour and marker per method label, the same in every figure of a report; later labels draw smaller
+    markers and thinner lines, so methods with identical numbers stay visible on top of each other."""
+    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
+    return {label: {"color": palette(i % palette.N), "marker": MARKERS[i % len(MARKERS)],
+                    "markersize": max(3.0, 8.0 - 0.6 * i), "linewidth": max(0.8, 2.2 - 0.2 * i)}
+            for i, label in enumerate(labels)}
+
+
+def save(fig, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def accuracy_vs_budget(matrix: DatasetMatrix, path: Path) -> str | None:
+    """nDCG@10 and R@100 against the reranking budget, one line per method; methods without a budget are flat."""
+    if not matrix.cells:
+        return None
+    style = styles(matrix.labels)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, measure in zip(axes, MEASURE_NAMES):
+        for label in matrix.labels:
+            row = sorted(matrix.row(label), key=lambda c: c.budget or 0)
+            if not row:
+                continue
+            if row[0].budget is None:
+                ax.axhline(row[0].mean(measure), color=style[label]["color"], linestyle="--", linewidth=1.4, label=f"{label} (no budget)")
+            else:
+                ax.plot([c.budget for c in row], [c.mean(measure) for c in row], label=label, **style[label])
+        ax.set_xlabel("reranking budget k (distinct documents the reranker sees)")
+        ax.set_ylabel(MEASURE_NAMES[measure])
+        if matrix.budgets:
+            ax.set_xticks(matrix.budgets)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="best")
+    fig.suptitle(f"{matrix.name}: accuracy against budget")
+    save(fig, path)
+    return (f"{matrix.name}: nDCG@10 (left) and R@100 (right) against the reranking budget (Reranker@k), one line per "
+            f"method; dashed lines are methods without a budget.")
+
+
+def accuracy_vs_cost(matrix: DatasetMatrix, path: Path) -> str | None:
+    """nDCG@10 against model calls, model seconds and (when priced) dollars per query, like GAREN Fig. 6."""
+    if not matrix.cells:
+        return None
+    axes_spec = [("requests", "model calls per query, all roles (cache hits included)"), ("model_seconds", "model seconds per query")]
+    if any(c.cost.get("dollars") for c in matrix.cells):
+        axes_spec.append(("dollars", "dollars per query (estimated from tokens)"))
+    style = styles(matrix.labels)
+    fig, axes = plt.subplots(1, len(axes_spec), figsize=(5.5 * len(axes_spec), 4.2), squeeze=False)
+    for ax, (key, xlabel) in zip(axes[0], axes_spec):
+        for label in matrix.labels:
+            row = sorted((c for c in matrix.row(label) if c.cost.get(key) is not None), key=lambda c: c.budget or 0)
+            if not row:
+                continue
+            xs, ys = [c.cost[key] for c in row], [c.mean("nDCG@10") for c in row]
+            ax.plot(xs, ys, label=label, **style[label])
+            for c, x, y in zip(row, xs, ys):
+                if c.budget is not None:
+                    ax.annotate(str(c.budget), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=style[label]["color"])
+        positive = [c.cost[key] for c in matrix.cells if c.cost.get(key)]
+        if positive and max(positive) / min(positive) > 20:  # costs spread over decades: log scale, 0 kept on it
+            ax.set_xscale("symlog", linthresh=10 ** math.floor(math.log10(min(positive))), linscale=0.6)
+            xlabel += " (log scale)"
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("nDCG@10")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8, loc="best")
+    fig.suptitle(f"{matrix.name}: accuracy against cost (points labelled with their budget)")
+    save(fig, path)
+    what = ", ".join(x for _, x in axes_spec)
+    return f"{matrix.name}: nDCG@10 against {what}; one line per method through its budgets (labels on the points)."
+
+
+def reachability(matrix: DatasetMatrix, path: Path) -> str | None:
+    """Hit@100 by hop distance from the first-stage top 20 to the nearest gold document (GAREN Fig. 4 and 8)."""
+    columns = matrix.budgets or [None]
+    if not any(c.reach for c in matrix.cells):
+        return None
+    style = styles(matrix.labels)
+    fig, axes = plt.subplots(1, len(columns), figsize=(5.5 * len(columns), 4.2), squeeze=False, sharey=True, layout="constrained")
+    for ax, budget in zip(axes[0], columns):
+        cells = [matrix.cell(label, budget) for label in matrix.labels]
+        cells = [c for c in cells if c is not None and c.reach]
+        hops = sorted({h for c in cells for h in c.reach}, key=lambda h: (h == "none", int(h) if h != "none" else 0))
+        width = 0.8 / max(len(cells), 1)
+        for i, c in enumerate(cells):
+            xs = [j + (i - (len(cells) - 1) / 2) * width for j in range(len(hops))]
+            ax.bar(xs, [c.reach.get(h, {}).get("hit@100", 0.0) for h in hops], width=width, color=style[c.label]["color"], label=c.label)
+        counts = {h: max(c.reach.get(h, {}).get("queries", 0) for c in cells) for h in hops}
+        ax.set_xticks(range(len(hops)))
+        ax.set_xticklabels([f"{'>10' if h == 'none' else h}\n(n={counts[h]})" for h in hops])
+        ax.set_title("no budget" if budget is None else f"budget {budget}")
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0][0].set_ylabel("Hit@100 (a gold document among the first 100)")
+    handles = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(handles.values(), handles.keys(), fontsize=8, loc="outside right center")
+    fig.supxlabel("minimum k-NN hops from the first-stage top 20 to a gold document (n = queries at that distance)")
+    fig.suptitle(f"{matrix.name}: reachability of gold documents by distance")
+    save(fig, path)
+    return (f"{matrix.name}: Hit@100 of each method by the minimum number of k-NN graph hops from the first-stage top 20 "
+            f"to a gold document (GAREN Fig. 4/8), over the queries with no gold document in that top 20; n = queries "
+            f"at that distance; '>10' = not reached within 10 hops.")
+
+
+def gold_distance(matrix: DatasetMatrix, path: Path) -> str | None:
+    """GAREN App. C.1 Fig. 9: minimum hops to a gold document on the document graph and on the group graph."""
+    cell = next((c for c in matrix.cells if gold_distances(c)), None)
+    if cell is None:
+        return None
+    distances = gold_distances(cell)
+    keys = sorted({("none" if d is None else d) for ds in distances.values() for d in ds}, key=lambda h: (h == "none", 0 if h == "none" else h))
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    width = 0.4
+    for i, (graph, values) in enumerate(distances.items()):
+        counts = [sum(1 for d in values if ("none" if d is None else d) == k) for k in keys]
+        ax.bar([j + (i - 0.5) * width for j in range(len(keys))], counts, width=width, label=graph)
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([">10" if k == "none" else str(k) for k in keys])
+    ax.set_xlabel("minimum hops from the first window to a gold document")
+    ax.set_ylabel("queries")
+    ax.legend()
+    ax.grid(alpha=0.3, axis="y")
+    n = len(next(iter(distances.values())))
+    fig.suptitle(f"{matrix.name}: distance to gold on the document and the group graph ({cell.name}, {n} queries)")
+    save(fig, path)
+    return (f"{matrix.name}: for the {n} queries with no gold document in GAREN's first window, the minimum hops to a gold "
+            f"document on the k-NN document graph and on the group graph (GAREN App. C.1, Fig. 9), from the run {cell.name}.")

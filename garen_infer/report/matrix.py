@@ -1,0 +1,182 @@
+"""The numbers of a method x budget matrix on one dataset, gathered from its run folders: per-query scores,
+means, costs, reachability by hop distance, and every cell compared with the baseline at the same budget.
+Tables and figures are drawn from this and nothing else."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from garen_infer.costs import TokenPrices, prices_for
+from garen_infer.data.dataset import Dataset
+from garen_infer.reachability import hit_by_hops, reach
+from garen_infer.report.run_results import MEASURES, RunResult, ranking_rows
+from garen_infer.report.significance import PairedComparison, compare_paired
+
+
+@dataclass
+class Cell:
+    label: str  # the method entry's label (a row of the tables)
+    method: str
+    budget: int | None  # None: the method has no budget
+    run: RunResult
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # measure -> query id -> value
+    cost: dict = field(default_factory=dict)
+    reach: dict = field(default_factory=dict)  # hop distance -> {"queries", "hit@100"}
+    # budget column -> measure -> this cell against the baseline there (a cell without a budget meets each column's)
+    versus: dict[int | None, dict[str, PairedComparison]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.label if self.budget is None else f"{self.label}@{self.budget}"
+
+    def mean(self, measure: str) -> float:
+        values = self.scores[measure]
+        return sum(values.values()) / len(values) if values else 0.0
+
+    @property
+    def queries(self) -> int:
+        return len(next(iter(self.scores.values()), {}))
+
+
+@dataclass
+class Skipped:
+    label: str
+    budget: int | None
+    reason: str
+
+
+@dataclass
+class DatasetMatrix:
+    name: str  # the bench's name for the dataset
+    dataset_name: str  # the loader's name, e.g. scifact/test
+    documents: int
+    judged_queries: int
+    index: str
+    labels: list[str]  # rows, in the bench file's order
+    budgets: list[int]  # columns
+    cells: list[Cell] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    baseline: str | None = None
+    embedding_model: str | None = None  # the index's embeddings stage model, which embedding roles use
+
+    def cell(self, label: str, budget: int | None) -> Cell | None:
+        """The cell of a row at a budget column; a method without a budget stands in every column."""
+        for c in self.cells:
+            if c.label == label and (c.budget == budget or c.budget is None):
+                return c
+        return None
+
+    def row(self, label: str) -> list[Cell]:
+        return [c for c in self.cells if c.label == label]
+
+    def queries_text(self) -> str:
+        """How many queries the cells scored: all of the judged ones, or (with limits) how many."""
+        counts = sorted({c.queries for c in self.cells})
+        if counts == [self.judged_queries]:
+            return f"all {self.judged_queries} judged queries"
+        return f"{' to '.join(map(str, counts[::max(len(counts) - 1, 1)]))} of {self.judged_queries} judged queries"
+
+    def columns_of(self, cell: Cell) -> list[int | None]:
+        return [cell.budget] if cell.budget is not None else (self.budgets or [None])
+
+
+def collect(matrix: DatasetMatrix, dataset: Dataset, index, bench_prices: dict[str, TokenPrices], permutations: int, seed: int,
+            first_stage_rows) -> DatasetMatrix:
+    """Fill every cell's scores, cost and reachability, then compare each with the baseline at its budget.
+    ``first_stage_rows(first_stage_config) -> {qid: rows}`` is asked only for runs that did not record reach."""
+    for cell in matrix.cells:
+        cell.scores = cell.run.per_query(dataset, MEASURES)
+        cell.cost = cell.run.cost({**prices_for(cell.run.config.get("models", {})), **bench_prices})
+        cell.reach = _reach(cell.run, dataset, index, first_stage_rows)
+    for cell in matrix.cells:
+        for column in matrix.columns_of(cell):
+            base = matrix.cell(matrix.baseline, column) if matrix.baseline else None
+            if base is not None and base is not cell:
+                cell.versus[column] = {m: paired(cell.scores[m], base.scores[m], permutations, seed) for m in MEASURES}
+    return matrix
+
+
+def paired(a: dict[str, float], b: dict[str, float], permutations: int, seed: int) -> PairedComparison:
+    """Compare on the queries both runs answered, in a fixed (sorted) order."""
+    common = sorted(set(a) & set(b))
+    return compare_paired([a[q] for q in common], [b[q] for q in common], permutations, seed)
+
+
+def _reach(run: RunResult, dataset: Dataset, index, first_stage_rows) -> dict:
+    """Hit@100 by hop distance from the first-stage top 20 (GAREN Fig. 4/8): what the run recorded, or computed
+    here from the run's rankings, its first stage and the index's k-NN graph."""
+    records = run.records.values()
+    if any("reach" in r for r in records):
+        return hit_by_hops([r.get("reach") for r in records])
+    if index is None or not index.has("knn_graph"):
+        return {}
+    rows = first_stage_rows(run.config.get("first_stage") or {})
+    reaches = []
+    for qid, record in run.records.items():
+        gold = {dataset.doc_index[d] for d, rel in dataset.qrels.get(qid, {}).items() if rel > 0 and d in dataset.doc_index}
+        if gold and qid in rows:
+            reaches.append(reach(index.knn_graph, rows[qid], gold, ranking_rows(record, dataset)))
+    return hit_by_hops(reaches)
+
+
+def gold_distances(cell: Cell) -> dict[str, list[int | None]] | None:
+    """GAREN's per-query minimum hops to a gold document on the document and the group graph (App. C.1, Fig. 9),
+    for the queries whose gold documents all lie outside the first window; None for runs without them."""
+    golds = [r["trace"]["gold"] for r in cell.run.records.values() if "gold" in r.get("trace", {})]
+    golds = [g for g in golds if g.get("min_hops_doc_graph") != 0 and "min_hops_group_graph" in g]
+    if not golds:
+        return None
+    return {"document graph": [g["min_hops_doc_graph"] for g in golds], "group graph": [g["min_hops_group_graph"] for g in golds]}
+
+
+def matrix_json(matrix: DatasetMatrix) -> dict:
+    """Every number of the matrix, for results.json."""
+    cells = []
+    for c in matrix.cells:
+        cells.append({
+            "label": c.label, "method": c.method, "budget": c.budget, "run": str(c.run.folder), "queries": c.queries,
+            **{m: round(c.mean(m), 6) for m in MEASURES}, "cost_per_query": _rounded(c.cost), "hit@100_by_min_hops": c.reach,
+            "versus_baseline": [{"budget": b, **{m: v.to_dict() for m, v in by.items()}} for b, by in c.versus.items()],
+            "config": c.run.config,
+        })
+    return {"dataset": matrix.dataset_name, "documents": matrix.documents, "judged_queries": matrix.judged_queries,
+            "index": matrix.index, "budgets": matrix.budgets, "baseline": matrix.baseline, "cells": cells,
+            "skipped": [{"label": s.label, "budget": s.budget, "reason": s.reason} for s in matrix.skipped]}
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return float(f"{value:.6g}")  # significant digits: a query's dollars are often below 1e-4
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def per_query_rows(matrix: DatasetMatrix) -> list[list]:
+    """Rows of per_query.csv: dataset, label, budget, query id, then one value per measure (for one's own analyses)."""
+    rows = []
+    for c in matrix.cells:
+        for qid in sorted(c.scores[MEASURES[0]]):
+            rows.append([matrix.name, c.label, "" if c.budget is None else c.budget, qid, *(f"{c.scores[m][qid]:.6f}" for m in MEASURES)])
+    return rows
+
+
+def first_stage_provider(index, dataset: Dataset):
+    """first_stage_rows for ``collect``: judged queries' first-stage rows per first-stage config, computed once."""
+    from garen_infer.first_stage import FirstStageConfig, first_stage
+
+    cache: dict[str, dict[str, list[int]]] = {}
+
+    def rows(config: dict) -> dict[str, list[int]]:
+        key = json.dumps(config, sort_keys=True)
+        if key not in cache:
+            queries = dataset.judged_queries()
+            ranked = first_stage(index, [q.text for q in queries], FirstStageConfig(**config))
+            cache[key] = {q.id: r for q, r in zip(queries, ranked)}
+        return cache[key]
+
+    return rows
+

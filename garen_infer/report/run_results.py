@@ -1,0 +1,100 @@
+"""What a report reads from a finished run folder: its configuration, its per-query scores, and what each query
+cost (calls, tokens, seconds, dollars per role), all from the files the runner wrote.
+
+Per-query scores are recomputed from ``run.trec`` against the dataset's judgements for the queries the run
+answered (``trace.jsonl``), so two runs are compared query by query on exactly the queries both answered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from garen_infer.append_log import read_finished
+from garen_infer.costs import TokenPrices, query_cost
+from garen_infer.data.dataset import Dataset
+from garen_infer.errors import GarenError
+from garen_infer.evaluate import per_query
+from garen_infer.trec import read_run
+
+MEASURES = ("nDCG@10", "R@100")
+TIMING_LOG = "bench_timing.jsonl"  # wall seconds of the queries ``garen-infer bench`` ran in this folder
+LEDGER_TOTALS = ("requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds", "budget_used")
+ROLE_FIELDS = ("requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "seconds")
+
+
+@dataclass
+class RunResult:
+    folder: Path
+    config: dict  # config.json: the resolved configuration
+    metrics: dict  # metrics.json
+    records: dict[str, dict] = field(repr=False)  # trace.jsonl by query id, in the order queries finished
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "RunResult":
+        folder = Path(folder)
+        for name in ("config.json", "metrics.json", "run.trec", "trace.jsonl"):
+            if not (folder / name).is_file():
+                raise GarenError(f"{folder}: not a finished run folder (no {name}); run it to the end with 'garen-infer run' first")
+        return cls(folder, json.loads((folder / "config.json").read_text()), json.loads((folder / "metrics.json").read_text()),
+                   read_finished(folder / "trace.jsonl", "qid"))
+
+    @property
+    def method(self) -> str:
+        return self.config["method"]
+
+    @property
+    def budget(self) -> int | None:
+        return self.config.get("budget")
+
+    def check_dataset(self, dataset: Dataset) -> None:
+        fingerprint = self.config.get("corpus_fingerprint")
+        if fingerprint and fingerprint != dataset.fingerprint():
+            raise GarenError(f"{self.folder}: this run was made on corpus '{self.config.get('dataset')}', not on '{dataset.name}'; pass the dataset the run used")
+
+    # ---- quality ------------------------------------------------------------------------------------------
+    def per_query(self, dataset: Dataset, measures=MEASURES) -> dict[str, dict[str, float]]:
+        """measure -> {query id: value} over the judged queries this run answered."""
+        self.check_dataset(dataset)
+        answered = set(self.records)
+        judged = {qid: rels for qid, rels in dataset.qrels.items() if qid in answered}
+        subset = Dataset(dataset.name, [], [q for q in dataset.queries if q.id in judged], judged)
+        return per_query(read_run(self.folder / "run.trec"), subset, measures)
+
+    # ---- cost -------------------------------------------------------------------------------------------------
+    def ledgers(self) -> list[dict]:
+        return [r["ledger"] for r in self.records.values()]
+
+    def cost(self, prices: dict[str, TokenPrices]) -> dict:
+        """Means per query: ledger totals, the same per role, and dollars per priced role and in total.
+        ``unpriced`` names roles that used tokens without a price (their dollars are unknown, not 0)."""
+        ledgers = self.ledgers()
+        n = max(len(ledgers), 1)
+        out = {key: sum(l[key] for l in ledgers) / n for key in LEDGER_TOTALS}
+        roles = sorted({role for l in ledgers for role in l["roles"]})
+        out["roles"] = {role: {key: sum(l["roles"].get(role, {}).get(key, 0) for l in ledgers) / n for key in ROLE_FIELDS} for role in roles}
+        priced = {role: p for role, p in prices.items() if role in roles}
+        out["unpriced"] = [r for r in roles if r not in priced and (out["roles"][r]["input_tokens"] or out["roles"][r]["output_tokens"])]
+        if priced:
+            dollars = [query_cost(l, priced) for l in ledgers]
+            for role in priced:
+                out["roles"][role]["dollars"] = sum(d[role] for d in dollars) / n
+            out["dollars"] = None if out["unpriced"] else sum(d["total"] for d in dollars) / n
+        out["wall_seconds"] = self.wall_seconds_per_query
+        return out
+
+    @cached_property
+    def wall_seconds_per_query(self) -> float | None:
+        """Measured wall time per query when ``garen-infer bench`` ran this folder's queries (None if it did not)."""
+        path = self.folder / TIMING_LOG
+        if not path.is_file():
+            return None
+        entries = list(read_finished(path, "at").values())
+        queries = sum(e["queries"] for e in entries)
+        return sum(e["wall_seconds"] for e in entries) / queries if queries else None
+
+
+def ranking_rows(record: dict, dataset: Dataset) -> list[int]:
+    return [dataset.doc_index[d] for d in record["ranking"] if d in dataset.doc_index]

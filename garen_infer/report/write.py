@@ -1,0 +1,173 @@
+"""The bench report folder, written whole into a temporary sibling and then swapped in, so a reader never sees half
+of an old report mixed with half of a new one:
+
+    report.md, report.html   the report (the HTML has its figures inlined: one file to send or open)
+    summary.md               setup and the main tables only (what benchmarks/bench_readme.py puts in the README)
+    results.json             every number of the tables, each cell's resolved configuration, the provenance
+    per_query.csv            dataset, method, budget, query id, nDCG@10, R@100 for every cell
+    figures/*.png            accuracy against budget and against cost, reachability by distance, distance to gold
+                             on the document and group graphs, a traversal case study
+    bench.yaml               the bench file as it was given
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from garen_infer.errors import GarenError
+from garen_infer.index.atomic import atomic_path
+from garen_infer.report import figures, tables
+from garen_infer.report.document import Code, Document, Figure, Heading, Paragraph, Table
+from garen_infer.report.matrix import Cell, collect, first_stage_provider, matrix_json, per_query_rows
+from garen_infer.report.provenance import provenance
+from garen_infer.report.run_results import MEASURES, RunResult
+from garen_infer.report.traversal import traversal
+
+KIND = "garen-bench-report"  # marks a folder this module may replace
+SUMMARY_FIGURES = ("accuracy-vs-budget", "accuracy-vs-cost")  # the figures summary.md shows too
+
+
+def write_report(config, prepared, log=print, command: str = "") -> Path:
+    out = Path(config.report)
+    check_report_folder(out, Path(config.runs))
+    sections = []  # (matrix, dataset, index, first-stage rows)
+    for matrix, dataset, index, plans in prepared:
+        matrix.cells = [Cell(p.entry.label, p.entry.method, p.budget, RunResult.load(p.folder)) for p in plans if not p.problem]
+        first_stage_rows = first_stage_provider(index, dataset)
+        collect(matrix, dataset, index, config.prices, config.significance.permutations, config.significance.seed, first_stage_rows)
+        sections.append((matrix, dataset, index, first_stage_rows))
+    matrices = [s[0] for s in sections]
+    facts = provenance()
+    command = command or f"garen-infer bench --config {config.path}"
+    with atomic_path(out) as tmp:
+        (tmp / "figures").mkdir(parents=True)
+        doc, summary = Document("Method comparison"), Document("Method comparison")
+        setup = _setup(config, matrices, facts, command)
+        doc.add(*setup)
+        summary.add(*setup)
+        for matrix, dataset, index, first_stage_rows in sections:
+            blocks = _dataset_section(matrix, tmp / "figures", config.significance.alpha,
+                                      lambda path: traversal(matrix, dataset, index, first_stage_rows, path))
+            doc.add(*blocks)
+            figures_shown = [b for b in blocks if isinstance(b, Figure) and b.path.stem.endswith(SUMMARY_FIGURES)]
+            summary.add(*_summary_section(matrix, config.significance.alpha, figures_shown))
+        doc.add(Heading("Provenance"), Paragraph(f"Command: `{command}`. The bench file:"), Code(config.text or "", "yaml"),
+                Paragraph("Package versions and machine:"), Code(json.dumps(facts, indent=2), "json"))
+        doc.write(tmp)
+        summary.write(tmp, "summary")
+        (tmp / "summary.html").unlink()  # the summary is for Markdown pages; report.html is the one to open
+        results = {"kind": KIND, "command": command, "bench_file": str(config.path), "provenance": facts,
+                   "significance": vars(config.significance), "prices": {r: vars(p) for r, p in config.prices.items()},
+                   "datasets": {m.name: matrix_json(m) for m in matrices}}
+        (tmp / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+        with open(tmp / "per_query.csv", "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(["dataset", "method", "budget", "query_id", *MEASURES])
+            writer.writerows(row for m in matrices for row in per_query_rows(m))
+        (tmp / "bench.yaml").write_text(config.text or "", encoding="utf-8")
+    log(f"[bench] report written to {out}")
+    return out
+
+
+def check_report_folder(out: Path, runs: Path) -> None:
+    """The report folder is replaced as a whole: refuse a folder that is not an earlier report, or holds the runs."""
+    resolved_runs, resolved_out = runs.resolve(), out.resolve()
+    if resolved_runs == resolved_out or resolved_out in resolved_runs.parents:
+        raise GarenError(f"report folder {out} would contain the run folders {runs}; put them side by side")
+    if out.exists() and any(out.iterdir()):
+        try:
+            kind = json.loads((out / "results.json").read_text()).get("kind")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+        if kind != KIND:
+            raise GarenError(f"{out}: exists and is not a bench report (no results.json of one); choose another 'report' folder")
+
+
+def _models_line(matrices) -> str:
+    """Each role some cell used, with its model (embedding roles name the index's embedding model)."""
+    seen: dict[str, None] = {}
+    for matrix in matrices:
+        for cell in matrix.cells:
+            models = cell.run.config.get("models") or {}
+            for role in cell.cost["roles"]:
+                spec = dict(models.get(role) or {})
+                if spec.get("backend", "embedding") == "embedding":
+                    text = f"{matrix.embedding_model or 'the index’s embedding model'} embeddings (cosine)"
+                else:
+                    text = f"{spec.get('model', '?')} via {spec.get('backend')}" + (f" ({spec['mode']})" if spec.get("mode") else "")
+                seen[f"{role}: {text}"] = None
+    return "; ".join(seen) or "none (no method used a model)"
+
+
+def _setup(config, matrices, facts: dict, command: str) -> list:
+    machine = facts["machine"]
+    datasets = ", ".join(f"{m.name} ({m.dataset_name}: {m.judged_queries} judged queries, {m.documents:,} documents)" for m in matrices)
+    labels = list(dict.fromkeys(label for m in matrices for label in m.labels if m.row(label)))
+    budgets = sorted({b for m in matrices for b in m.budgets})
+    source = facts.get("source") or {}
+    commit = f" at commit `{source['commit'][:12]}`{' with uncommitted changes' if source.get('uncommitted_changes') else ''}" if source else ""
+    first_stages = {json.dumps(c.run.config.get("first_stage"), sort_keys=True) for m in matrices for c in m.cells}
+    lines = [
+        f"**Datasets**: {datasets}.",
+        f"**Methods**: {', '.join(labels)}. **Budgets** (Reranker@k, distinct documents the reranker may see): "
+        f"{', '.join(map(str, budgets)) or 'the presets’'}. **Preset**: `{config.preset}`"
+        f"{' with ' + ', '.join(f'`{o}`' for o in config.overrides) if config.overrides else ''}.",
+        f"**Models**: {_models_line(matrices)}. **First stage**: {'; '.join(sorted(first_stages))}.",
+        f"**Machine**: {machine.get('processor')}, {machine.get('cpu_count')} cores"
+        f"{', GPUs: ' + ', '.join(machine['gpus']) if machine.get('gpus') else ', no GPU'}; Python {machine.get('python')}. "
+        f"Produced by `{command}`{commit}.",
+    ]
+    simulated = {f"{m.name} {c.label}{'' if c.budget is None else '@' + str(c.budget)}": c.run.config["simulation"].get("notice", "")
+                 for m in matrices for c in m.cells if c.run.config.get("simulation")}
+    if simulated:  # the oracle backend: such numbers must never pass for a model's (garen_infer/llm/oracle.py)
+        lines.insert(0, f"**SIMULATED cells**: {', '.join(simulated)}. {' '.join(dict.fromkeys(simulated.values()))}")
+    if config.baseline:
+        lines.append(f"**Significance** against `{config.baseline}` at the same budget: paired t-test (as in the GAREN paper) "
+                     f"and a paired randomisation test ({config.significance.permutations:,} sign flips, seed "
+                     f"{config.significance.seed}; exact enumeration up to 16 queries), alpha {config.significance.alpha}.")
+    return [Heading("Setup"), Paragraph("  \n".join(lines))]
+
+
+def _dataset_section(matrix, figures_dir: Path, alpha: float, case_study) -> list:
+    """One dataset's tables and figures; ``case_study(path)`` draws its traversal figure (it needs the index)."""
+    blocks: list = [Heading(matrix.name)]
+    for measure in MEASURES:
+        blocks.append(tables.accuracy_table(matrix, measure, alpha))
+    for name, draw in (("accuracy-vs-budget", figures.accuracy_vs_budget), ("accuracy-vs-cost", figures.accuracy_vs_cost)):
+        path = figures_dir / f"{matrix.name}-{name}.png"
+        caption = draw(matrix, path)
+        if caption:
+            blocks.append(Figure(path, caption))
+    blocks.append(tables.cost_table(matrix))
+    significance = tables.significance_table(matrix, "nDCG@10")
+    if significance is not None:
+        blocks.append(significance)
+    reach = tables.reachability_table(matrix)
+    if reach is not None:
+        blocks.append(reach)
+    for name, draw in (("reachability", figures.reachability), ("gold-distance", figures.gold_distance),
+                       ("traversal", lambda m, path: case_study(path))):
+        path = figures_dir / f"{matrix.name}-{name}.png"
+        caption = draw(matrix, path)
+        if caption:
+            blocks.append(Figure(path, caption))
+    if matrix.skipped:
+        rows = [[s.label, "—" if s.budget is None else str(s.budget), s.reason] for s in matrix.skipped]
+        blocks.append(Table(["method", "budget", "not run because"], rows, f"Cells of {matrix.name} that were not run."))
+    return blocks
+
+
+def _summary_section(matrix, alpha: float, figures_shown: list) -> list:
+    blocks: list = [Heading(matrix.name, 3)]
+    for measure in MEASURES:
+        blocks.append(tables.accuracy_table(matrix, measure, alpha))
+    blocks += figures_shown
+    cost = tables.cost_table(matrix)
+    cost.rows = [r for r in cost.rows if not str(r[0]).startswith("  ↳")]  # per-role lines: in the full report
+    blocks.append(cost)
+    if matrix.skipped:
+        blocks.append(Paragraph("Not run: " + "; ".join(f"{s.label}{'' if s.budget is None else '@' + str(s.budget)} ({s.reason})" for s in matrix.skipped)))
+    return blocks
+
