@@ -5,6 +5,7 @@
                                            --print_config, dotted overrides (--trainer.max_epochs=2,
                                            --model.init_args.lr=1e-4), --ckpt_path to resume a run
     garen-train export   --checkpoint CKPT ...   turn a checkpoint into what garen-infer loads
+    garen-train evaluate --pairs FILE --model SPEC   any garen-infer scorer (zero-shot or an export) on mined pairs
     garen-train report   --logs DIR ...    loss and validation curves, before/after figures, as a report folder
     garen-train partition-report --index DIR ... groups stages' partition quality and GAREN's App. C.3 counts
 
@@ -23,8 +24,8 @@ from garen_infer.errors import GarenError
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 # other subcommands: name -> module with ``main(argv) -> int``
-JOBS = {"mine": "garen_train.mine", "export": "garen_train.export", "report": "garen_train.report",
-        "partition-report": "garen_train.partition.report"}
+JOBS = {"mine": "garen_train.mine", "export": "garen_train.export", "evaluate": "garen_train.evaluate",
+        "report": "garen_train.report", "partition-report": "garen_train.partition.report"}
 
 
 def usage() -> str:
@@ -36,7 +37,10 @@ def run_lightning(argv: list[str]):
     from lightning.pytorch import LightningDataModule, LightningModule
     from lightning.pytorch.cli import LightningCLI
 
-    saved, sys.argv = sys.argv, ["garen-train", *argv]  # LightningCLI reads sys.argv (and warns if args= also set)
+    # LightningCLI reads sys.argv (and warns if args= is also given). argv[0] stays the real script: DDP starts
+    # the other processes by running it again with these arguments.
+    saved = sys.argv
+    sys.argv = [saved[0] if saved and saved[0] else "garen-train", *argv]
     try:
         return LightningCLI(
             LightningModule, LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,

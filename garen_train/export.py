@@ -47,7 +47,7 @@ def load_module(checkpoint: str | Path):
     try:
         import_job_class(path)
         return LightningModule.load_from_checkpoint(path, map_location="cpu", weights_only=False)
-    except (KeyError, RuntimeError, ValueError, TypeError) as err:
+    except (KeyError, RuntimeError, ValueError, TypeError, AttributeError, ImportError, EOFError) as err:
         raise GarenError(f"{path}: not a checkpoint written by 'garen-train fit' ({err})") from err
 
 

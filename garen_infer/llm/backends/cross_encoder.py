@@ -1,0 +1,97 @@
+"""Cross-encoders: a sequence-classification head on an encoder reads "[CLS] query [SEP] text [SEP]" and gives
+one relevance logit; P(relevant) = sigmoid(logit). A folder that ``AutoModelForSequenceClassification`` and
+``AutoTokenizer`` load (what ``garen-train export`` writes for the cross-encoder family, or any
+sentence-transformers CrossEncoder folder).
+
+Scoring is split into the steps garen_train trains through, so an export scores exactly as it was trained:
+
+    encode_pairs(tokenizer, pairs, max_length)   query and text as one pair, the longer side cut first
+    relevance_logits(net, batch)                 one logit per pair (differentiable)
+    relevance_probability(logits)                sigmoid
+
+A one-label head's logit is used as is; a two-label head (e.g. [irrelevant, relevant]) gives
+logit(relevant) - logit(irrelevant), whose sigmoid is the head's own softmax probability.
+
+The backend only scores (query, text) pairs (``score_pairs``): it serves yes/no scorer roles (GAREN's
+navigator) and the pointwise reranker, never generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from garen_infer.errors import GarenError
+from garen_infer.llm.exported_models import read_manifest, weights_tag
+from garen_infer.llm.types import Chat, Completion, SamplingParams
+from garen_infer.packaged_models import resolve
+
+
+def encode_pairs(tokenizer, pairs: list[tuple[str, str]], max_length: int, device="cpu"):
+    """Tokenised (query, text) pairs, padded to the longest; an over-long pair loses the end of its longer side."""
+    return tokenizer(
+        [q for q, _ in pairs], [t for _, t in pairs], padding=True, truncation="longest_first",
+        max_length=max_length, return_tensors="pt",
+    ).to(device)
+
+
+def relevance_logits(net, batch):
+    """One relevance logit per pair (log-odds of relevant)."""
+    logits = net(**batch).logits.float()
+    if logits.shape[-1] == 1:
+        return logits[:, 0]
+    if logits.shape[-1] == 2:
+        return logits[:, 1] - logits[:, 0]
+    raise GarenError(f"a cross-encoder needs a 1- or 2-label head, this one has {logits.shape[-1]} labels")
+
+
+def relevance_probability(logits):
+    import torch
+
+    return torch.sigmoid(logits)
+
+
+@dataclass
+class CrossEncoderBackend:
+    model: str  # a folder (or hub id) loadable by AutoModelForSequenceClassification
+    device: str = "auto"  # "auto" = cuda when available
+    dtype: str = "float32"
+    batch_size: int = 32
+    # tokens of query + text; None = the length an export was trained with (its manifest), else the model's
+    # own limit (at most 512)
+    max_length: int | None = None
+
+    def __post_init__(self):
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self._torch = torch
+        if self.device == "auto":
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        path, _ = resolve(self.model)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            net = AutoModelForSequenceClassification.from_pretrained(path, dtype=getattr(torch, self.dtype))
+        except (OSError, ValueError) as err:
+            raise GarenError(f"cross-encoder backend: cannot load '{self.model}' as a sequence classifier ({err})") from err
+        self.net = net.to(self.device).eval()
+        if self.max_length is None:
+            trained = (read_manifest(path) or {}).get("max_length")
+            self.max_length = int(trained or min(self.tokenizer.model_max_length, 512))
+        self.id = f"cross-encoder:{self.model}{weights_tag(self.model)}:max{self.max_length}"
+
+    def score_pairs(self, pairs: list[tuple[str, str]]) -> list[Completion]:
+        out = []
+        for start in range(0, len(pairs), self.batch_size):
+            chunk = pairs[start : start + self.batch_size]
+            batch = encode_pairs(self.tokenizer, chunk, self.max_length, self.device)
+            with self._torch.inference_mode():
+                scores = relevance_probability(relevance_logits(self.net, batch)).tolist()
+            lengths = batch["attention_mask"].sum(dim=1).tolist()
+            out.extend(Completion(score=p, input_tokens=int(n)) for p, n in zip(scores, lengths))
+        return out
+
+    def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
+        raise GarenError(f"{self.id} is a cross-encoder: it scores (query, text) pairs and cannot generate text")
+
+    def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
+        raise GarenError(f"{self.id} is a cross-encoder: it scores (query, text) pairs, not chats")

@@ -1,0 +1,69 @@
+"""Yes/no relevance with a causal LM, step by step: the code the transformers backend scores with and the code
+garen_train trains through, so a trained navigator is scored at inference exactly as it was trained.
+
+    prompt_text(tokenizer, chat, prefix)      the chat rendered by the model's template + the assistant prefix
+    encode_left_padded(tokenizer, texts, n)   token ids without extra special tokens, cut in the middle, left padded
+    yes_no_logits(net, ids, mask, yes, no)    the [no, yes] logits at the last position (differentiable)
+    yes_log_odds(pair) / yes_probability(pair)  logit(yes) - logit(no), and P(yes) = softmax over [no, yes]
+
+P(yes) is Qwen3-Reranker's score (anchors.md sec. 7); the log-odds is what training losses work on, since
+sigmoid(log-odds) is that same P(yes). torch is imported by the caller (this module stays import-light).
+"""
+
+from __future__ import annotations
+
+from garen_infer.llm.backends.chat_format import render_chat
+from garen_infer.llm.types import Chat
+
+# Keep the end of an over-long prompt (the question and the answer cue) and cut the middle (the documents).
+PROMPT_TAIL_TOKENS = 128
+
+
+def prompt_text(tokenizer, chat: Chat, assistant_prefix: str) -> str:
+    """What the model reads before its one-token answer."""
+    return render_chat(tokenizer, chat) + assistant_prefix
+
+
+def truncate_middle(ids: list[int], max_length: int) -> list[int]:
+    """At most ``max_length`` ids: the head and the last PROMPT_TAIL_TOKENS, the middle cut."""
+    if len(ids) <= max_length:
+        return ids
+    return ids[: max_length - PROMPT_TAIL_TOKENS] + ids[-PROMPT_TAIL_TOKENS:]
+
+
+def token_ids(tokenizer, text: str, max_length: int) -> list[int]:
+    # chat templates already write any BOS token into the text
+    return truncate_middle(tokenizer(text, add_special_tokens=False).input_ids, max_length)
+
+
+def encode_left_padded(tokenizer, texts: list[str], max_length: int, device="cpu"):
+    """(input_ids, attention_mask, lengths): left padding puts every prompt's last token in the last column."""
+    import torch
+
+    rows = [token_ids(tokenizer, text, max_length) for text in texts]
+    width = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id
+    input_ids = [[pad] * (width - len(r)) + r for r in rows]
+    mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
+    return torch.tensor(input_ids, device=device), torch.tensor(mask, device=device), [len(r) for r in rows]
+
+
+def yes_no_logits(net, input_ids, attention_mask, yes: int, no: int):
+    """batch x 2 logits [no, yes] of the next token after each prompt."""
+    import torch
+
+    # logits of the last position only: all positions would be batch x length x vocab floats (GBs)
+    logits = net(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1).logits[:, -1, :]
+    return torch.stack([logits[:, no], logits[:, yes]], dim=1).float()
+
+
+def yes_log_odds(pair):
+    """log P(yes) - log P(no) from [no, yes] logits: the relevance logit training works on."""
+    return pair[:, 1] - pair[:, 0]
+
+
+def yes_probability(pair):
+    """P(yes) = softmax over the [no, yes] logits (Qwen3-Reranker)."""
+    import torch
+
+    return torch.softmax(pair, dim=1)[:, 1]

