@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/bench/cpu-default.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="passed to garen-infer bench")
-    parser.add_argument("--prebuilt", default="/work/idx", help="a folder of prebuilt index folders named after the datasets (used when present)")
+    parser.add_argument("--prebuilt", default=None, help="a folder of prebuilt index folders named after the datasets, copied instead of indexing afresh")
     parser.add_argument("--note", default="", help="a sentence printed above the tables (e.g. what else shared the machine)")
     args = parser.parse_args(argv)
 
