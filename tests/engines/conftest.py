@@ -18,7 +18,14 @@ import pytest
 from .engine_support import CHAT_TEMPLATE, ENGINE, GEMMA, SKIP_REASON, VllmServer
 
 
+# Shutting an in-process ("uni") vLLM engine down tears down vLLM's process-wide parallel groups, and with them the
+# shared `offline` engine. So a module that starts and stops engines of its own runs before `offline` exists
+# (FIRST) or after every test that uses it (LAST); CI once failed on an agent test that ran after the LoRA module.
+FIRST, LAST = ("test_export_engines.py",), ("test_vllm_lora.py",)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: -1 if item.path.name in FIRST else 1 if item.path.name in LAST else 0)  # stable sort
     if not SKIP_REASON:
         return
     here = Path(__file__).parent

@@ -15,7 +15,7 @@ from garen_infer.llm.types import SamplingParams
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed in this environment (needed to write the adapter)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def adapter(chat_model_dir, tmp_path_factory):
     """A rank-8 adapter on q_proj/v_proj with random A and B (PEFT zero-initialises B, which would change nothing).
     Scale 0.03 changes every answer yet keeps the model out of whitespace runs whose near-tied tokens flip under
@@ -36,10 +36,8 @@ def adapter(chat_model_dir, tmp_path_factory):
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lora_backends(chat_model_dir, adapter):
-    """Session-scoped on purpose: shutting an in-process ("uni") vLLM engine down tears down vLLM's process-wide
-    parallel groups, which breaks the shared `offline` engine for every later test. Closed at session end only."""
     from garen_infer.llm.backends.transformers_backend import TransformersBackend
     from garen_infer.llm.backends.vllm_backend import VllmBackend
 
