@@ -185,6 +185,20 @@ def test_methods_receive_no_judgments(name, tiny_dataset, full_index, tmp_path, 
     assert all(not hasattr(state, "qrels") and "qrels" not in vars(state.query) for state in handed[1:])
 
 
+@pytest.mark.parametrize("name", ["lattice", "lattice++"])
+def test_lattice_slates_are_judged_by_the_documents_beneath_each_node(name, tiny_dataset, full_index, tmp_path):
+    """cpu-default scores LATTICE's slates with the navigator role; the oracle judges a node by the documents beneath
+    it (a request without them would be refused). At budget 8 only the first 8 documents of the tiny tree are ever
+    shown, which holds the golds of q1 and q2: the oracle puts their grade-2 document first."""
+    out = run(tiny_dataset, full_index, name, tmp_path / "run")
+    top = {}
+    for line in (out / "run.trec").read_text().splitlines():
+        qid, _, doc, rank, *_ = line.split()
+        if rank == "1":
+            top[qid] = doc
+    assert top["q1"] == "vol1" and top["q2"] == "pho1"
+
+
 def test_the_oracle_refuses_a_dataset_without_judgments(tiny_dataset):
     bare = Dataset("bare", tiny_dataset.documents, tiny_dataset.queries)
     with pytest.raises(GarenError, match="models.reranker: the oracle backend simulates a model from relevance judgments, and dataset 'bare' has none"):

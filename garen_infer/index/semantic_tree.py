@@ -82,6 +82,12 @@ class SemanticTree:
     def leaf_nodes(self) -> np.ndarray:
         return np.flatnonzero(self.row >= 0)
 
+    def rows_under(self, node: int) -> tuple[int, ...]:
+        """The corpus rows of the documents beneath ``node`` (itself, for a leaf), in pre-order."""
+        if self.is_leaf(node):
+            return (int(self.row[node]),)
+        return tuple(row for child in self.children[node] for row in self.rows_under(child))
+
     @cached_property
     def leaf_count(self) -> np.ndarray:
         """Documents beneath each node (pre-order: children come after their parent, so sum from the end)."""

@@ -180,7 +180,10 @@ class Lattice(Method):
             chats = tuple(lattice_slate(query, [self.text(n) for n in s.items], self.relevance, s.leaf,
                                         self.config.max_desc_words) for s in slates)
             return Generate(chats, documents=documents)
-        return ScoreYesNo(tuple(self.text(n) for s in slates for n in s.items), role=self.config.slate_scorer, documents=documents)
+        items = [n for s in slates for n in s.items]
+        # rows: what each item stands for, read only by a backend that judges by identity (the simulated oracle)
+        return ScoreYesNo(tuple(self.text(n) for n in items), role=self.config.slate_scorer, documents=documents,
+                          rows=tuple(self.tree.rows_under(n) for n in items))
 
     def read(self, answers: list, slates: list[Slate]) -> list[dict[int, float] | None]:
         """Per slate: item position -> score in [0, 1], or None if the answer is unusable."""
