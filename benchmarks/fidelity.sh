@@ -5,7 +5,7 @@
 # Prints one line per run (benchmarks/report.py). Runs are resumable; reruns reuse the response cache.
 set -euo pipefail
 CODE=$(cd "$1" && pwd); IDX=$2; OUT=$3; shift 3
-BIN=${GAREN_BIN:-/work/main/.venv/bin}
+BIN=${GAREN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin}
 DATA=${GAREN_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}
 export PYTHONPATH=$CODE HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-$OUT/cache}
 declare -A SPEC=([scifact]="beir:$DATA/scifact:test" [cranfield]="beir:$DATA/cranfield:test")

@@ -3,14 +3,14 @@
 # SciFact and Cranfield test at budget 100, GAREN's navigator real (MiniLM) and simulated; then SciFact with the
 # simulated navigator's sigma held at 0.3 and at 1.0 while the reranker's varies.
 #
-#   bash benchmarks/oracle_sweeps.sh [OUT]        # environment: DATA (../shared/data), IDX (/work/idx), PY
+#   bash benchmarks/oracle_sweeps.sh [OUT]        # environment: DATA (../shared/data), IDX (indexes: scifact/, cranfield/), PY
 #
 # Run folders are resumable; a finished one is only re-read. Indexes: cpu-default with every stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/oracle-sweeps}
 DATA=${DATA:-../shared/data}
-IDX=${IDX:-/work/idx}
+IDX=${IDX:-indexes}
 PY=${PY:-.venv/bin/python}
 SIGMAS="0 0.1 0.2 0.3 0.4 0.5 0.6 0.75 1.0"
 METHODS="bm25 rerank slidegar rgs garen"
