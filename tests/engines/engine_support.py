@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import signal
@@ -77,6 +78,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the server's process before exec: Linux sends it SIGTERM when the test process dies, so a test run that
+    is killed (out of memory, CI timeout) leaves no server holding gigabytes behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 class VllmServer:
     """`python scripts/vllm_cpu/vllm_cli.py serve` on 127.0.0.1 in its own process group; restartable on the
     same port, so a run folder's recorded base_url stays valid across a restart."""
@@ -101,7 +108,8 @@ class VllmServer:
         self.starts += 1
         log = open(self.log_dir / f"serve-{self.starts}.log", "w")
         began = time.time()
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ))
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ),
+                                     preexec_fn=_die_with_parent)
         while time.time() - began < SERVER_READY_S:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"vllm serve exited with {self.proc.returncode}; see {log.name}")
