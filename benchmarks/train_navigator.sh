@@ -74,5 +74,6 @@ for method in garen rerank slidegar rgs; do
   run "$method" cpu-default
   run "$method" trained-reranker "${TRAINED_RERANKER[@]}"
 done
+run garen trained-navigator "${TRAINED_NAVIGATOR[@]}"  # the navigator alone, behind the cosine reranker
 run garen trained-reranker+navigator "${TRAINED_RERANKER[@]}" "${TRAINED_NAVIGATOR[@]}"
 say "== done ($(date -u +%FT%TZ)); figures above are in $OUT/summary.txt"
