@@ -112,12 +112,11 @@ class Scheduler:
 
     def _score(self, role: str, group) -> None:
         scorer = self.roles.scorer(role)
-        for item, _, req in group:
-            item.ledger.admit_documents(req.documents)
+        for item, pos, req in group:
+            item.ledger.admit_documents(req.documents)  # refuses before any model call would exceed the budget
+            item.answers[pos] = []
         flat = [(item, pos, ScoreJob(item.state.query.text, text, item.state.query.id, req.rows[i] if req.rows else ()))
                 for item, pos, req in group for i, text in enumerate(req.texts)]
-        for item, pos, req in group:
-            item.answers[pos] = []
         for chunk in _chunks(flat, self.max_batch):
             completions = scorer.score([job for _, _, job in chunk])
             for (item, pos, _), completion in zip(chunk, completions):
@@ -125,11 +124,10 @@ class Scheduler:
                 item.answers[pos].append(completion.score)
 
     def _generate(self, group) -> None:
-        for item, _, req in group:
-            item.ledger.admit_documents(req.documents)
-        flat = [(item, pos, chat, req.role) for item, pos, req in group for chat in req.chats]
         for item, pos, req in group:
+            item.ledger.admit_documents(req.documents)
             item.answers[pos] = []
+        flat = [(item, pos, chat, req.role) for item, pos, req in group for chat in req.chats]
         for chunk in _chunks(flat, self.max_batch):
             completions = self.roles.generator.generate([chat for _, _, chat, _ in chunk])
             for (item, pos, _, role), completion in zip(chunk, completions):

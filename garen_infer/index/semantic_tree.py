@@ -83,10 +83,16 @@ class SemanticTree:
         return np.flatnonzero(self.row >= 0)
 
     def rows_under(self, node: int) -> tuple[int, ...]:
-        """The corpus rows of the documents beneath ``node`` (itself, for a leaf), in pre-order."""
-        if self.is_leaf(node):
-            return (int(self.row[node]),)
-        return tuple(row for child in self.children[node] for row in self.rows_under(child))
+        """The corpus rows of the documents beneath ``node`` (itself, for a leaf), in pre-order; iterative, as in
+        ``from_built``, so a deep tree cannot hit the recursion limit."""
+        rows, stack = [], [node]
+        while stack:
+            here = stack.pop()
+            if self.row[here] >= 0:
+                rows.append(int(self.row[here]))
+            else:
+                stack.extend(reversed(self.children[here]))
+        return tuple(rows)
 
     @cached_property
     def leaf_count(self) -> np.ndarray:
