@@ -186,15 +186,18 @@ def build_tiny_qwen3(folder: Path) -> Path:
 def build_tiny_bert(folder: Path) -> Path:
     """A randomly initialised 2-layer BERT encoder and its uncased WordPiece tokenizer, saved as an HF folder."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    raw = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    raw.normalizer = normalizers.BertNormalizer(lowercase=True)
-    raw.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    raw.decoder = decoders.WordPiece()
-    raw.train_from_iterator(_training_text(), trainer=trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    # a fixed vocabulary (specials, characters, whole words) rather than tokenizers' WordPieceTrainer, whose ties
+    # fall in hash order: each process got another vocabulary, so training tests moved from run to run
+    normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    words = sorted({w for text in _training_text() for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))})
+    chars = sorted({c for w in words for c in w})
+    pieces = specials + chars + [f"##{c}" for c in chars] + [w for w in words if len(w) > 1]
+    raw = Tokenizer(models.WordPiece(vocab={piece: i for i, piece in enumerate(pieces)}, unk_token="[UNK]"))
+    raw.normalizer, raw.pre_tokenizer, raw.decoder = normalizer, pre_tokenizer, decoders.WordPiece()
     cls, sep = raw.token_to_id("[CLS]"), raw.token_to_id("[SEP]")
     raw.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]

@@ -39,6 +39,10 @@ class FakeServer:
                 if callable(answer):
                     answer = answer(body)
                 raw = json.dumps(answer).encode()
+                # leave the count before the answer goes out: once the client has it, it may send its next request
+                # before this thread runs again, and a count left afterwards would then read one too many
+                with owner.lock:
+                    owner.in_flight -= 1
                 try:
                     self.send_response(status)
                     for name, value in headers.items():
@@ -49,9 +53,6 @@ class FakeServer:
                     self.wfile.write(raw)
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out first
                     pass
-                finally:
-                    with owner.lock:
-                        owner.in_flight -= 1
 
             def log_message(self, *args):
                 pass

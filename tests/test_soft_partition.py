@@ -258,3 +258,11 @@ def test_partition_report_gives_quality_and_c3_counts_from_a_run(leiden_index, t
     (run / "config.json").write_text(json.dumps(config))
     assert garen_train(["partition-report", "--index", str(leiden_index), "--stage", "groups", "--run", f"groups={run}"]) == 2
     assert "not GAREN on 'groups'" in capsys.readouterr().err
+
+
+def test_the_report_table_shows_measures_to_four_decimals():
+    from garen_train.partition.report import markdown
+
+    table = markdown([{"stage": "groups", "nDCG@10": 0.6495634709199392, "size_median": 10.0, "groups": 492},
+                      {"stage": "groups_soft", "nDCG@10": None}])
+    assert table.splitlines()[2:] == ["| groups | 0.6496 | 10.0 | 492 |", "| groups_soft |  |  |  |"]

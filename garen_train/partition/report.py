@@ -59,8 +59,15 @@ def stage_report(folder, graph, stage: str, reference: list[int] | None) -> dict
 def markdown(rows: list[dict]) -> str:
     keys = list(dict.fromkeys(k for row in rows for k in row))
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join("" if row.get(k) is None else str(row[k]) for k in keys) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(row.get(k)) for k in keys) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    """Four decimals for measures (the run's metrics come unrounded; --json keeps them whole)."""
+    if value is None:
+        return ""
+    return f"{value:.4f}" if isinstance(value, float) and not value.is_integer() else str(value)
 
 
 def main(argv: list[str]) -> int:
