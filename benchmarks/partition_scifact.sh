@@ -41,7 +41,11 @@ garen_on_every_construction() {  # NAME [--set ...]: GAREN on each groups stage,
   for g in "${STAGES[@]:1}"; do  # each construction against Leiden, query by query (paired tests)
     $BIN/garen-infer compare --dataset $SPEC "$OUT/runs/$name/garen-groups" "$OUT/runs/$name/garen-$g" | tee -a "$OUT/compare-$name.txt"
   done
+  # do the documents navigation finds beyond BM25's top 100 reach the top 10, and are they relevant there?
+  $BIN/python benchmarks/top10_sources.py --dataset $SPEC --first-stage "$OUT/runs/bm25/run.trec" \
+    "$OUT/runs/$name"/garen-{groups,groups_soft,groups_kmeans,groups_random} | tee "$OUT/top10-$name.md"
 }
+$BIN/garen-infer run --dataset $SPEC --index "$IDX" --method bm25 ${LIMIT:+--limit $LIMIT} --out "$OUT/runs/bm25" > /dev/null
 garen_on_every_construction cosine
 if [ -n "${NAVIGATOR:-}" ]; then
   garen_on_every_construction trained-navigator --set models.navigator.backend=cross-encoder --set "models.navigator.model=$NAVIGATOR"

@@ -266,3 +266,19 @@ def test_the_report_table_shows_measures_to_four_decimals():
     table = markdown([{"stage": "groups", "nDCG@10": 0.6495634709199392, "size_median": 10.0, "groups": 492},
                       {"stage": "groups_soft", "nDCG@10": None}])
     assert table.splitlines()[2:] == ["| groups | 0.6496 | 10.0 | 492 |", "| groups_soft |  |  |  |"]
+
+
+def test_top10_sources_splits_a_runs_top_ten_by_the_first_stage_depth():
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("top10_sources", REPO / "benchmarks" / "top10_sources.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    first_stage = {"q": ["a", "b", "c"]}
+    run = {"q": ["x", "a", "y", "b"] + [f"z{i}" for i in range(8)]}  # 12 documents, 10 in the top
+    counts = script.top10_sources(run, first_stage, {"q": {"a": 1, "y": 2, "z7": 1, "c": 0}}, depth=2)
+    # top 10: a, b inside the first stage's top 2 (a relevant); x, y, z0..z5 beyond (y relevant); relevant z7 is found but ranked 12th
+    assert counts == {"queries": 1, "inside": 2, "inside_relevant": 1, "beyond": 8, "beyond_relevant": 1,
+                      "found_beyond": 10, "found_beyond_relevant": 2}
