@@ -172,13 +172,15 @@ def cmd_compare(args) -> int:
     from garen_infer.report.compare import main
 
     return main(args)
+
+
 def cmd_tree(args) -> int:
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.semantic_tree import SemanticTree
 
     index = IndexFolder.open(args.index)
     index.require(args.stage, "printing a tree")
-    tree = SemanticTree.load(index.path / args.stage, {d: i for i, d in enumerate(index.doc_ids)})
+    tree = SemanticTree.load(index.path / args.stage, index.row_of_id)
     try:
         print(tree.outline(index.doc_ids, args.depth))
     except BrokenPipeError:  # `garen-infer tree ... | head`: the reader has all it wanted

@@ -182,7 +182,7 @@ def build_tiny_qwen3(folder: Path) -> Path:
     return folder
 
 
-# ---- a tiny random BERT (cross-encoder family) with a WordPiece tokenizer trained here --------------------------
+# ---- a tiny random BERT (cross-encoder family) with a fixed WordPiece vocabulary ------------------------------
 def build_tiny_bert(folder: Path) -> Path:
     """A randomly initialised 2-layer BERT encoder and its uncased WordPiece tokenizer, saved as an HF folder."""
     import torch

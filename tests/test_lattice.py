@@ -44,10 +44,14 @@ def hand_built_tree() -> SemanticTree:
 
 @dataclass
 class TreeOnlyIndex:
-    """The parts of an index folder LATTICE reads: its path, its document ids, the stage check."""
+    """The parts of an index folder LATTICE reads: its path, its rows by document id, the stage check."""
 
     path: object
     doc_ids: list
+
+    @property
+    def row_of_id(self):
+        return {d: i for i, d in enumerate(self.doc_ids)}
 
     def require(self, stage, why):
         return {}

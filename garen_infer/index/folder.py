@@ -155,6 +155,11 @@ class IndexFolder:
         return json.loads((self.path / "doc_ids.json").read_text())
 
     @cached_property
+    def row_of_id(self) -> dict[str, int]:
+        """Corpus row by document id (the order of doc_ids.json)."""
+        return {d: i for i, d in enumerate(self.doc_ids)}
+
+    @cached_property
     def bm25(self):
         from garen_infer.index.bm25 import Bm25Index
 
@@ -187,7 +192,7 @@ class IndexFolder:
             from garen_infer.index.groups import Groups
 
             self.require(stage, "GAREN")
-            loaded[stage] = Groups.load(self.path / stage, {d: i for i, d in enumerate(self.doc_ids)})
+            loaded[stage] = Groups.load(self.path / stage, self.row_of_id)
         return loaded[stage]
 
     @cached_property

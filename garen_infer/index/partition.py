@@ -103,17 +103,17 @@ def kmeans_groups(vectors: np.ndarray, n_groups: int, seed: int = 42) -> list[li
     kmeans = faiss.Kmeans(vectors.shape[1], n_groups, niter=20, seed=seed, spherical=True, min_points_per_centroid=1)
     kmeans.train(np.ascontiguousarray(vectors, dtype=np.float32))
     _, labels = kmeans.index.search(np.ascontiguousarray(vectors, dtype=np.float32), 1)
-    return _from_labels(labels.ravel())
+    return groups_from_labels(labels.ravel())
 
 
 def random_groups(n_docs: int, n_groups: int, seed: int = 42) -> list[list[int]]:
     rng = np.random.default_rng(seed)
     labels = np.arange(n_docs) % n_groups
     rng.shuffle(labels)
-    return _from_labels(labels)
+    return groups_from_labels(labels)
 
 
-def _from_labels(labels: np.ndarray) -> list[list[int]]:
+def groups_from_labels(labels: np.ndarray) -> list[list[int]]:
     groups: dict[int, list[int]] = {}
     for row, label in enumerate(labels.tolist()):
         groups.setdefault(label, []).append(row)

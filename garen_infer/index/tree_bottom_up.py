@@ -21,6 +21,7 @@ from typing import Callable
 
 import numpy as np
 
+from garen_infer.index.partition import groups_from_labels
 from garen_infer.index.semantic_tree import BuiltNode
 
 
@@ -51,10 +52,7 @@ def balanced_clusters(vectors: np.ndarray, k: int, capacity: int, seed: int, rou
             norm = float(np.linalg.norm(total))
             if norm > 0:
                 centroids[c] = total / norm
-    members: dict[int, list[int]] = {}
-    for point, centroid in enumerate(label.tolist()):
-        members.setdefault(centroid, []).append(point)
-    return sorted(members.values(), key=lambda c: c[0])
+    return groups_from_labels(label)
 
 
 def _assign_with_capacity(x: np.ndarray, centroids: np.ndarray, capacity: int, probe: int) -> np.ndarray:
@@ -92,16 +90,17 @@ def build_bottom_up(doc_vectors: np.ndarray, doc_texts: list[str], describer, em
         k = min(math.ceil(len(nodes) / layer_size(len(nodes), max_children)), len(nodes) - 1)  # n - 1: one merge at least
         clusters = balanced_clusters(vectors, k, max_children, seed)
         grouped = [c for c in clusters if len(c) > 1]
-        described = describer.describe([(sorted(r for i in c for r in rows[i]), [texts[i] for i in c]) for c in grouped])
+        documents = [sorted(r for i in c for r in rows[i]) for c in grouped]
+        described = describer.describe([(docs, [texts[i] for i in c]) for docs, c in zip(documents, grouped)])
         new_vectors = embed([d for d, _ in described]) if described else np.zeros((0, vectors.shape[1]), np.float32)
-        made = iter(zip(described, new_vectors))
+        made = iter(zip(described, new_vectors, documents))
         upper = []  # (node, its documents, its text, its vector) of the next layer
         for c in clusters:
             if len(c) == 1:  # carried up unchanged
                 upper.append((nodes[c[0]], rows[c[0]], texts[c[0]], vectors[c[0]]))
                 continue
-            (desc, source), vector = next(made)
-            upper.append((BuiltNode(desc, source, [nodes[i] for i in c]), sorted(r for i in c for r in rows[i]), desc, vector))
+            (desc, source), vector, docs = next(made)
+            upper.append((BuiltNode(desc, source, [nodes[i] for i in c]), docs, desc, vector))
         layer += 1
         log(f"[semantic_tree] bottom-up layer {layer}: {len(nodes)} nodes -> {len(upper)}")
         nodes, rows, texts = [u[0] for u in upper], [u[1] for u in upper], [u[2] for u in upper]

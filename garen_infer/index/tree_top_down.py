@@ -21,6 +21,7 @@ Failures are explicit and counted in the manifest, never silent:
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -101,7 +102,8 @@ class TopDownBuilder:
         levels = self.p.summary_levels
         chats = [lattice_levels(t, levels, self.p.summary_max_words) for t in self.texts]
         answers = generate_json(self.generator, chats, lambda _, text: parse_levels(text, levels), self.p.retries, self.p.batch_size, "document summaries")
-        terms = ExtractiveSummarizer(self.texts, self.vectors, n_terms=levels)
+        terms = copy.copy(self.extractive)  # the same term weights (one pass over the corpus), ``levels`` terms
+        terms.n_terms = levels
         out = []
         for row, answer in enumerate(answers):
             if answer is None:

@@ -32,7 +32,9 @@ from typing import Literal
 
 import numpy as np
 
+from garen_infer.first_stage import excluded_rows
 from garen_infer.index.semantic_tree import SemanticTree
+from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.requests import Generate, ScoreYesNo
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.lattice_calibration import Calibration, CalibrationParams
@@ -78,14 +80,13 @@ class Lattice(Method):
 
         relevance = config.relevance
         if relevance == "auto":
-            name = dataset.name if dataset is not None else ""
-            task = name.removeprefix("bright/").split(":")[0]
-            relevance = BRIGHT_RELEVANCE.get(task, "stackexchange") if name.startswith("bright/") else "generic"
+            task = bright_task(dataset.name if dataset is not None else "")
+            relevance = BRIGHT_RELEVANCE.get(task, "stackexchange") if task else "generic"
         self.relevance = LATTICE_RELEVANCE[relevance]
         self.roles = (config.slate_scorer,)
         self.index_stages = (config.tree,)
         index.require(config.tree, f"method '{self.name}'")
-        self.tree = SemanticTree.load(index.path / config.tree, {d: i for i, d in enumerate(index.doc_ids)})
+        self.tree = SemanticTree.load(index.path / config.tree, index.row_of_id)
         self.doc_texts = [d.full_text for d in dataset.documents]
         self.doc_row = dataset.doc_index
         self.calibration = CalibrationParams(config.pl_tau, config.lambda_mse, config.calib_lr, config.calib_weight_decay,
@@ -100,7 +101,7 @@ class Lattice(Method):
         """The search of the module docstring; returns (corpus row, final score) best first."""
         c = self.config
         budget = state.budget if state.budget is not None else c.budget
-        excluded = {self.doc_row[d] for d in state.query.excluded_ids if d in self.doc_row}
+        excluded = excluded_rows(state.query, self.doc_row)
         tree = SearchTree(self.tree, excluded, c.alpha, c.path_gate, c.path_relevance)
         calibration = Calibration(self.calibration)
         rng = np.random.default_rng([c.seed, zlib.crc32(state.query.id.encode())])

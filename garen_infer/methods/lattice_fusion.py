@@ -10,10 +10,10 @@ it. The dense retriever is the index's embedding model (the paper used BGE-Reaso
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
+from garen_infer.first_stage import all_scores, excluded_rows
 from garen_infer.methods.base import QueryState, Search
 from garen_infer.methods.lattice import Lattice, LatticeConfig
 from garen_infer.settings import Count, NonNegativeFloat
@@ -57,17 +57,12 @@ class LatticePlusPlus(Lattice):
         lattice = yield from self.traverse(state)
         bm25 = self.index.bm25.search([state.query.text], c.fusion_depth)[0]
         fused = fuse([lattice, bm25, self.dense(state.query.text)], [c.weight_lattice, c.weight_bm25, c.weight_dense])
-        excluded = {self.doc_row[d] for d in state.query.excluded_ids if d in self.doc_row}
+        excluded = excluded_rows(state.query, self.doc_row)
         return [row for row, _ in fused if row not in excluded]
-
-    @cached_property
-    def doc_vectors(self) -> np.ndarray:
-        return np.asarray(self.index.embeddings, dtype=np.float32)
 
     def dense(self, text: str) -> list[tuple[int, float]]:
         """The index's embedding model as a retriever: the top ``fusion_depth`` rows by cosine."""
-        vector = self.index.embedder.query_vectors([text])[0]
-        similarity = self.doc_vectors @ vector
+        similarity = all_scores(self.index, "dense", text)
         k = min(self.config.fusion_depth, len(similarity))
         top = np.argpartition(-similarity, k - 1)[:k]
         top = top[np.lexsort((top, -similarity[top]))]  # best first, ties by row
