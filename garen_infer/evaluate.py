@@ -16,13 +16,16 @@ def remove_excluded(run: dict[str, dict[str, float]], dataset: Dataset) -> dict[
 def per_query(run: dict[str, dict[str, float]], dataset: Dataset, measures=DEFAULT_MEASURES) -> dict[str, dict[str, float]]:
     """measure -> {qid: value} over ALL judged queries; a query missing from the run scores 0 (pytrec_eval would
     silently drop it from the denominator)."""
+    judged = [qid for qid, rels in dataset.qrels.items() if any(r > 0 for r in rels.values())]
+    return measure_per_query({qid: dataset.qrels[qid] for qid in judged}, remove_excluded(run, dataset), measures)
+
+
+def measure_per_query(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], measures) -> dict[str, dict[str, float]]:
+    """measure -> {qid: value} over every query of ``qrels``; a query missing from the run scores 0."""
     import ir_measures
 
     parsed = [ir_measures.parse_measure(m) for m in measures]
-    run = remove_excluded(run, dataset)
-    judged = [qid for qid, rels in dataset.qrels.items() if any(r > 0 for r in rels.values())]
-    values = {str(m): {qid: 0.0 for qid in judged} for m in parsed}
-    qrels = {qid: dataset.qrels[qid] for qid in judged}
+    values = {str(m): {qid: 0.0 for qid in qrels} for m in parsed}
     for metric in ir_measures.iter_calc(parsed, qrels, {q: d for q, d in run.items() if q in qrels}):
         values[str(metric.measure)][metric.query_id] = float(metric.value)
     return values

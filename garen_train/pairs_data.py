@@ -100,7 +100,8 @@ class TrainLists(Dataset):
 
 
 class EvalPairs(Dataset):
-    """Every pair of the validation queries; a pair's group is its query."""
+    """Every pair of the validation queries; a pair's group is its query. An item is (a one-pair list as
+    ``collate`` reads it, the pair's index), so distributed validation can drop the sampler's padding."""
 
     def __init__(self, queries: list[QueryPairs]):
         self.items = [(p, number) for number, q in enumerate(queries) for p in q.pairs]
@@ -108,8 +109,8 @@ class EvalPairs(Dataset):
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, index: int) -> list[tuple[Pair, int]]:
-        return [self.items[index]]
+    def __getitem__(self, index: int) -> tuple[list[tuple[Pair, int]], int]:
+        return [self.items[index]], index
 
 
 class EpochSampler(DistributedSampler):
@@ -137,19 +138,6 @@ def collate_eval(examples) -> dict:
     batch = collate([e[0] for e in examples])
     batch["items"] = torch.tensor([e[1] for e in examples])
     return batch
-
-
-class IndexedEval(Dataset):
-    """EvalPairs with each pair's dataset index attached."""
-
-    def __init__(self, inner: EvalPairs):
-        self.inner = inner
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-    def __getitem__(self, index: int):
-        return self.inner[index], index
 
 
 class MinedPairsDataModule(pl.LightningDataModule):
@@ -228,7 +216,7 @@ class MinedPairsDataModule(pl.LightningDataModule):
         )
 
     def val_dataloader(self) -> DataLoader:
-        pairs = IndexedEval(EvalPairs(self.val_queries))
+        pairs = EvalPairs(self.val_queries)
         if not len(pairs):
             return DataLoader([])  # no validation (val_fraction 0 and no val_path)
         world, rank = self._replicas()

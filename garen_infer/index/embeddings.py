@@ -30,10 +30,6 @@ class EmbeddingParams:
     chunk_size: Count = 4096  # documents encoded and saved per chunk: a build killed mid-stage loses one chunk
 
 
-def resolve_model_path(name: str) -> str:
-    return resolve(name)[0]
-
-
 @lru_cache(maxsize=4)
 def load_encoder(model: str, device: str, max_seq_length: int):
     if is_packaged(model):
@@ -41,7 +37,7 @@ def load_encoder(model: str, device: str, max_seq_length: int):
     from sentence_transformers import SentenceTransformer
 
     try:
-        encoder = SentenceTransformer(resolve_model_path(model), device=device)
+        encoder = SentenceTransformer(resolve(model)[0], device=device)
     except OSError as err:
         raise GarenError(f"cannot load embedding model '{model}': {err}") from err
     encoder.max_seq_length = max_seq_length

@@ -23,6 +23,7 @@ import torch
 
 from garen_infer.index.atomic import atomic_path
 from garen_infer.llm.backends.chat_format import yes_no_token_ids
+from garen_infer.llm.backends.transformers_backend import load_causal_lm
 from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_text, yes_log_odds, yes_no_logits
 from garen_infer.llm.prompts import DEFAULT_INSTRUCTION, QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.packaged_models import resolve
@@ -32,25 +33,6 @@ from garen_train.scorers.export_folder import write_manifest
 # Every linear layer of a Llama/Qwen-style block (the usual LoRA target set for rerankers).
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 EXPORT_FORMATS = ("adapter", "merged")
-
-
-def load_causal_lm(model: str, gguf_file: str | None, dtype: str, trust_remote_code: bool = False):
-    """(tokenizer, model) as the transformers backend loads them; a GGUF is dequantised and then plain weights."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path, gguf_file = resolve(model, gguf_file)
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    net = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code, **extra)
-    if gguf_file:  # dequantised on load: what remains is an ordinary fp model that saves as one
-        net.hf_quantizer = None
-        net.config.quantization_config = None
-        if hasattr(net, "is_quantized"):
-            net.is_quantized = False
-    return tokenizer, net
 
 
 class YesNoLoRAScorer(PairScorer):

