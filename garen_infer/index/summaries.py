@@ -17,6 +17,8 @@ from collections import Counter
 
 import numpy as np
 
+from garen_infer.llm.json_generation import repaired_json
+
 _WORD = re.compile(r"[a-z][a-z0-9\-]{2,}")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -61,12 +63,7 @@ class ExtractiveSummarizer:
 
 def parse_summary(text: str) -> dict | None:
     """``{"concept", "summary"}`` from the summarizer's JSON (repaired if need be), or None."""
-    import json_repair
-
-    try:
-        obj = json_repair.loads(text)
-    except Exception:  # noqa: BLE001 - json_repair raises on hopeless input
-        return None
+    obj = repaired_json(text)
     if isinstance(obj, list):  # repair can wrap the object in a list
         obj = next((o for o in obj if isinstance(o, dict)), None)
     if not isinstance(obj, dict):

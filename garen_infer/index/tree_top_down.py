@@ -30,7 +30,7 @@ import numpy as np
 from garen_infer.index.partition import kmeans_groups
 from garen_infer.index.semantic_tree import BuiltNode
 from garen_infer.index.summaries import ExtractiveSummarizer, group_text
-from garen_infer.llm.json_generation import generate_json
+from garen_infer.llm.json_generation import generate_json, repaired_json
 
 
 @dataclass
@@ -42,12 +42,7 @@ class TopDownStats:
 
 
 def parse_levels(text: str, levels: int) -> list[str] | None:
-    import json_repair
-
-    try:
-        obj = json_repair.loads(text)
-    except Exception:  # noqa: BLE001 - json_repair raises on hopeless input
-        return None
+    obj = repaired_json(text)
     if isinstance(obj, dict):
         obj = obj.get("levels")
     if not isinstance(obj, list) or len(obj) < levels:
@@ -58,12 +53,7 @@ def parse_levels(text: str, levels: int) -> list[str] | None:
 
 def parse_clusters(text: str, n_keys: int, max_clusters: int) -> list[tuple[str, list[int]]] | None:
     """[(description, key ids)] from the clustering answer, each key in its first cluster only; None if unusable."""
-    import json_repair
-
-    try:
-        obj = json_repair.loads(text)
-    except Exception:  # noqa: BLE001
-        return None
+    obj = repaired_json(text)
     if isinstance(obj, dict):
         obj = obj.get("clusters")
     if not isinstance(obj, list):

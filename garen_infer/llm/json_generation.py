@@ -15,6 +15,17 @@ from tqdm.auto import tqdm
 from garen_infer.llm.types import Chat
 
 
+def repaired_json(text: str):
+    """``text`` parsed as JSON, repaired by json_repair if need be (valid JSON parses as json.loads would); None when
+    even repair fails. Small models' answers often miss a bracket or a quote."""
+    import json_repair
+
+    try:
+        return json_repair.loads(text)
+    except Exception:  # noqa: BLE001 - json_repair raises assorted errors on hopeless input
+        return None
+
+
 def stage_generator(spec: dict, folder, doc_texts: list[str]):
     """The generator role for an index stage's ``spec``, or None for ``{"backend": "extractive"}``."""
     if spec.get("backend", "extractive") == "extractive":

@@ -11,13 +11,14 @@ The reference code draws from numpy's global RNG; here each query has its own se
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from garen_infer.llm.json_generation import repaired_json
 
 
 @dataclass
@@ -106,17 +107,8 @@ def parse_slate_scores(text: str, size: int) -> dict[int, float] | None:
     """Slate position -> score in [0, 1] from the JSON answer (repaired if need be); None when no valid pair is
     found (the node then stays on the frontier). Unlike the reference code, one malformed pair does not void the
     others; scores are clipped to 0-100 before scaling."""
-    import json_repair
-
     fenced = _FENCE.findall(text)
-    body = fenced[-1] if fenced else text
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError:
-        try:
-            obj = json_repair.loads(body)
-        except Exception:  # noqa: BLE001 - json_repair raises on hopeless input
-            return None
+    obj = repaired_json(fenced[-1] if fenced else text)
     scores: dict[int, float] = {}
     for ident, value in _pairs(_find_key(obj, "relevance_scores")):
         try:
