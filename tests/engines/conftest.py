@@ -15,7 +15,7 @@ import gc
 from pathlib import Path
 
 import pytest
-from .engine_support import CHAT_TEMPLATE, ENGINE, GEMMA, SKIP_REASON, VllmServer
+from .engine_support import CHAT_TEMPLATE, ENGINE, ENGINE_DTYPE, GEMMA, SKIP_REASON, VllmServer
 
 
 # Shutting an in-process ("uni") vLLM engine down tears down vLLM's process-wide parallel groups, and with them the
@@ -51,7 +51,7 @@ def chat_model_dir(tmp_path_factory) -> Path:
 def transformers_backend(chat_model_dir):
     from garen_infer.llm.backends.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend(str(chat_model_dir), device="cpu", dtype="bfloat16")
+    backend = TransformersBackend(str(chat_model_dir), device="cpu", dtype=ENGINE_DTYPE)
     yield backend
     del backend
     gc.collect()

