@@ -11,6 +11,7 @@ import torch
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.roles import ScoreJob
+from garen_train.checkpoint_file import read_checkpoint
 from garen_train.export import load_module
 from garen_train.pairs_data import MinedPairsDataModule
 from train_support import cross_encoder_model, garen_train, lm_model, pairs_data, write_config
@@ -80,15 +81,28 @@ def lm_run(tiny_pairs, tiny_model_dir, tmp_path_factory):
 
 
 def _trainable(checkpoint) -> dict:
-    return torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    return read_checkpoint(checkpoint)["state_dict"]
 
 
 def test_checkpoints_hold_the_adapter_and_what_export_needs(lm_run):
-    saved = torch.load(lm_run / "ckpt" / "epoch=1.ckpt", map_location="cpu", weights_only=False)
+    saved = read_checkpoint(lm_run / "ckpt" / "epoch=1.ckpt")  # what our jobs save reads without trust
     assert saved["state_dict"] and all("lora_" in k for k in saved["state_dict"])  # no frozen base weights
     assert saved["hyper_parameters"]["_class_path"] == "garen_train.scorers.causal_lm.YesNoLoRAScorer"
     assert {"auc", "R@20"} <= set(saved["garen"]["validation"])
     assert saved["garen"]["data"]["fingerprint"].startswith("sha256:")
+
+
+def test_only_a_trusted_checkpoint_may_hold_what_our_jobs_never_save(lm_run, tmp_path):
+    from fractions import Fraction
+
+    from garen_infer.errors import GarenError
+
+    saved = read_checkpoint(lm_run / "ckpt" / "epoch=1.ckpt")
+    saved["garen"]["note"] = Fraction(1, 3)  # harmless, but no job writes it: the file is not what fit wrote
+    torch.save(saved, tmp_path / "edited.ckpt")
+    with pytest.raises(GarenError, match=r"refused to load: it holds 'fractions.Fraction'.*--trust-checkpoint"):
+        load_module(tmp_path / "edited.ckpt")
+    assert load_module(tmp_path / "edited.ckpt", trust=True).hparams.lora_r == 4
 
 
 def test_resuming_from_a_checkpoint_continues_the_same_run(lm_run, tiny_pairs, tiny_model_dir, tmp_path):
