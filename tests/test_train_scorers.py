@@ -182,6 +182,59 @@ def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_ro
     assert roles_used == {"reranker", "navigator"}
 
 
+def test_export_replaces_only_a_folder_it_wrote(lm_run, tiny_pairs, tmp_path, capsys):
+    import shutil
+
+    checkpoint = lm_run / "ckpt" / "epoch=1.ckpt"
+    held = tmp_path / "ckpt"  # e.g. --out naming the folder of the checkpoint being exported
+    held.mkdir()
+    shutil.copy(checkpoint, held / "epoch=1.ckpt")
+    assert garen_train("export", "--checkpoint", held / "epoch=1.ckpt", "--out", held, "--formats", "adapter") == 2
+    assert (f"{held}: holds files that 'garen-train export' did not write; it replaces its folder as a whole, so it "
+            "would delete them: choose a new or empty folder") in capsys.readouterr().err
+    assert sorted(p.name for p in held.iterdir()) == ["epoch=1.ckpt"]
+
+    mined = tmp_path / "mined"
+    shutil.copytree(tiny_pairs, mined)
+    assert garen_train("export", "--checkpoint", checkpoint, "--out", mined, "--formats", "adapter") == 2
+    assert f"{mined}: is a mined folder (written by 'garen-train mine')" in capsys.readouterr().err
+    assert (mined / "groups.jsonl").read_bytes() == (tiny_pairs / "groups.jsonl").read_bytes()
+
+    out = tmp_path / "navigator"
+    for formats in (["adapter", "merged"], ["adapter"]):  # an earlier export of ours is replaced as a whole
+        assert garen_train("export", "--checkpoint", checkpoint, "--out", out, "--formats", *formats) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["adapter", "manifest.json"]
+
+
+def test_weights_replaced_after_an_export_are_refused_not_answered_from_the_cache(tiny_bert_dir, tmp_path):
+    """The cache key carries the manifest's weights digest; copying other weights over an export must not replay
+    the old model's answers under it."""
+    import shutil
+
+    from transformers import AutoModelForSequenceClassification
+
+    from garen_infer.errors import GarenError
+    from garen_infer.llm.cache import ResponseCache
+    from garen_infer.llm.exported_models import KIND
+    from garen_infer.llm.roles import build_roles
+    from garen_train.scorers.export_folder import write_manifest
+
+    out = tmp_path / "reranker"
+    shutil.copytree(tiny_bert_dir, out)
+    write_manifest(out, {"kind": KIND, "family": "cross-encoder", "format": "hf-sequence-classification", "max_length": 64})
+    spec, cache = {"navigator": {"backend": "cross-encoder", "model": str(out)}}, ResponseCache(tmp_path / "cache.sqlite")
+    jobs = [ScoreJob(q, t) for q, t in PAIRS]
+    first = build_roles(spec, [], None, cache).scorer("navigator").score(jobs)
+    assert not any(c.cached for c in first)
+
+    net = AutoModelForSequenceClassification.from_pretrained(out)
+    with torch.no_grad():
+        net.classifier.bias += 1.0  # another model: other answers
+    net.save_pretrained(out)
+    with pytest.raises(GarenError, match=r"its weight files are not the ones its manifest.json records .* replaced after 'garen-train export'"):
+        build_roles(spec, [], None, cache).scorer("navigator").score(jobs)
+
+
 def test_export_refuses_what_is_not_a_checkpoint(tmp_path, capsys):
     (tmp_path / "x.ckpt").write_text("not a checkpoint")
     assert garen_train("export", "--checkpoint", tmp_path / "x.ckpt", "--out", tmp_path / "out") == 2
