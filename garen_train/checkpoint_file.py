@@ -29,8 +29,9 @@ class UntrustedCheckpoint(GarenError):
     """A checkpoint that holds something other than what garen-train's jobs save."""
 
     def __init__(self, path: Path, what: str, offer_trust: bool = True):
-        super().__init__(f"{path}: refused to load: it holds {what}, which garen-train's jobs never save and which could "
-                         f"run code when unpickled" + (f"; pass {TRUST_OPTION} only if you trust whoever wrote this file" if offer_trust else ""))
+        trust = f"; pass {TRUST_OPTION} only if you trust whoever wrote this file" if offer_trust else ""
+        super().__init__(f"{path}: refused to load: it holds {what}, which garen-train's jobs never save and which "
+                         f"could run code when unpickled{trust}")
 
 
 def read_checkpoint(path: str | Path, trust: bool = False, mmap: bool = False, offer_trust: bool = True) -> dict:

@@ -36,8 +36,13 @@ def usage() -> str:
 def resumed_checkpoint(argv: list[str]) -> Path | None:
     """The checkpoint file ``--ckpt_path`` names, if it names a file (not 'last', 'best', ...)."""
     for i, arg in enumerate(argv):
-        value = arg.partition("=")[2] if arg.startswith("--ckpt_path=") else argv[i + 1] if arg == "--ckpt_path" and i + 1 < len(argv) else None
-        if value and Path(value).is_file():
+        if arg.startswith("--ckpt_path="):
+            value = arg.partition("=")[2]
+        elif arg == "--ckpt_path" and i + 1 < len(argv):
+            value = argv[i + 1]
+        else:
+            continue
+        if Path(value).is_file():
             return Path(value)
     return None
 

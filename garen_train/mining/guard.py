@@ -13,8 +13,8 @@ needs ``--evaluation``: the output is then marked evaluation data, which trainin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from garen_infer.data.dataset import Query
