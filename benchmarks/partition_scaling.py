@@ -56,8 +56,7 @@ def synthetic_index(work: Path, n: int) -> tuple[Path, dict]:
 
 def fit_child(index: str, out: str, epochs: int) -> None:
     """Run one fit in this process and print its resource use as one JSON line."""
-    import torch
-
+    from garen_train.checkpoint_file import read_checkpoint
     from garen_train.cli import main
 
     start = time.perf_counter()
@@ -66,7 +65,7 @@ def fit_child(index: str, out: str, epochs: int) -> None:
           "--trainer.enable_model_summary=false"])
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    checkpoint = torch.load(Path(out) / "last.ckpt", weights_only=False)
+    checkpoint = read_checkpoint(Path(out) / "last.ckpt")
     partition, state = checkpoint["partition"], checkpoint["state_dict"]
     epochs_run = [h for h in partition["history"] if "seconds" in h]
     mean = lambda key: round(sum(h[key] for h in epochs_run) / max(1, len(epochs_run)), 2)  # noqa: E731

@@ -3,7 +3,8 @@
 Run folder: ``config.json`` (the resolved configuration), ``trace.jsonl`` (one line per finished query:
 ranking, ledger, method diagnostics; appended and flushed as each query finishes), then ``run.trec`` and
 ``metrics.json`` (written atomically once every query is done). Started again, a run skips the queries already
-in ``trace.jsonl``; a configuration that differs from the saved one is refused rather than mixed in.
+in ``trace.jsonl``; once a query has finished, a configuration that differs from the saved one is refused
+rather than mixed in (before that, a corrected command simply replaces the configuration of one that failed).
 """
 
 from __future__ import annotations
@@ -96,17 +97,16 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     out.mkdir(parents=True, exist_ok=True)
     config_path = out / "config.json"
     resolved = json.loads(json.dumps(resolved))  # as it reads back from disk (tuples become lists)
-    if config_path.exists():
-        saved = json.loads(config_path.read_text())
-        if saved != resolved:
-            diff = sorted(k for k in resolved if saved.get(k) != resolved.get(k))
-            raise GarenError(f"{out}: holds a run with a different configuration ({', '.join(diff)} differ); use another --out folder")
-    else:
+    trace_path = out / "trace.jsonl"
+    done = read_finished(trace_path, "qid")
+    saved = json.loads(config_path.read_text()) if config_path.exists() else None
+    if done and saved is not None and saved != resolved:
+        diff = sorted(k for k in resolved if saved.get(k) != resolved.get(k))
+        raise GarenError(f"{out}: holds a run with a different configuration ({', '.join(diff)} differ); use another --out folder")
+    if saved != resolved:  # a folder is pinned by its first finished query: a run that failed before one pins nothing
         write_json(config_path, resolved)
 
     queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
-    trace_path = out / "trace.jsonl"
-    done = read_finished(trace_path, "qid")
     todo = [q for q in queries if q.id not in done]
     if done:
         log(f"[run] resuming: {len(done)} of {len(queries)} queries already finished")

@@ -1,4 +1,4 @@
-"""One writer per folder: a run folder or an index folder is locked while a process writes it.
+"""One writer per folder: a run, index or mined folder is locked while a process writes it.
 
 The lock is the kernel's (``flock``) on ``<folder>/.garen-writer.lock``, which the kernel drops when its holder
 exits, however it exits (``kill -9`` included). So a lock left by a dead process is free at once, nothing has to
@@ -10,6 +10,9 @@ is refused with a message; ``GAREN_NO_LOCK=1`` writes without a lock where the u
 The file also says who holds the lock (pid, host, start time, command): a second writer is refused at once with
 those facts, and a record left behind by a holder that died is reported when the next writer takes over. An
 empty file is a lock released cleanly.
+
+The lock names the kind of folder its holder writes; a folder that another command owns (an index folder named
+as a run's --out, say) is refused before the lock is taken and again once it is held (``garen_infer/folder_kinds.py``).
 """
 
 from __future__ import annotations
@@ -42,10 +45,14 @@ _held: dict[Path, int] = {}  # folder -> the thread holding its lock in this pro
 def writer_lock(folder: str | Path, what: str = "folder"):
     """Hold ``folder``'s writer lock for the ``with`` block (the folder is created if need be). Raises a
     ``GarenError`` naming the holder when another process, or another thread, writes the folder; the thread that
-    holds it may enter again (the CLI locks before loading data, then the run locks the same folder)."""
+    holds it may enter again (the CLI locks before loading data, then the run locks the same folder). ``what``,
+    when it is one of ``folder_kinds``' kinds, is also the kind of folder the holder writes: another's is refused."""
+    from garen_infer.folder_kinds import COMMANDS, refuse_foreign
     from garen_infer.index.atomic import remove_stale_temporaries
 
     folder = Path(folder)
+    if what in COMMANDS:
+        refuse_foreign(folder, what)  # before creating anything in another command's folder
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     key = folder.resolve()
@@ -54,6 +61,8 @@ def writer_lock(folder: str | Path, what: str = "folder"):
         return
     fd = _acquire(folder, what)
     try:
+        if what in COMMANDS:
+            refuse_foreign(folder, what)  # again under the lock: another command may have written it meanwhile
         left = _read_record(fd)
         if left:
             log.warning("%s: taking over the %s from %s, which ended without releasing it", folder, what, describe_holder(left))

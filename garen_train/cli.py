@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 from garen_infer.errors import GarenError
 
@@ -32,10 +33,33 @@ def usage() -> str:
     return (__doc__ or "").strip()
 
 
+def resumed_checkpoint(argv: list[str]) -> Path | None:
+    """The checkpoint file ``--ckpt_path`` names, if it names a file (not 'last', 'best', ...)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--ckpt_path="):
+            value = arg.partition("=")[2]
+        elif arg == "--ckpt_path" and i + 1 < len(argv):
+            value = argv[i + 1]
+        else:
+            continue
+        if Path(value).is_file():
+            return Path(value)
+    return None
+
+
 def run_lightning(argv: list[str]):
-    """LightningCLI in subclass mode: the config picks the module and data classes."""
+    """LightningCLI in subclass mode: the config picks the module and data classes. A checkpoint to resume from
+    is read without running code from it first (Lightning then reads it with torch's weights-only loader too)."""
+    import pickle
+
     from lightning.pytorch import LightningDataModule, LightningModule
     from lightning.pytorch.cli import LightningCLI
+
+    from garen_train.checkpoint_file import read_checkpoint, refusal
+
+    resumed = resumed_checkpoint(argv)
+    if resumed is not None:
+        read_checkpoint(resumed, mmap=True, offer_trust=False)
 
     # LightningCLI reads sys.argv (and warns if args= is also given). argv[0] stays the real script: DDP starts
     # the other processes by running it again with these arguments.
@@ -46,6 +70,8 @@ def run_lightning(argv: list[str]):
             LightningModule, LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
             save_config_kwargs={"overwrite": True},
         )
+    except pickle.UnpicklingError as err:  # a ckpt_path given in the config file rather than on the command line
+        raise refusal(Path("the checkpoint to resume from"), err, offer_trust=False) from None
     finally:
         sys.argv = saved
 

@@ -3,7 +3,8 @@
 The checkpoint names its own LightningModule (LightningCLI saves the class path in its hyper-parameters), and
 that class says which options its export takes and what it writes, through the ``Exportable`` protocol:
 a navigator or reranker writes a PEFT adapter and/or merged HF weights, a soft partition writes a groups stage
-into an index folder. Every export writes a manifest next to what it exports.
+into an index folder. Every export writes a manifest next to what it exports. The checkpoint is read without
+running code from it (``garen_train/checkpoint_file.py``) unless ``--trust-checkpoint`` says its author is trusted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from garen_infer.errors import GarenError
+from garen_train.checkpoint_file import TRUST_OPTION, read_checkpoint
 
 
 @runtime_checkable
@@ -26,27 +28,28 @@ class Exportable(Protocol):
         """Write the export and return its manifest (also written to disk next to the export)."""
 
 
-def import_job_class(path: Path) -> None:
+def import_job_class(path: Path, trust: bool = False) -> None:
     """Import the module of the checkpoint's LightningModule when it is one of garen_train's jobs: Lightning
-    (2.6.6 on) restores only classes already imported, and a fresh ``garen-train export`` process has none."""
-    import torch
-
-    hyper_parameters = torch.load(path, map_location="cpu", weights_only=False, mmap=True).get("hyper_parameters") or {}
+    (2.6.6 on) restores only classes already imported, and a fresh ``garen-train export`` process has none.
+    Reading the checkpoint here also refuses one that holds anything but what our jobs save, before Lightning
+    reads it."""
+    hyper_parameters = read_checkpoint(path, trust, mmap=True).get("hyper_parameters") or {}
     module = str(hyper_parameters.get("_class_path", "")).rpartition(".")[0]
     if module.startswith("garen_train."):  # our own code only: the allowlist stays Lightning's for anything else
         importlib.import_module(module)
 
 
-def load_module(checkpoint: str | Path):
-    """The LightningModule a checkpoint was trained as, restored from it (on CPU)."""
+def load_module(checkpoint: str | Path, trust: bool = False):
+    """The LightningModule a checkpoint was trained as, restored from it (on CPU); unpickled in full (running
+    whatever code it names) only with ``trust``."""
     from lightning.pytorch import LightningModule
 
     path = Path(checkpoint)
     if not path.is_file():
         raise GarenError(f"{path}: no such checkpoint file")
     try:
-        import_job_class(path)
-        return LightningModule.load_from_checkpoint(path, map_location="cpu", weights_only=False)
+        import_job_class(path, trust)
+        return LightningModule.load_from_checkpoint(path, map_location="cpu", weights_only=not trust)
     except (KeyError, RuntimeError, ValueError, TypeError, AttributeError, ImportError, EOFError) as err:
         raise GarenError(f"{path}: not a checkpoint written by 'garen-train fit' ({err})") from err
 
@@ -54,8 +57,10 @@ def load_module(checkpoint: str | Path):
 def main(argv: list[str]) -> int:
     first = argparse.ArgumentParser(prog="garen-train export", add_help=False)
     first.add_argument("--checkpoint", required=True, help="a .ckpt written by 'garen-train fit'")
+    first.add_argument(TRUST_OPTION, action="store_true",
+                       help="unpickle the checkpoint in full, running any code it names: only for a file whose author you trust")
     known, _ = first.parse_known_args(argv)
-    module = load_module(known.checkpoint)
+    module = load_module(known.checkpoint, known.trust_checkpoint)
     if not isinstance(module, Exportable):
         raise GarenError(f"{known.checkpoint}: a {type(module).__name__} has no export")
     parser = argparse.ArgumentParser(prog="garen-train export", parents=[first], description=__doc__)

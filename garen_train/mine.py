@@ -5,8 +5,10 @@
 
 Writes ``groups.jsonl`` (the navigator's query-group pairs), ``documents.jsonl`` (a pointwise reranker's
 query-document pairs) and ``manifest.json`` into ``--out`` (format: ``garen_train/mining/folder.py``), plus the
-replayed GAREN run in ``--out/traversal`` (interrupted, the same command resumes it). Queries of an evaluation
-split never enter a training file (``garen_train/mining/guard.py``).
+replayed GAREN run in ``--out/traversal`` (interrupted, the same command resumes it). The whole folder is locked
+while a mine writes it, so two mines on one ``--out`` cannot both write it, and a folder of another command (an
+index, a run, an export) is refused (``garen_infer/folder_kinds.py``). Queries of an evaluation split never enter
+a training file (``garen_train/mining/guard.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError
 from garen_infer.first_stage import FirstStageConfig, first_stage
 from garen_infer.index.folder import IndexFolder
+from garen_infer.writer_lock import writer_lock
 from garen_train.mining import guard
 from garen_train.mining.folder import write_mined
 from garen_train.mining.pairs import NegativeSampling, document_pairs, group_pairs
@@ -67,6 +70,11 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     if args.evaluation and (args.eval_dataset or args.drop_eval_overlap):
         raise GarenError("--evaluation marks evaluation data, which needs no guard: drop --eval-dataset / --drop-eval-overlap")
+    with writer_lock(args.out, "mined folder"):  # a second writer is refused before any data loads
+        return mine(args, started)
+
+
+def mine(args: argparse.Namespace, started: float) -> int:
     negatives = NegativeSampling(args.negatives, args.negative_depth, args.negative_skip, args.negative_sampling, args.seed)
     preset = load_preset(args.preset, args.overrides)
     dataset = load_dataset(args.dataset, args.allow_empty_docs)

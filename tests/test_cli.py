@@ -182,3 +182,33 @@ def test_usage_errors_exit_2(capsys):
         main(["run", "--method", "bm25"])  # --dataset, --index and --out are missing
     assert exit_info.value.code == 2
     assert "required" in capsys.readouterr().err
+
+
+def test_run_and_index_refuse_each_others_folders(cli_index, beir_dir, tmp_path, capsys):
+    import shutil
+
+    index = tmp_path / "index"
+    shutil.copytree(cli_index, index)
+    before = {p.name: p.read_bytes() for p in index.iterdir() if p.is_file()}
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out", str(index), "--no-cache"]) == 2
+    assert one_error_line(capsys, "run") == (f"garen-infer run: error: {index}: is an index folder (written by 'garen-infer index'); "
+                                             "writing a run folder there would break it: choose another folder")
+    assert {p.name: p.read_bytes() for p in index.iterdir() if p.is_file()} == before
+
+    run = tmp_path / "run"
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out", str(run), "--no-cache"]) == 0
+    capsys.readouterr()
+    finished = sorted(p.name for p in run.iterdir())
+    assert main(["index", "--dataset", str(beir_dir), "--out", str(run)]) == 2
+    assert f"{run}: is a run folder (written by 'garen-infer run'); writing an index folder there" in one_error_line(capsys, "index")
+    assert sorted(p.name for p in run.iterdir()) == finished and not (run / "manifest.json").exists()
+
+
+def test_a_run_that_failed_before_its_first_query_does_not_pin_its_folder(cli_index, beir_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    command = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(out), "--no-cache"]
+    assert main([*command, "--set", "models.reranker.backend=nosuch"]) == 2  # fails once config.json is written
+    assert "unknown model backend 'nosuch'" in one_error_line(capsys, "run")
+    assert main(command) == 0  # the corrected command is not "a different configuration"
+    assert json.loads((out / "config.json").read_text())["models"]["reranker"]["backend"] != "nosuch"
+    assert len((out / "trace.jsonl").read_text().splitlines()) == 4

@@ -131,3 +131,55 @@ def test_an_id_overlap_is_refused_without_drop(data, full_index, tmp_path, capsy
     message = one_error_line(capsys)
     assert code == 2 and "1 in evaluation split other/test (t1)" in message and "tiny/test (t3 (text of q4))" in message
     assert not out.exists()
+
+
+def test_mine_refuses_an_index_folder_as_its_out(data, full_index, tmp_path, capsys):
+    import shutil
+
+    index = tmp_path / "index"
+    shutil.copytree(full_index.path, index)
+    manifest = (index / "manifest.json").read_bytes()
+    assert main(["mine", "--dataset", f"beir:{data}:train", "--index", str(index), "--out", str(index), "--no-cache", *SMALL,
+                 "--drop-eval-overlap"]) == 2
+    assert f"{index}: is an index folder (written by 'garen-infer index'); writing a mined folder there" in one_error_line(capsys)
+    assert (index / "manifest.json").read_bytes() == manifest and not (index / "traversal").exists()
+
+
+def test_a_second_mine_on_one_out_is_refused_while_the_first_writes_it(data, full_index, tmp_path, capsys):
+    """The whole mined folder is locked, not only traversal/: a mine with other pairing options (same traversal)
+    cannot write its files and manifest over a mine still writing them."""
+    import threading
+
+    from garen_infer.writer_lock import writer_lock
+
+    out, holding, release = tmp_path / "out", threading.Event(), threading.Event()
+
+    def first_mine():  # holds the lock as a mine in flight does (another thread counts as another writer)
+        with writer_lock(out, "mined folder"):
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=first_mine)
+    holder.start()
+    try:
+        holding.wait(30)
+        assert mine(data, full_index, out, "--drop-eval-overlap", "--negatives", "1") == 2
+        assert f"{out}: another process is writing this mined folder" in one_error_line(capsys)
+        assert sorted(p.name for p in out.iterdir()) == [".garen-writer.lock"]
+    finally:
+        release.set()
+        holder.join()
+
+
+def test_a_jsonl_test_split_is_refused_for_training(data, full_index, tmp_path, capsys):
+    spec = f"jsonl:{data}/corpus.jsonl,{data}/queries.jsonl,{data}/qrels/test.tsv"
+    out = tmp_path / "out"
+    assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(out), "--no-cache", *SMALL]) == 2
+    assert "corpus is an evaluation split: mine it with --evaluation" in one_error_line(capsys)
+    assert not out.exists()
+
+
+def test_a_jsonl_train_split_is_guarded_against_the_test_qrels_beside_it(data, full_index, tmp_path, capsys):
+    spec = f"jsonl:{data}/corpus.jsonl,{data}/queries.jsonl,{data}/qrels/train.tsv"
+    assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(tmp_path / "out"), "--no-cache", *SMALL]) == 2
+    assert "queries of corpus are evaluation queries: 1 in evaluation split corpus (t3 (text of q4))" in one_error_line(capsys)

@@ -175,3 +175,12 @@ def test_a_rewrite_that_dies_leaves_no_trusted_folder(tmp_path, monkeypatch):
         write(folder, "training", [line("b", "second")])
     with pytest.raises(GarenError, match="not a finished"):  # the old manifest went first: nothing reads as done
         read_mined(folder)
+
+
+def test_a_hand_edited_purpose_is_not_trusted(tmp_path):
+    folder = tmp_path / "test"
+    write(folder, "evaluation", [line("t", "third")])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "purpose": "training"}))
+    with pytest.raises(GarenError, match=r"manifest.json: edited after mining \(its content, 'purpose' included, no longer matches"):
+        read_mined(folder, purpose="training")

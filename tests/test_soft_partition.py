@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from garen_infer.index.knn_graph import KnnGraph
+from garen_train.checkpoint_file import read_checkpoint
 from garen_train.cli import main as garen_train
 from garen_train.partition.objective import dmon_loss, overlap, per_group
 
@@ -28,7 +29,7 @@ def fit(index: Path, out: Path, *overrides: str) -> Path:
 
 
 def history(checkpoint: Path) -> list[dict]:
-    return torch.load(checkpoint, weights_only=False)["partition"]["history"]
+    return read_checkpoint(checkpoint)["partition"]["history"]
 
 
 # ---- the objective ------------------------------------------------------------------------------------------------
@@ -119,7 +120,7 @@ def test_training_lowers_the_objective_and_recovers_planted_groups(planted, tmp_
     losses = [h["loss"] for h in history(checkpoint)]
     assert losses[-1] < losses[0] - 0.4  # from about 0 (random labels) to about -0.56 (the planted modularity)
     assert sum(b < a for a, b in zip(losses, losses[1:])) >= 0.7 * (len(losses) - 1)  # mostly downhill
-    state = torch.load(checkpoint, weights_only=False)["state_dict"]
+    state = read_checkpoint(checkpoint)["state_dict"]
     found = state["candidates"].gather(1, state["assignment"].argmax(dim=1, keepdim=True)).squeeze(1)
     assert adjusted_rand_index(found.numpy(), labels) >= 0.95
 

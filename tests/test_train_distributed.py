@@ -15,6 +15,7 @@ import sys
 import pytest
 import torch
 
+from garen_train.checkpoint_file import read_checkpoint
 from train_support import cross_encoder_model, pairs_data, write_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +26,7 @@ def _fit(config, root, *overrides) -> dict:
     done = subprocess.run([sys.executable, "-m", "garen_train", "fit", "--config", str(config), *overrides],
                           cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return torch.load(root / "ckpt" / "epoch=1.ckpt", map_location="cpu", weights_only=False)
+    return read_checkpoint(root / "ckpt" / "epoch=1.ckpt")
 
 
 def _scores(checkpoint: dict, model_dir) -> list[float]:

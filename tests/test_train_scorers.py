@@ -11,6 +11,7 @@ import torch
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.roles import ScoreJob
+from garen_train.checkpoint_file import read_checkpoint
 from garen_train.export import load_module
 from garen_train.pairs_data import MinedPairsDataModule
 from train_support import cross_encoder_model, garen_train, lm_model, pairs_data, write_config
@@ -80,15 +81,28 @@ def lm_run(tiny_pairs, tiny_model_dir, tmp_path_factory):
 
 
 def _trainable(checkpoint) -> dict:
-    return torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    return read_checkpoint(checkpoint)["state_dict"]
 
 
 def test_checkpoints_hold_the_adapter_and_what_export_needs(lm_run):
-    saved = torch.load(lm_run / "ckpt" / "epoch=1.ckpt", map_location="cpu", weights_only=False)
+    saved = read_checkpoint(lm_run / "ckpt" / "epoch=1.ckpt")  # what our jobs save reads without trust
     assert saved["state_dict"] and all("lora_" in k for k in saved["state_dict"])  # no frozen base weights
     assert saved["hyper_parameters"]["_class_path"] == "garen_train.scorers.causal_lm.YesNoLoRAScorer"
     assert {"auc", "R@20"} <= set(saved["garen"]["validation"])
     assert saved["garen"]["data"]["fingerprint"].startswith("sha256:")
+
+
+def test_only_a_trusted_checkpoint_may_hold_what_our_jobs_never_save(lm_run, tmp_path):
+    from fractions import Fraction
+
+    from garen_infer.errors import GarenError
+
+    saved = read_checkpoint(lm_run / "ckpt" / "epoch=1.ckpt")
+    saved["garen"]["note"] = Fraction(1, 3)  # harmless, but no job writes it: the file is not what fit wrote
+    torch.save(saved, tmp_path / "edited.ckpt")
+    with pytest.raises(GarenError, match=r"refused to load: it holds 'fractions.Fraction'.*--trust-checkpoint"):
+        load_module(tmp_path / "edited.ckpt")
+    assert load_module(tmp_path / "edited.ckpt", trust=True).hparams.lora_r == 4
 
 
 def test_resuming_from_a_checkpoint_continues_the_same_run(lm_run, tiny_pairs, tiny_model_dir, tmp_path):
@@ -166,6 +180,59 @@ def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_ro
     assert all(0 < ledger["budget_used"] <= 8 for ledger in ledgers)
     roles_used = {role for ledger in ledgers for role, spent in ledger["roles"].items() if spent["requests"]}
     assert roles_used == {"reranker", "navigator"}
+
+
+def test_export_replaces_only_a_folder_it_wrote(lm_run, tiny_pairs, tmp_path, capsys):
+    import shutil
+
+    checkpoint = lm_run / "ckpt" / "epoch=1.ckpt"
+    held = tmp_path / "ckpt"  # e.g. --out naming the folder of the checkpoint being exported
+    held.mkdir()
+    shutil.copy(checkpoint, held / "epoch=1.ckpt")
+    assert garen_train("export", "--checkpoint", held / "epoch=1.ckpt", "--out", held, "--formats", "adapter") == 2
+    assert (f"{held}: holds files that 'garen-train export' did not write; it replaces its folder as a whole, so it "
+            "would delete them: choose a new or empty folder") in capsys.readouterr().err
+    assert sorted(p.name for p in held.iterdir()) == ["epoch=1.ckpt"]
+
+    mined = tmp_path / "mined"
+    shutil.copytree(tiny_pairs, mined)
+    assert garen_train("export", "--checkpoint", checkpoint, "--out", mined, "--formats", "adapter") == 2
+    assert f"{mined}: is a mined folder (written by 'garen-train mine')" in capsys.readouterr().err
+    assert (mined / "groups.jsonl").read_bytes() == (tiny_pairs / "groups.jsonl").read_bytes()
+
+    out = tmp_path / "navigator"
+    for formats in (["adapter", "merged"], ["adapter"]):  # an earlier export of ours is replaced as a whole
+        assert garen_train("export", "--checkpoint", checkpoint, "--out", out, "--formats", *formats) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["adapter", "manifest.json"]
+
+
+def test_weights_replaced_after_an_export_are_refused_not_answered_from_the_cache(tiny_bert_dir, tmp_path):
+    """The cache key carries the manifest's weights digest; copying other weights over an export must not replay
+    the old model's answers under it."""
+    import shutil
+
+    from transformers import AutoModelForSequenceClassification
+
+    from garen_infer.errors import GarenError
+    from garen_infer.llm.cache import ResponseCache
+    from garen_infer.llm.exported_models import KIND
+    from garen_infer.llm.roles import build_roles
+    from garen_train.scorers.export_folder import write_manifest
+
+    out = tmp_path / "reranker"
+    shutil.copytree(tiny_bert_dir, out)
+    write_manifest(out, {"kind": KIND, "family": "cross-encoder", "format": "hf-sequence-classification", "max_length": 64})
+    spec, cache = {"navigator": {"backend": "cross-encoder", "model": str(out)}}, ResponseCache(tmp_path / "cache.sqlite")
+    jobs = [ScoreJob(q, t) for q, t in PAIRS]
+    first = build_roles(spec, [], None, cache).scorer("navigator").score(jobs)
+    assert not any(c.cached for c in first)
+
+    net = AutoModelForSequenceClassification.from_pretrained(out)
+    with torch.no_grad():
+        net.classifier.bias += 1.0  # another model: other answers
+    net.save_pretrained(out)
+    with pytest.raises(GarenError, match=r"its weight files are not the ones its manifest.json records .* replaced after 'garen-train export'"):
+        build_roles(spec, [], None, cache).scorer("navigator").score(jobs)
 
 
 def test_export_refuses_what_is_not_a_checkpoint(tmp_path, capsys):

@@ -3,7 +3,8 @@
     groups.jsonl      the navigator's (query, group) pairs
     documents.jsonl   a pointwise reranker's (query, document) pairs
     manifest.json     how they were mined (index fingerprint, dataset and split, preset, counts, timings), the
-                      files' line counts and digests, and ``purpose``: "training" or "evaluation"
+                      files' line counts and digests, ``purpose``: "training" or "evaluation", and
+                      ``manifest_sha256``, a digest of all the rest, so a hand-edited ``purpose`` is not trusted
     traversal/        the GAREN run that was replayed (garen-infer's run folder: config, trace, run.trec, metrics)
 
 Each JSONL line:
@@ -30,10 +31,11 @@ from pathlib import Path
 
 from garen_infer.data.dataset import Query
 from garen_infer.errors import GarenError
+from garen_infer.folder_kinds import MINED_FORMAT
 from garen_infer.index.atomic import atomic_path, write_json
 from garen_train.mining.guard import check_disjoint
 
-FORMAT = "garen-mined-pairs/1"
+FORMAT = f"{MINED_FORMAT}2"  # 2: the manifest's own digest
 GROUPS, DOCUMENTS, MANIFEST = "groups.jsonl", "documents.jsonl", "manifest.json"
 PURPOSES = ("training", "evaluation")
 
@@ -43,9 +45,16 @@ def write_mined(out: Path, groups: list[dict], documents: list[dict], manifest: 
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # until the new manifest lands, the folder reads as unfinished
     files = {name: write_jsonl(out / name, lines) for name, lines in ((GROUPS, groups), (DOCUMENTS, documents))}
-    manifest = {"format": FORMAT, **manifest, "files": files}
+    manifest = json.loads(json.dumps({"format": FORMAT, **manifest, "files": files}))  # as it reads back from disk
+    manifest["manifest_sha256"] = manifest_digest(manifest)
     write_json(out / MANIFEST, manifest)
     return manifest
+
+
+def manifest_digest(manifest: dict) -> str:
+    """sha256 of everything in the manifest but this digest: its purpose, dataset, guard and the files' digests."""
+    body = {key: value for key, value in manifest.items() if key != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 def write_jsonl(path: Path, lines: list[dict]) -> dict:
@@ -88,6 +97,9 @@ def read_mined(folder: str | Path, purpose: str | None = None) -> MinedPairs:
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     if manifest.get("format") != FORMAT:
         raise GarenError(f"{manifest_path}: format {manifest.get('format')!r} is not {FORMAT!r}; mine again with this version")
+    if manifest.get("manifest_sha256") != manifest_digest(manifest):
+        raise GarenError(f"{manifest_path}: edited after mining (its content, 'purpose' included, no longer matches its "
+                         f"manifest_sha256); mine again rather than edit it")
     if purpose is not None and purpose not in PURPOSES:
         raise GarenError(f"purpose '{purpose}' is not one of {', '.join(PURPOSES)}")
     if purpose == "training" and manifest["purpose"] != "training":

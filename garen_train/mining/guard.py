@@ -5,12 +5,15 @@ split's. Query ids alone are not enough: SciFact's train split repeats two test 
 ids (train 1291 = test 1292, train 871 = test 870).
 
 The evaluation splits are those named with ``--eval-dataset``, plus, for a BEIR folder, its ``test`` and ``dev``
-splits (``qrels/test.tsv``, ``qrels/dev.tsv``) other than the split being mined. Mining a split that is itself an
-evaluation split needs ``--evaluation``: the output is then marked evaluation data, which training refuses.
+splits (``qrels/test.tsv``, ``qrels/dev.tsv``) other than the split being mined, and for a ``jsonl:`` spec the
+``test``/``dev`` qrels files beside its own. Mining a split that is itself an evaluation split (a BEIR ``test`` or
+``dev`` split, a ``jsonl:`` spec whose qrels file is named for one, any BRIGHT task: BRIGHT has test queries only)
+needs ``--evaluation``: the output is then marked evaluation data, which training refuses.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,18 +64,35 @@ def describe(overlaps: list[Overlap], split: str) -> str:
     return f"queries of {split} are evaluation queries: " + "; ".join(parts)
 
 
+def jsonl_files(spec: str) -> list[str] | None:
+    """The files of a ``jsonl:corpus[,queries[,qrels]]`` spec; None for a spec of another kind."""
+    kind, _, rest = spec.partition(":")
+    return rest.split(",") if kind == "jsonl" and rest else None
+
+
 def automatic_evaluation_specs(spec: str) -> list[str]:
-    """The held-out splits beside a BEIR split (``test``, ``dev``), the mined split excepted."""
-    location = beir_location(spec)
-    if location is None:
-        return []
-    folder, split = location
-    return [f"beir:{folder}:{s}" for s in EVALUATION_SPLITS if s != split and (Path(folder) / "qrels" / f"{s}.tsv").is_file()]
+    """The held-out splits beside the mined one: a BEIR folder's ``test`` and ``dev`` splits, or the ``test.tsv``
+    and ``dev.tsv`` qrels beside a ``jsonl:`` spec's qrels file (the mined split excepted)."""
+    location, files = beir_location(spec), jsonl_files(spec)
+    if location is not None:
+        folder, split = location
+        return [f"beir:{folder}:{s}" for s in EVALUATION_SPLITS if s != split and (Path(folder) / "qrels" / f"{s}.tsv").is_file()]
+    if files is not None and len(files) == 3:
+        qrels = Path(files[2])
+        siblings = [qrels.with_name(f"{s}{qrels.suffix}") for s in EVALUATION_SPLITS]
+        return [f"jsonl:{files[0]},{files[1]},{p}" for p in siblings if p.is_file() and p.resolve() != qrels.resolve()]
+    return []
 
 
 def is_evaluation_split(spec: str) -> bool:
-    location = beir_location(spec)
-    return location is not None and location[1] in EVALUATION_SPLITS
+    """A BEIR test/dev split, a jsonl spec whose qrels file is named for one (``qrels/test.tsv``,
+    ``scifact-dev.tsv``), or a BRIGHT task (BRIGHT publishes test queries only)."""
+    location, files = beir_location(spec), jsonl_files(spec)
+    if location is not None:
+        return location[1] in EVALUATION_SPLITS
+    if files is not None and len(files) == 3:
+        return any(word in EVALUATION_SPLITS for word in re.split(r"[^a-z0-9]+", Path(files[2]).stem.casefold()))
+    return spec.partition(":")[0] == "bright"
 
 
 def check_disjoint(queries: list[Query], split: str, evaluation_sets: dict[str, list[Query]]) -> None:

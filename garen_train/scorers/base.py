@@ -167,7 +167,7 @@ class PairScorer(pl.LightningModule):
     # ---- export (the Exportable protocol of garen_train.export) ---------------------------------------------
     @classmethod
     def add_export_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--out", required=True, help="the export folder (replaced as a whole when it exists)")
+        parser.add_argument("--out", required=True, help="the export folder: new, empty, or an earlier export (replaced as a whole)")
 
     def export_manifest(self, **extra) -> dict:
         """What every export records: family, objective, data, validation figures (completed by the family)."""

@@ -28,7 +28,7 @@ from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_t
 from garen_infer.llm.prompts import DEFAULT_INSTRUCTION, QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.packaged_models import resolve
 from garen_train.scorers.base import Objective, PairScorer
-from garen_train.scorers.export_folder import write_manifest
+from garen_train.scorers.export_folder import export_target, write_manifest
 
 # Every linear layer of a Llama/Qwen-style block (the usual LoRA target set for rerankers).
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -93,7 +93,7 @@ class YesNoLoRAScorer(PairScorer):
         parser.add_argument("--dtype", default=None, help="dtype of merged/base weights (default: the base's, e.g. float32)")
 
     def export(self, args: argparse.Namespace) -> dict:
-        out = Path(args.out).resolve()
+        out = export_target(args.out)
         gguf = resolve(self.hparams.model, self.hparams.gguf_file)[1]
         scoring = {
             "instruction": self.hparams.instruction, "assistant_prefix": self.hparams.assistant_prefix,

@@ -9,7 +9,6 @@ sentence-transformers CrossEncoder) with a manifest that records the max length 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import torch
 
@@ -17,7 +16,7 @@ from garen_infer.index.atomic import atomic_path
 from garen_infer.llm.backends.cross_encoder import encode_pairs, relevance_logits
 from garen_infer.packaged_models import resolve
 from garen_train.scorers.base import Objective, PairScorer
-from garen_train.scorers.export_folder import write_manifest
+from garen_train.scorers.export_folder import export_target, write_manifest
 
 
 class CrossEncoderScorer(PairScorer):
@@ -53,7 +52,7 @@ class CrossEncoderScorer(PairScorer):
 
     # ---- export ---------------------------------------------------------------------------------------------
     def export(self, args: argparse.Namespace) -> dict:
-        out = Path(args.out).resolve()
+        out = export_target(args.out)
         self.net.eval()
         with atomic_path(out) as tmp:
             self.net.save_pretrained(str(tmp))

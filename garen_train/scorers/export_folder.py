@@ -1,26 +1,21 @@
-"""Writing an export folder: weights digest and manifest.json (what garen_infer.llm.exported_models reads)."""
+"""Writing an export folder: where it may go, weights digest and manifest.json (what garen_infer.llm.exported_models
+reads)."""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from pathlib import Path
 
+from garen_infer.folder_kinds import refuse_unowned
 from garen_infer.index.atomic import write_json
-from garen_infer.llm.exported_models import MANIFEST
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
+from garen_infer.llm.exported_models import MANIFEST, weights_digest
 
 
-def weights_digest(folder: Path) -> str:
-    """sha256 over the folder's weight files (names and bytes, in name order)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in Path(folder).iterdir() if p.suffix in WEIGHT_SUFFIXES):
-        digest.update(path.name.encode())
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+def export_target(out: str | Path) -> Path:
+    """The folder ``--out`` names, resolved. An export replaces its folder as a whole, so a folder that holds another
+    command's output, or any file that no export wrote (a checkpoint, say), is refused rather than deleted."""
+    refuse_unowned(out, "export folder")
+    return Path(out).resolve()
 
 
 def plain(value):
