@@ -1,6 +1,7 @@
-"""P(yes) is the probability of "yes": checked on a model edited so that its two logits are known, not against
-other code. Training and inference share the yes/no code (yes_no_scoring.py), so comparing them cannot catch a
-swap of the labels."""
+"""A score is the probability of *relevant*: P(yes) of a causal LM, checked on a model edited so that its two
+logits are known, and a cross-encoder's P(relevant), checked against the classification head's own output for
+one- and two-label heads. Not against other code: training and inference share the scoring code
+(yes_no_scoring.py, cross_encoder.py), so comparing them with each other cannot catch a swap of the labels."""
 
 from __future__ import annotations
 
@@ -58,3 +59,28 @@ def test_the_training_logit_is_the_log_odds_of_yes(model_that_says_yes):
     module = YesNoLoRAScorer(str(model_that_says_yes), max_length=256, lora_dropout=0.0)  # a fresh adapter adds 0
     logit = module.relevance_logits(["why do volcanoes erupt"], ["Magma rises through the crust and erupts as lava."])
     assert float(logit[0].detach()) == pytest.approx(YES_MARGIN, abs=1e-4)
+
+
+@pytest.mark.parametrize("labels, bias", [(1, [3.0]), (2, [-2.0, 2.0])], ids=["one-label", "two-label"])
+def test_a_cross_encoders_score_is_its_heads_probability_of_relevant(labels, bias, tiny_bert_dir, tmp_path):
+    """A one-label head: sigmoid of its logit; a two-label head ([irrelevant, relevant], the documented order):
+    its softmax probability of label 1. The bias puts the answer far from 0.5, so a swap cannot pass. The pair is
+    read as "[CLS] query [SEP] text [SEP]"."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from garen_infer.llm.backends.cross_encoder import CrossEncoderBackend
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    net = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=labels, dtype=torch.float32).eval()
+    with torch.no_grad():
+        net.classifier.bias.copy_(torch.tensor(bias))
+    net.save_pretrained(tmp_path / "head")
+    tokenizer.save_pretrained(tmp_path / "head")
+    query, text = "why do volcanoes erupt", "Magma rises through the crust and erupts as lava."
+    with torch.no_grad():
+        logits = net(**tokenizer(query, text, return_tensors="pt")).logits[0].double()
+    expected = float(torch.sigmoid(logits[0]) if labels == 1 else torch.softmax(logits, dim=0)[1])
+    assert abs(expected - 0.5) > 0.4
+    [scored] = CrossEncoderBackend(str(tmp_path / "head"), device="cpu").score_pairs([(query, text)])
+    assert scored.score == pytest.approx(expected, abs=1e-5)
