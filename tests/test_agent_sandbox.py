@@ -200,6 +200,20 @@ def test_a_sort_that_spills_creates_no_file_anywhere(world):
     assert sandbox.run("sort -r corpus/d001.txt").output.splitlines()[0] == "the common word appears here"
 
 
+def test_a_search_is_cut_only_past_the_matches_asked_for(world):
+    """RARG's default m = 60 at its boundary: the corpus holds exactly 60 documents with "common", one match
+    each. Asked for 60, the search runs to its end (not cut, so the agent is told "60 matches", not "more than
+    60"); asked for 59, it is cut."""
+    from garen_infer.methods.rarg import RargConfig
+
+    _, sandbox = world
+    limit = RargConfig().max_matches
+    assert limit == 60 == len(DOCS)
+    exact = sandbox.run("rg -n common corpus", unit_limit=limit)
+    assert not exact.cut and len(exact.output.splitlines()) == limit
+    assert sandbox.run("rg -n common corpus", unit_limit=limit - 1).cut
+
+
 def test_scope_order_survives_ripgrep_and_j1_is_always_there(world):
     root, sandbox = world
     scope = (root / "work" / "scopes" / "scope_1.txt").read_text().split()
