@@ -53,6 +53,7 @@ def check_preset(preset: dict) -> None:
     the key, the value and what is allowed. Other top-level sections are left to whoever reads them."""
     from garen_infer.first_stage import FirstStageConfig
     from garen_infer.index.stages import IndexConfig
+    from garen_infer.llm.backends.openai_backend import check_api_key_env
     from garen_infer.llm.types import SamplingParams
     from garen_infer.methods.base import METHODS, get_method
     from garen_infer.runner import RunConfig
@@ -69,6 +70,8 @@ def check_preset(preset: dict) -> None:
             raise GarenError(f"invalid setting models.{role}={spec!r}: expected a mapping such as {{backend: embedding}}")
         if "sampling" in spec:
             validate(SamplingParams, spec["sampling"], f"models.{role}.sampling")
+        if spec.get("backend") == "openai" and "api_key_env" in spec:  # before the key itself reaches config.json
+            check_api_key_env(spec["api_key_env"], f"models.{role}.api_key_env")
     for name, options in _section(preset, "methods").items():
         if name not in METHODS:
             raise GarenError(f"invalid setting methods.{name}: no such method; known: {', '.join(METHODS)}")

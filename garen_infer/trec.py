@@ -26,7 +26,8 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
     if not path.is_file():
         raise DataError(path, "file not found")
     run: dict[str, dict[str, float]] = {}
-    for line_no, line in enumerate(path.read_text(encoding="utf-8", errors="strict").splitlines(), start=1):
+    # utf-8-sig: a byte order mark (Windows tools write one) would otherwise become part of the first query id
+    for line_no, line in enumerate(path.read_text(encoding="utf-8-sig", errors="strict").splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()

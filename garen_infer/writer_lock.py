@@ -92,7 +92,10 @@ def _acquire(folder: Path, what: str) -> int:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            raise GarenError(f"{folder}: another process is writing this {what}: {describe_holder(holder)}; "
+            who = describe_holder(holder)
+            if holder and _alive(holder) is False:  # the lock is held, yet its recorded holder is gone
+                who += "; that pid is not running here, so a child process it started still holds the lock"
+            raise GarenError(f"{folder}: another process is writing this {what}: {who}; "
                              f"wait for it to finish, or use another folder") from None
         except OSError as err:
             os.close(fd)
@@ -121,13 +124,12 @@ def _holder(fd: int, patience: float = 1.0) -> dict:
 
 
 def describe_holder(record: dict) -> str:
+    """Who the record says holds (or, once it is taken over, held) the lock."""
     if not record:
         return "a process that has not said who it is yet"
     text = f"pid {record.get('pid')} on host {record.get('host')}, started {record.get('started')}"
     if record.get("command"):
         text += f" ({record['command']})"
-    if _alive(record) is False:
-        text += "; that pid is not running here, so a child process it started still holds the lock"
     return text
 
 

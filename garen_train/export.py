@@ -59,6 +59,8 @@ def main(argv: list[str]) -> int:
     first.add_argument("--checkpoint", required=True, help="a .ckpt written by 'garen-train fit'")
     first.add_argument(TRUST_OPTION, action="store_true",
                        help="unpickle the checkpoint in full, running any code it names: only for a file whose author you trust")
+    if not _names_a_checkpoint(argv):
+        _common_options(first).parse_args(argv)  # -h prints the help and exits; anything else: --checkpoint is required
     known, _ = first.parse_known_args(argv)
     module = load_module(known.checkpoint, known.trust_checkpoint)
     if not isinstance(module, Exportable):
@@ -70,3 +72,17 @@ def main(argv: list[str]) -> int:
 
     print(json.dumps(module.export(args), indent=2, default=str))
     return 0
+
+
+def _names_a_checkpoint(argv: list[str]) -> bool:
+    return any(word == "--checkpoint" or word.startswith("--checkpoint=") for word in argv)
+
+
+def _common_options(first: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The parser of a command line without a checkpoint: ``-h`` prints the options every export takes (the job's
+    own ones depend on the checkpoint); anything else is the usual "--checkpoint is required" error."""
+    return argparse.ArgumentParser(
+        prog="garen-train export", parents=[first], description=__doc__,
+        epilog="Each job adds its own options (--out, --format, --index, ...): "
+        "'garen-train export --checkpoint CKPT -h' lists those of CKPT's job.",
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from garen_infer.agent.sandbox import Limits, Sandbox
+from garen_infer.agent.sandbox import NO_TEMPORARY_FOLDER, Limits, Sandbox
 
 DOCS = {f"d{i:03d}.txt": f"document {i}\nthe common word appears here\nnumber {i}\n" for i in range(60)}
 
@@ -98,6 +98,11 @@ REFUSED = [
     ("sort -o pwned corpus/d001.txt", "writes a file"),
     ("sort --output=pwned corpus/d001.txt", "writes a file"),
     ("sort --compress-program=sh corpus/d001.txt", "runs another program"),
+    ("sort -S 2K corpus/big.txt", "spills to temporary files"),
+    ("sort -nS2K corpus/big.txt", "spills to temporary files"),
+    ("sort --buffer-size=2K corpus/big.txt", "spills to temporary files"),
+    ("sort -T scopes corpus/big.txt", "temporary files"),
+    ("sort --temporary-directory=. corpus/big.txt", "temporary files"),
     ("sort -R corpus/d001.txt", "random"),
     ("uniq corpus/d001.txt pwned", "second file"),
     ("tail -f corpus/d001.txt", "forever"),
@@ -177,6 +182,36 @@ def test_nothing_is_written_even_by_a_program_that_tries(world, tmp_path):
     argv = ["/usr/bin/tee", str(target)] if Path("/usr/bin/tee").exists() else pytest.skip("no tee")
     out, status, err, timed_out, cut = sandbox._spawn(argv, b"data\n", deadline=__import__("time").monotonic() + 5, stop=None)
     assert status != 0 and (not target.exists() or target.stat().st_size == 0)
+
+
+def test_a_sort_that_spills_creates_no_file_anywhere(world):
+    """RLIMIT_FSIZE stops writes, not the creation of an empty file: sort past its buffer would create a temporary
+    file in /tmp. The sandbox's temporary folder cannot exist, so the spill fails before any file is created."""
+    root, sandbox = world
+    before = snapshot(root)
+    argv = ["/usr/bin/sort", "-S", "2K", str(root / "corpus_files" / "docs" / "big.txt")]
+    if not Path(argv[0]).exists():
+        pytest.skip("no /usr/bin/sort")
+    out, status, err, timed_out, cut = sandbox._spawn(argv, b"", deadline=__import__("time").monotonic() + 5, stop=None)
+    assert status != 0 and out == b""
+    assert f"cannot create temporary file in '{NO_TEMPORARY_FOLDER}'" in err, err
+    assert snapshot(root) == before
+    # sort within its buffer needs no temporary file and works as before
+    assert sandbox.run("sort -r corpus/d001.txt").output.splitlines()[0] == "the common word appears here"
+
+
+def test_a_search_is_cut_only_past_the_matches_asked_for(world):
+    """RARG's default m = 60 at its boundary: the corpus holds exactly 60 documents with "common", one match
+    each. Asked for 60, the search runs to its end (not cut, so the agent is told "60 matches", not "more than
+    60"); asked for 59, it is cut."""
+    from garen_infer.methods.rarg import RargConfig
+
+    _, sandbox = world
+    limit = RargConfig().max_matches
+    assert limit == 60 == len(DOCS)
+    exact = sandbox.run("rg -n common corpus", unit_limit=limit)
+    assert not exact.cut and len(exact.output.splitlines()) == limit
+    assert sandbox.run("rg -n common corpus", unit_limit=limit - 1).cut
 
 
 def test_scope_order_survives_ripgrep_and_j1_is_always_there(world):

@@ -110,6 +110,20 @@ def test_path_relevance_and_frontier_order_by_hand():
     assert tree.leaf_scores() == [(3, pytest.approx(0.95)), (5, pytest.approx(0.75)), (4, pytest.approx(0.55))]
 
 
+def test_the_path_gate_at_its_boundary_a_slate_answer_of_9():
+    """The reference smooths only scores above 0.09 (``chain_path_rel_fn``); a slate answer of 9 scales to exactly
+    0.09 and must not be smoothed, one of 10 must. With the default settings, from the answer's text on."""
+    options = LatticeConfig()
+    assert (options.path_gate, options.alpha, options.path_relevance) == (0.09, 0.5, "code")
+    scores = parse_slate_scores('{"reasoning": "...", "relevance_scores": [[0, 9], [1, 10]]}', 2)
+    assert scores == {0: 0.09, 1: 0.1}
+    tree = SearchTree(hand_built_tree(), set(), options.alpha, options.path_gate, options.path_relevance)
+    tree.expand(0, {1: scores[0], 9: scores[1]})
+    assert tree.path[1] == 0.09  # at the gate: the score itself (smoothed it would be 0.545)
+    assert tree.path[9] == pytest.approx(0.5 * 0.1 + 0.5 * 1.0)  # just above: smoothed with the root's path 1
+    assert tree.frontier(2) == [9, 1]
+
+
 def test_paper_mode_chains_calibrated_scores():
     tree = SearchTree(hand_built_tree(), set(), alpha=0.5, gate=0.09, mode="paper")
     tree.expand(0, {1: 0.8, 9: 0.3})

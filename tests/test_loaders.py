@@ -3,6 +3,7 @@ specs the CLI takes. Every bad input raises one DataError whose message names th
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -92,6 +93,33 @@ def test_duplicate_query_id(beir):
     with pytest.raises(DataError, match="duplicate id 'q1'") as err:
         load_beir(beir)
     assert_names(err.value, beir / "queries.jsonl", 2, "_id")
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_a_byte_order_mark_is_dropped(beir, name):
+    """Was, for qrels: "unknown query id '\ufeffquery-id'" (the BEIR header was not recognised); for JSONL: "not
+    valid JSON (Unexpected UTF-8 BOM)"."""
+    path = beir / name
+    path.write_bytes(codecs.BOM_UTF8 + path.read_bytes())
+    assert load_beir(beir) == load_beir(write_beir(beir.parent / "plain" / beir.name))
+
+
+def test_a_byte_order_mark_before_a_qrels_line_without_header(beir):
+    path = beir / "qrels" / "test.tsv"
+    path.write_bytes(codecs.BOM_UTF8 + b"q1\tvol1\t2\nq2\tvol1\t\xff\n")
+    with pytest.raises(DataError, match="not valid UTF-8") as err:  # lines are still counted from the file's start
+        load_beir(beir)
+    assert_names(err.value, path, 2)
+    path.write_bytes(codecs.BOM_UTF8 + b"q1\tvol1\t2\n")
+    assert load_beir(beir).qrels == {"q1": {"vol1": 2}}
+
+
+def test_a_byte_order_mark_in_a_run_file_is_dropped(tmp_path):
+    from garen_infer.trec import read_run
+
+    path = tmp_path / "run.trec"
+    path.write_bytes(codecs.BOM_UTF8 + b"q1 Q0 d1 1 2.0 bm25\nq1 Q0 d2 2 1.0 bm25\n")
+    assert read_run(path) == {"q1": {"d1": 2.0, "d2": 1.0}}  # was {"\ufeffq1": ...}: query q1 silently unjudged
 
 
 @pytest.mark.parametrize(

@@ -165,3 +165,86 @@ def test_a_batch_runs_concurrently_up_to_the_limit_and_keeps_order(server, backe
     chats = [[{"role": "user", "content": f"q{i}"}] for i in range(7)]
     assert [c.text for c in backend.generate(chats, SamplingParams())] == [f"q{i}" for i in range(7)]
     assert 2 <= server.max_in_flight <= 3
+
+
+# ---- the key: never written, never shown, never cached, whole or in part ------------------------------------------
+def pieces_of_the_key(text: str) -> list[str]:
+    """Every run of 8 or more of the key's characters found in ``text``."""
+    return [KEY[i : i + 8] for i in range(len(KEY) - 7) if KEY[i : i + 8] in text]
+
+
+PARTIAL_ECHOES = [
+    f"Incorrect API key provided: {KEY[:10]}**********{KEY[-8:]}",  # OpenAI's style: first and last characters
+    f"invalid token '{KEY[:-3]}'",  # the key cut short
+    f"key ...{KEY[6:20]}... rejected",  # a piece from the middle
+]
+
+
+@pytest.mark.parametrize("echo", PARTIAL_ECHOES, ids=["first-and-last", "cut-short", "middle"])
+def test_a_partly_echoed_key_is_redacted_in_messages_and_logs(server, backend, echo, caplog):
+    """Was: only the exact key was replaced, so 'sk-test-SE**********23456789' reached the terminal and the log."""
+    server.answer((503, {"error": {"message": echo}}), (401, {"error": {"message": echo}}))
+    with caplog.at_level("WARNING"), pytest.raises(GarenError) as err:
+        backend.generate([CHAT], SamplingParams())
+    assert "HTTP 401" in str(err.value) and "***" in str(err.value)
+    assert pieces_of_the_key(str(err.value)) == [] and pieces_of_the_key(caplog.text) == []
+    assert "HTTP 503" in caplog.text  # the retry was logged, redacted
+
+
+def test_an_answer_that_echoes_the_key_is_redacted_before_it_is_cached(server, backend, tmp_path):
+    """Was: a server answering 200 with the key in its text (a proxy's error page, a model repeating its input)
+    had it returned and stored verbatim in the response cache."""
+    from garen_infer.llm.backends import CachedBackend
+    from garen_infer.llm.cache import ResponseCache
+
+    server.answer((200, chat_answer(f"error: the key {KEY} has no quota (key prefix {KEY[:12]})")))
+    cached = CachedBackend(backend, ResponseCache(tmp_path / "cache.sqlite"))
+    [out] = cached.generate([CHAT], SamplingParams())
+    assert out.text == "error: the key *** has no quota (key prefix ***)"
+    [again] = cached.generate([CHAT], SamplingParams())
+    assert again.cached and again.text == out.text
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())  # the database and its write-ahead log
+    assert pieces_of_the_key(stored.decode("latin-1")) == []
+
+
+def test_redaction_leaves_text_without_the_key_alone():
+    from garen_infer.llm.backends.openai_backend import redact
+
+    # pieces shorter than 8 characters ("sk-test", "SECRET") stay; a run of 8 ("01234567") is an echo
+    assert redact("sk-test and SECRET are words; 01234567 is not", KEY) == "sk-test and SECRET are words; *** is not"
+    assert redact("EMPTY means no key; EMPTYISH", "EMPTY") == "*** means no key; ***ISH"  # a short key: whole only
+    assert redact("no key at all", None) == "no key at all"
+
+
+@pytest.mark.parametrize("value, why", [
+    (KEY, "it contains '-'"),
+    ("gsk_" + "aB3" * 17, "looks like a key itself"),  # a key made of name characters: mixed case and digits
+    ("0123456789abcdef0123456789abcdef", "it starts with a digit"),
+    ("deadbeefdeadbeefdeadbeefdeadbeef", "looks like a key itself"),  # 32 hex characters
+    ("", "it is empty"),
+])
+def test_a_key_given_as_api_key_env_is_refused_before_anything_is_written(value, why, tmp_path, capsys, monkeypatch):
+    """Was: ``api_key_env: <the key>`` ran (with no Authorization header) and wrote the key into config.json."""
+    from garen_infer.cli import main
+
+    monkeypatch.delenv(value, raising=False) if value else None
+    spec = json.dumps({"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": value})
+    code = main(["run", "--dataset", str(tmp_path / "absent"), "--index", str(tmp_path / "i"), "--method", "rerank",
+                 "--set", f"models.reranker={spec}", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"garen-infer run: error: invalid setting models.reranker.api_key_env: the value ({len(value)} characters) "
+                          "is not the name of an environment variable (") and why in err
+    assert (value == "" or value not in err) and not (tmp_path / "run").exists()
+    with pytest.raises(GarenError, match="api_key_env of the openai backend"):
+        OpenAIBackend("m", api_key_env=value)  # the Python API too
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY_WESTEUROPE_2", "my_key", "EMPTY"])
+def test_ordinary_variable_names_are_accepted_set_or_not(name, monkeypatch):
+    from garen_infer.llm.backends.openai_backend import check_api_key_env
+
+    monkeypatch.delenv(name, raising=False)
+    check_api_key_env(name, "api_key_env")
+    monkeypatch.setenv("Key2Of3", KEY)  # a set variable is a name, whatever it looks like
+    check_api_key_env("Key2Of3", "api_key_env")

@@ -155,3 +155,27 @@ def test_an_index_stage_rebuilt_with_other_params_is_not_mixed_into_a_resume(tin
     (run / "config.json").write_text(json.dumps(saved))
     with pytest.raises(GarenError, match="index_stages"):
         execute(tiny_dataset, rebuilt, config(), run, roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=1)), log=lambda *_: None)
+
+
+def test_resume_when_queries_finished_out_of_order_at_the_default_concurrency(tiny_dataset, tiny_index, tmp_path):
+    """The other resume tests run one query at a time, so the finished queries are always a prefix. By default 16
+    run at once and a query with fewer windows finishes first: here q2 and q3 (3 candidates each, 2 windows of 2)
+    are done while q1 and q4 (4 candidates, 3 windows) are not. A resume must redo exactly the unfinished ones."""
+    options = {"budget": 8, "window": 2, "stride": 1}
+    default = RunConfig(method="rerank", method_options=options)
+    assert default.max_active_queries == 16
+    reference = tmp_path / "reference"
+    execute(tiny_dataset, tiny_index, default, reference, roles=Roles(reranker=ScriptedReranker(tiny_index)), log=lambda *_: None)
+
+    out = tmp_path / "run"
+    with pytest.raises(GarenError, match="interrupted: 2 of 4 queries are saved"):
+        execute(tiny_dataset, tiny_index, default, out, roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=3)), log=lambda *_: None)
+    finished = trace_qids(out)
+    assert finished == ["q2", "q3"] and finished != QIDS[: len(finished)]  # not a prefix of the query order
+
+    resumed = ScriptedReranker(tiny_index)
+    execute(tiny_dataset, tiny_index, default, out, roles=Roles(reranker=resumed), log=lambda *_: None)
+    texts = {q.text: q.id for q in tiny_dataset.queries}
+    assert {texts[t] for t in resumed.queries} == {"q1", "q4"}  # q2 and q3 are not redone, none is skipped
+    assert sorted(trace_qids(out)) == QIDS
+    assert (out / "run.trec").read_bytes() == (reference / "run.trec").read_bytes()

@@ -137,7 +137,36 @@ def test_a_killed_writers_lock_is_taken_over(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="garen_infer.writer_lock"), writer_lock(folder, "run folder"):
         assert json.loads((folder / LOCK_NAME).read_text())["pid"] == os.getpid()
     assert f"taking over the run folder from pid {holder.pid} on host" in caplog.text
+    # was: "...; that pid is not running here, so a child process it started still holds the lock, which ended
+    # without releasing it": no process holds a lock that is being taken over
+    assert "which ended without releasing it" in caplog.text and "child process" not in caplog.text
     assert not leftover.exists()
+
+
+def test_a_lock_a_dead_holders_child_still_holds_is_refused_saying_so(tmp_path):
+    """The other side of the take-over: the recorded pid is gone, but a child it forked inherited the lock."""
+    folder = tmp_path / "run"
+    parent = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os, sys, time
+        from pathlib import Path
+        from garen_infer.writer_lock import writer_lock
+        with writer_lock(Path(sys.argv[1]), "run folder"):
+            child = os.fork()
+            if child == 0:
+                for fd in (0, 1, 2):  # let the test read the parent's output to its end
+                    os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+                time.sleep(60)
+                os._exit(0)
+            print(child, flush=True)
+            os._exit(0)  # the parent ends without releasing; its child keeps the lock
+    """), str(folder)], capture_output=True, text=True, env=_env(), timeout=30)
+    child = int(parent.stdout.strip())
+    try:
+        with pytest.raises(GarenError) as refused, writer_lock(folder, "run folder"):
+            pass
+        assert "that pid is not running here, so a child process it started still holds the lock" in str(refused.value)
+    finally:
+        os.kill(child, signal.SIGKILL)
 
 
 def test_racers_for_a_stale_lock_leave_exactly_one_writer(tmp_path):

@@ -2,7 +2,8 @@
 
 An allow-list, not a deny-list: a flag that is not listed is refused, so a flag added by a later ripgrep cannot
 slip through. Flags that run other programs (``rg --pre``, ``rg -z``, ``rg --hostname-bin``,
-``sort --compress-program``), write files (``sort -o``, ``sed -i``, ``uniq IN OUT``), follow symbolic links out
+``sort --compress-program``), write files (``sort -o``, ``sed -i``, ``uniq IN OUT``, ``sort -S 2K`` and
+``sort -T``, which spill to temporary files), follow symbolic links out
 of the corpus (``rg -L``, ``grep -R``), list the corpus (``rg --files``), wait forever (``tail -f``) or read
 files named inside their own arguments (``-f FILE``) are refused with the reason.
 """
@@ -110,8 +111,10 @@ SPECS: dict[str, Spec] = {
             "--ignore-nonprinting -M --month-sort -h --human-numeric-sort -n --numeric-sort -r --reverse -V "
             "--version-sort -c -C --check -s --stable -u --unique -z --zero-terminated -m --merge"
         ),
-        valued=_s("-k --key -t --field-separator -S --buffer-size"),
+        valued=_s("-k --key -t --field-separator"),
         refused={"-o": "writes a file", "--output": "writes a file", "-T": "writes temporary files",
+                 "-S": "sets the buffer size; a small buffer spills to temporary files",
+                 "--buffer-size": "sets the buffer size; a small buffer spills to temporary files",
                  "--temporary-directory": "writes temporary files", "--compress-program": RUNS_PROGRAM,
                  "--files0-from": "reads a file named in its value", "-R": "sorts in random order (not reproducible)",
                  "--random-sort": "sorts in random order (not reproducible)", "--random-source": "reads a file named in its value",

@@ -10,7 +10,8 @@ A query's sandbox is a working folder holding ``corpus`` (a symbolic link to the
 3. runs stage after stage with ``subprocess`` (no shell, an empty environment, absolute program paths), each
    process in its own process group under resource limits set before ``exec``: CPU seconds, address space, no
    file writes at all (RLIMIT_FSIZE 0) and no core files; the whole pipeline shares one wall-clock deadline, after
-   which the process group is killed;
+   which the process group is killed. RLIMIT_FSIZE stops writing, not creating: so that no file is created either,
+   the temporary folder (``TMPDIR``, where ``sort`` spills) is a path under ``/dev/null``, which cannot exist;
 4. keeps at most ``stage_output_bytes`` of each stage's output (the next stage reads that much) and stops the last
    stage early once the caller has the matches it asked for (``unit_limit``), as the paper's sequential ``rg -j1``
    does (RARG sec. 7 Limitations: stop once 60, or M = 500, matches are collected).
@@ -51,7 +52,10 @@ _LAUNCHER = (
     "  if k==r.RLIMIT_FSIZE:raise\n"
     "os.execv(sys.argv[3],sys.argv[3:])\n"
 )
-_ENV = {"LC_ALL": "C.UTF-8", "PATH": "/nonexistent"}
+# A folder under a character device cannot exist, nor be created, whoever runs the sandbox: a program that wants a
+# temporary file (sort, when its input outgrows its buffer) fails with "cannot create temporary file" instead.
+NO_TEMPORARY_FOLDER = "/dev/null/no-temporary-files"
+_ENV = {"LC_ALL": "C.UTF-8", "PATH": "/nonexistent", "TMPDIR": NO_TEMPORARY_FOLDER}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
-"""Reading JSONL and TSV with checks that point at the offending file, line and field."""
+"""Reading JSONL and TSV with checks that point at the offending file, line and field. A byte order mark at the
+start of a file (what Windows tools write) is dropped, so it cannot become part of the first id."""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 from pathlib import Path
@@ -16,6 +18,8 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         raise DataError(path, "file not found")
     with open(path, "rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
+            if line_no == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -62,10 +66,11 @@ def read_qrels_tsv(path: Path, doc_ids: set[str], query_ids: set[str]) -> dict[s
     if not path.is_file():
         raise DataError(path, "file not found")
     qrels: dict[str, dict[str, int]] = {}
+    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
     try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
+        lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:
-        line_no = path.read_bytes()[: err.start].count(b"\n") + 1
+        line_no = data[: err.start].count(b"\n") + 1
         raise DataError(path, f"bytes are not valid UTF-8 ({err.reason})", line_no)
     for line_no, row in enumerate(csv.reader(lines, delimiter="\t" if "\t" in (lines[0] if lines else "") else " "), start=1):
         row = [cell for cell in row if cell != ""]

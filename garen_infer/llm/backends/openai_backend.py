@@ -15,7 +15,10 @@
 - Connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff; when the server still
   does not answer, GarenError says so, and the runner keeps the queries finished so far.
 - The API key is read from the environment variable named by ``api_key_env`` at each request. It is never
-  stored on the backend, and never part of ``id``, cache keys, logs or error messages.
+  stored on the backend, and never part of ``id``, cache keys, logs or error messages: a server may echo what
+  it was sent, whole or in part, so every answer (before it is cached) and every message is redacted
+  (``redact``). A value of ``api_key_env`` that is not a variable's name is refused before any run folder is
+  written (``check_api_key_env``), since the name is part of the run's configuration.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import socket
 import time
 import urllib.error
@@ -38,6 +42,8 @@ from garen_infer.llm.types import Chat, Completion, SamplingParams
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}  # overloaded or restarting: worth another try
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a POSIX shell can export
+ECHO_CHARS = 8  # a run of this many of the key's characters in an answer or a message counts as an echo of the key
 
 
 class _Retryable(Exception):
@@ -65,6 +71,7 @@ class OpenAIBackend:
     def __post_init__(self):
         if self.prefix_mode not in ("continue", "drop"):
             raise GarenError(f"openai backend: prefix_mode must be 'continue' or 'drop', not '{self.prefix_mode}'")
+        check_api_key_env(self.api_key_env, "api_key_env of the openai backend")
         self.base_url = self.base_url.rstrip("/")
         self.id = f"openai:{self.base_url}:{self.model}"
 
@@ -166,20 +173,21 @@ class OpenAIBackend:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as err:
-            detail = _redact(_error_detail(err), key)
+            detail = redact(_error_detail(err), key)
             if err.code in RETRY_STATUS:
                 raise _Retryable(f"HTTP {err.code}: {detail}", unreachable=False, retry_after=_retry_after(err)) from None
             raise GarenError(f"the server at {self.base_url} refused the request for model '{self.model}': HTTP {err.code}: {detail}") from None
         except urllib.error.URLError as err:
-            raise _Retryable(_redact(f"cannot connect: {err.reason}", key), unreachable=True) from None
+            raise _Retryable(redact(f"cannot connect: {err.reason}", key), unreachable=True) from None
         except (TimeoutError, socket.timeout):
             raise _Retryable(f"no answer within {self.timeout:g} s", unreachable=True) from None
         except (ConnectionError, http.client.HTTPException, OSError) as err:
-            raise _Retryable(_redact(f"connection lost: {type(err).__name__}: {err}", key), unreachable=True) from None
+            raise _Retryable(redact(f"connection lost: {type(err).__name__}: {err}", key), unreachable=True) from None
         try:
-            return json.loads(raw)
+            answer = json.loads(raw)
         except ValueError:
-            raise GarenError(f"the server at {self.base_url} answered with something that is not JSON: {_redact(raw[:200].decode('utf-8', 'replace'), key)!r}") from None
+            raise GarenError(f"the server at {self.base_url} answered with something that is not JSON: {redact(raw[:200].decode('utf-8', 'replace'), key)!r}") from None
+        return _redacted(answer, key) if key else answer  # what is cached and shown never holds the key
 
 
 def label_logprob(entries: list[tuple[str, float]], label: str) -> float:
@@ -248,6 +256,59 @@ def _retry_after(err: urllib.error.HTTPError) -> float | None:
         return None
 
 
-def _redact(text: str, key: str | None) -> str:
-    """A server may echo what it was sent; the key never reaches a message."""
-    return text.replace(key, "***") if key else text
+def check_api_key_env(value, where: str) -> None:
+    """Refuse an ``api_key_env`` that cannot be a variable's name, or that names no variable here and looks like a
+    key itself (a run of 24 characters without an underscore, or a mix of lower case, upper case and digits, where
+    a variable's name is words joined by underscores): the value is written into the run's config.json. The
+    message never repeats the value."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise GarenError(f"invalid setting {where}: expected the name of an environment variable (or null), not a {type(value).__name__}")
+    if not ENV_NAME.fullmatch(value):
+        odd = next((c for c in value if not (c.isascii() and (c.isalnum() or c == "_"))), None)
+        why = f"it contains {odd!r}" if odd else "it is empty" if not value else "it starts with a digit"
+    elif value not in os.environ and (max(map(len, value.split("_"))) >= 24 or all(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))):
+        why = "it names no variable that is set and looks like a key itself"
+    else:
+        return
+    raise GarenError(
+        f"invalid setting {where}: the value ({len(value)} characters) is not the name of an environment variable ({why}); "
+        "put the key in a variable (export OPENAI_API_KEY=...) and give the variable's name (api_key_env: OPENAI_API_KEY), "
+        "or null for a server that needs no key"
+    )
+
+
+def redact(text: str, key: str | None) -> str:
+    """``text`` with every echo of ``key`` replaced by ``***``: the whole key, and any run of ``ECHO_CHARS`` or more
+    of its characters (servers echo a key's first characters, its last ones, or the key cut short)."""
+    if not key or not text:
+        return text
+    text = text.replace(key, "***")
+    if len(key) < ECHO_CHARS:
+        return text
+    pieces = {key[i : i + ECHO_CHARS] for i in range(len(key) - ECHO_CHARS + 1)}
+    if not any(piece in text for piece in pieces):
+        return text
+    covered = [False] * len(text)
+    for i in range(len(text) - ECHO_CHARS + 1):
+        if text[i : i + ECHO_CHARS] in pieces:
+            covered[i : i + ECHO_CHARS] = [True] * ECHO_CHARS
+    out = []
+    for i, char in enumerate(text):
+        if not covered[i]:
+            out.append(char)
+        elif i == 0 or not covered[i - 1]:
+            out.append("***")  # one mark per echoed run
+    return "".join(out)
+
+
+def _redacted(value, key: str):
+    """A parsed answer with ``redact`` applied to every string in it (keys of mappings included)."""
+    if isinstance(value, str):
+        return redact(value, key)
+    if isinstance(value, list):
+        return [_redacted(v, key) for v in value]
+    if isinstance(value, dict):
+        return {redact(k, key): _redacted(v, key) for k, v in value.items()}
+    return value
