@@ -76,12 +76,12 @@ class IndexConfig:
     @classmethod
     def from_dict(cls, raw: dict) -> "IndexConfig":
         from garen_infer.errors import GarenError
-        from garen_infer.settings import build
+        from garen_infer.settings import build, did_you_mean
 
         load_optional_stages()
         stages = {}
         for name, values in (raw or {}).items():
             if name not in STAGES:
-                raise GarenError(f"unknown index stage '{name}'; known: {', '.join(STAGES)}")
+                raise GarenError(f"unknown index stage '{name}'{did_you_mean(name, STAGES)}; known: {', '.join(STAGES)}")
             stages[name] = build(STAGES[name].params_type, values, f"index.{name}")
         return cls(stages)
