@@ -47,7 +47,11 @@ def writer_lock(folder: str | Path, what: str = "folder"):
 
     folder = Path(folder)
     created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # --out naming a file, or a path through one
+        blocking = next(p for p in (folder, *folder.parents) if p.exists() and not p.is_dir())
+        raise GarenError(f"{folder}: cannot be the {what}: {blocking} is a file, not a folder; name a folder") from None
     key = folder.resolve()
     if os.environ.get(NO_LOCK_ENV) or _held.get(key) == threading.get_ident():
         yield
