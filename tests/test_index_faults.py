@@ -183,17 +183,22 @@ def _in_a_mount_namespace(script: str) -> subprocess.CompletedProcess | None:
     return subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=300)
 
 
+def _fill_then_grow(command: list[str], mount: Path, size: str, between: str, after: str) -> subprocess.CompletedProcess | None:
+    """``command`` with ``mount`` a tmpfs of ``size``, then ``between`` (shell); then the tmpfs grows to 64 MiB and
+    ``command`` runs again, then ``after``. None where no private mount namespace is possible."""
+    mount.mkdir()
+    quoted = " ".join(f"'{part}'" for part in command)
+    return _in_a_mount_namespace(f"mount -t tmpfs -o size={size} tmpfs '{mount}' && {quoted}; echo \"rc=$?\" >&2; {between}; "
+                                 f"mount -o remount,size=64m '{mount}' && {quoted} && {after}")
+
+
 def test_a_full_tmpfs_ends_with_one_line_and_resumes_when_there_is_room(beir_dir, vectors, reference, tmp_path):
     """A real ENOSPC: the index folder on a 96 KiB tmpfs; then the tmpfs grows and the same command finishes."""
     mount = tmp_path / "disk"
-    mount.mkdir()
-    command = " ".join(f"'{part}'" for part in index_command(beir_dir, stages_importing(vectors), mount / "index", tmp_path))
     check = f"'{sys.executable}' -c 'import sys; sys.path.insert(0, \"{REPO}\"); sys.path.insert(0, \"{REPO / 'tests'}\"); " \
             f"from test_index_faults import assert_nothing_half_written as a; from pathlib import Path; a(Path(\"{mount / 'index'}\"))'"
-    copy = f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'"
-    script = (f"mount -t tmpfs -o size=96k tmpfs '{mount}' && {command}; echo \"rc=$?\" >&2; {check} && echo checked >&2; "
-              f"mount -o remount,size=64m '{mount}' && {command} && {copy}")
-    done = _in_a_mount_namespace(script)
+    done = _fill_then_grow(index_command(beir_dir, stages_importing(vectors), mount / "index", tmp_path), mount, "96k",
+                           f"{check} && echo checked >&2", f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'")
     if done is None:
         pytest.skip("no private mount namespace here (unshare -Urm and tmpfs): the RLIMIT_FSIZE test covers this")
     lines = done.stderr.splitlines()
@@ -213,13 +218,9 @@ def test_a_disk_that_fills_while_embeddings_are_written_ends_with_one_line(stage
     process with SIGBUS (exit 135, no message). Now its blocks are allocated first: the same line as any other
     full disk, nothing half-written, and once there is room the same command finishes (the encoded chunks kept)."""
     mount = tmp_path / "disk"
-    mount.mkdir()
     stages = {"embeddings": {"vectors": str(vectors)}} if stage == "imported" else {"embeddings": {"chunk_size": 4}}
-    command = " ".join(f"'{part}'" for part in index_command(beir_dir, stages, mount / "index", tmp_path))
-    copy = f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'"
-    script = (f"mount -t tmpfs -o size={size} tmpfs '{mount}' && {command}; echo \"rc=$?\" >&2; ls -a '{mount / 'index'}' >&2; "
-              f"mount -o remount,size=64m '{mount}' && {command} && {copy}")
-    done = _in_a_mount_namespace(script)
+    done = _fill_then_grow(index_command(beir_dir, stages, mount / "index", tmp_path), mount, size,
+                           f"ls -a '{mount / 'index'}' >&2", f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'")
     if done is None:
         pytest.skip("no private mount namespace here (unshare -Urm and tmpfs)")
     lines = done.stderr.splitlines()
