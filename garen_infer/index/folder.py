@@ -163,7 +163,10 @@ class IndexFolder:
             recorded = folder.manifest["stages"].get(name)
             wanted = asdict(params)
             if recorded and same_result(type(params), recorded["params"], wanted) and not force:
-                log(f"[index] {name}: already built with these params, kept")
+                built = completed_params(type(params), recorded["params"])
+                other = [key for key, value in wanted.items() if built.get(key) != value]
+                log(f"[index] {name}: already built with these params, kept" if not other else
+                    f"[index] {name}: already built; {', '.join(other)} only change(s) how it runs, not the result: kept")
                 continue
             if recorded:
                 log(f"[index] {name}: params changed, rebuilding")
