@@ -44,9 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     index = sub.add_parser("index", help="build (or complete) an index folder")
-    _common(index)
+    _common(index, dataset_required=False)
     index.add_argument("--out", required=True, help="index folder")
     index.add_argument("--force", action="store_true", help="rebuild every stage even if the manifest says it is built")
+    index.add_argument("--verify", action="store_true", help="build nothing: read every file of the index and compare it "
+                       "with the digest its manifest records (with --dataset, check the corpus too)")
 
     run = sub.add_parser("run", help="run a method and write run.trec, metrics.json and trace.jsonl")
     _common(run)
@@ -98,6 +100,13 @@ def cmd_index(args) -> int:
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
 
+    if args.verify:
+        folder = IndexFolder.open(args.out, load_dataset(args.dataset, args.allow_empty_docs) if args.dataset else None)
+        checked = folder.verify()
+        print(f"{folder.path}: {checked} file(s) match the digests of manifest.json")
+        return 0
+    if not args.dataset:
+        raise GarenError("the following arguments are required: --dataset (only 'index --verify' reads no dataset)")
     preset = load_preset(args.preset, args.overrides)
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     folder = IndexFolder.build(dataset, args.out, IndexConfig.from_dict(preset.get("index", {})), force=args.force)
@@ -206,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "tree": cmd_tree, "demo": cmd_demo}[args.command]
     try:
-        with writer_lock(args.out, WRITES[args.command]) if args.command in WRITES else nullcontext():
+        writes = args.command in WRITES and not getattr(args, "verify", False)
+        with writer_lock(args.out, WRITES[args.command]) if writes else nullcontext():
             return command(args)  # a second writer of the folder is refused before any data loads
     except GarenError as err:
         print(f"garen-infer {args.command}: error: {err}", file=sys.stderr)

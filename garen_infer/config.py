@@ -44,21 +44,23 @@ def read_yaml_mapping(path: Path, overrides: list[str] = ()) -> dict:
     return mapping
 
 
+PRESET_SECTIONS = ("index", "first_stage", "models", "run", "methods")
+
 # run: keys that the command line or another section of the preset sets
 RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "method_options": "methods:", "budget": "--budget", "first_stage": "first_stage:", "models": "models:"}
 
 
 def check_preset(preset: dict) -> None:
-    """Every value of the sections the toolkit reads, against its config field: one ``GarenError`` line naming
-    the key, the value and what is allowed. Other top-level sections are left to whoever reads them."""
+    """Every key and value of a preset, against its config field (a model role against its backend's fields): one
+    ``GarenError`` line naming the key, the value and what is allowed, with the nearest key for a typo."""
     from garen_infer.first_stage import FirstStageConfig
     from garen_infer.index.stages import IndexConfig
-    from garen_infer.llm.backends.openai_backend import check_api_key_env
-    from garen_infer.llm.types import SamplingParams
+    from garen_infer.llm.model_specs import check_model_spec
     from garen_infer.methods.base import METHODS, get_method
     from garen_infer.runner import RunConfig
-    from garen_infer.settings import validate
+    from garen_infer.settings import refuse_unknown, validate
 
+    refuse_unknown(preset, PRESET_SECTIONS, "", "section of a preset")
     IndexConfig.from_dict(_section(preset, "index"))
     validate(FirstStageConfig, preset.get("first_stage"), "first_stage")
     run = _section(preset, "run")
@@ -66,15 +68,10 @@ def check_preset(preset: dict) -> None:
         raise GarenError(f"invalid setting run.{key}: it is set by {RUN_KEYS_SET_ELSEWHERE[key]}, not under run")
     validate(RunConfig, run, "run", partial=True)
     for role, spec in _section(preset, "models").items():
-        if not isinstance(spec, dict):
-            raise GarenError(f"invalid setting models.{role}={spec!r}: expected a mapping such as {{backend: embedding}}")
-        if "sampling" in spec:
-            validate(SamplingParams, spec["sampling"], f"models.{role}.sampling")
-        if spec.get("backend") == "openai" and "api_key_env" in spec:  # before the key itself reaches config.json
-            check_api_key_env(spec["api_key_env"], f"models.{role}.api_key_env")
-    for name, options in _section(preset, "methods").items():
-        if name not in METHODS:
-            raise GarenError(f"invalid setting methods.{name}: no such method; known: {', '.join(METHODS)}")
+        check_model_spec(spec, f"models.{role}")
+    methods = _section(preset, "methods")
+    refuse_unknown(methods, METHODS, "methods", "method")
+    for name, options in methods.items():
         try:
             method = get_method(name)
         except GarenError:  # registered, but not shipped in this version: its options cannot be checked
@@ -102,4 +99,8 @@ def apply_override(preset: dict, item: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise GarenError(f"--set '{item}': '{part}' is not a section")
-    node[leaf] = yaml.safe_load(raw)
+    try:
+        node[leaf] = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        problem = str(getattr(err, "problem", None) or err).strip()
+        raise GarenError(f"--set '{item}': the value '{raw}' is not valid YAML ({problem})") from None

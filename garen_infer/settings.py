@@ -10,16 +10,22 @@ to the field in the hint, ``Annotated[int, AtLeast(1)]``, or through the aliases
     strategy: Literal["explore-then-exploit", "explore", "exploit"] = "explore-then-exploit"
 
 ``build(Config, values, "methods.garen")`` returns the config or raises one ``GarenError`` line naming the key,
-the value and what is allowed; a config added later needs no code here to be checked.
+the value and what is allowed (an unknown key with the nearest known one: "did you mean"); a config added later
+needs no code here to be checked. A field's metadata may add its own ``check`` (a model spec is checked against
+its backend's fields, ``llm/model_specs.py``).
+
+A stage's identity is made of the settings that change its result. ``execution_only`` marks the others (the
+device, a batch size, a chunk size): ``identity`` leaves them out, so changing them never rebuilds a stage.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Annotated, Any, Literal, Union
 
@@ -88,6 +94,43 @@ def _bound_text(bound: Bound, resolve) -> str:
     return repr(bound)
 
 
+EXECUTION_ONLY = "execution_only"  # field metadata: how a result is computed, not what it is
+
+
+def execution_only(default):
+    """A field whose value never changes the result (where it runs, how much at once): not part of a stage's identity."""
+    return field(default=default, metadata={EXECUTION_ONLY: True})
+
+
+def identity(cls, values: dict) -> dict:
+    """``values`` (a config's fields, as recorded) without the execution-only fields of ``cls``; a field whose
+    metadata has an ``identity`` function (a model spec) is reduced by it."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out = {}
+    for name, value in values.items():
+        metadata = fields[name].metadata if name in fields else {}
+        if not metadata.get(EXECUTION_ONLY):
+            out[name] = metadata["identity"](value) if "identity" in metadata and isinstance(value, dict) else value
+    return out
+
+
+def did_you_mean(key, known, prefer=()) -> str:
+    """`` (did you mean 'x'?)`` for the known name nearest a typo (looked for among ``prefer`` first), or ''."""
+    near = difflib.get_close_matches(str(key), list(prefer), n=1) or difflib.get_close_matches(str(key), [str(k) for k in known], n=1)
+    return f" (did you mean '{near[0]}'?)" if near else ""
+
+
+def refuse_unknown(given, known, where: str, what: str = "option", prefer=()) -> None:
+    """One line for the first key of ``given`` that is not in ``known``, with the nearest known key as a hint."""
+    unknown = sorted(set(given) - set(known), key=str)
+    if unknown:
+        key = str(unknown[0])
+        hint = did_you_mean(key, known, prefer)
+        place = f"{where}.{key}" if where else key
+        has = f"{where} has" if where and what == "option" else "known:"
+        raise GarenError(f"invalid setting {place}: no such {what}{hint}; {has} {', '.join(map(str, known))}")
+
+
 # ---- checking ------------------------------------------------------------------------------------------------------
 class _Refused(Exception):
     def __init__(self, allowed: str):
@@ -110,9 +153,7 @@ def validate(cls, values, where: str, partial: bool = False) -> dict:
     if not isinstance(values, dict):
         raise GarenError(f"invalid setting {where}={values!r}: expected a mapping of options")
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise GarenError(f"invalid setting {where}.{unknown[0]}: no such option; {where} has {', '.join(fields)}")
+    refuse_unknown(values, fields, where)
     field_hints = hints(cls)
     converted = {}
     for name, value in values.items():
@@ -120,6 +161,8 @@ def validate(cls, values, where: str, partial: bool = False) -> dict:
             converted[name] = _convert(field_hints[name], value, f"{where}.{name}")
         except _Refused as refused:
             raise GarenError(f"invalid setting {where}.{name}={value!r}: expected {refused.allowed}") from None
+        if "check" in fields[name].metadata:
+            fields[name].metadata["check"](converted[name], f"{where}.{name}")
     resolved = {**_defaults(fields), **converted}
     for name in (converted if partial else fields):
         value = resolved.get(name)

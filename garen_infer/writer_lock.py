@@ -54,7 +54,11 @@ def writer_lock(folder: str | Path, what: str = "folder"):
     if what in COMMANDS:
         refuse_foreign(folder, what)  # before creating anything in another command's folder
     created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # --out naming a file, or a path through one
+        blocking = next(p for p in (folder, *folder.parents) if p.exists() and not p.is_dir())
+        raise GarenError(f"{folder}: cannot be the {what}: {blocking} is a file, not a folder; name a folder") from None
     key = folder.resolve()
     if os.environ.get(NO_LOCK_ENV) or _held.get(key) == threading.get_ident():
         yield

@@ -202,6 +202,8 @@ def test_a_simulated_cell_says_so_in_the_report_and_in_compare(far_dataset_dir, 
     ({"budgets": [100, 100]}, "distinct integers"),
     ({"methods": ["bm25", {"method": "rerank", "label": "bm25"}]}, "label 'bm25' appears twice"),
     ({"colour": "red"}, "unknown key"),
+    ({"baselin": "rerank"}, "unknown key(s) baselin (did you mean 'baseline'?); known:"),
+    ({"prices": {"reranker": {"input_per_milion": 1}}}, "unknown field(s) input_per_milion (did you mean 'input_per_million'?)"),
     ({"methods": ["no-such-method"]}, "unknown method 'no-such-method'"),
     ({"prices": {"reranker": {"input": 1}}}, "prices.reranker: unknown field"),
 ])

@@ -152,3 +152,45 @@ def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_datas
     assert len(cache) == 2 * first["mean_model_calls"]  # two queries, every answer stored in this file
     second = execute(tiny_dataset, tiny_index, config, tmp_path / "b", cache=ResponseCache(tmp_path / "fresh.sqlite"), log=lambda *_: None)
     assert second["mean_model_calls"] == 0 and second["mean_cache_hits"] == first["mean_model_calls"]
+
+
+def test_a_full_or_damaged_cache_file_is_one_line(tmp_path):
+    """A real full disk (RLIMIT_FSIZE: SQLite's next write fails in the kernel) and a file cut short, in a
+    process of their own; each ends with one GarenError line naming the cache file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    script = (
+        "import resource, signal, sys\n"
+        "from garen_infer.errors import GarenError\n"
+        "from garen_infer.llm.cache import ResponseCache\n"
+        "cache = ResponseCache(sys.argv[1])\n"
+        "cache.put_many({'a': {'text': 'x'}})\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))\n"
+        "try:\n"
+        "    for i in range(50):\n"
+        "        cache.put_many({f'k{i}-{j}': {'text': 'y' * 10_000} for j in range(10)})\n"
+        "except GarenError as err:\n"
+        "    print(err)\n"
+    )
+    path = tmp_path / "responses.sqlite"
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, env={"PYTHONPATH": str(repo)}, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout == (f"response cache {path}: cannot write it (disk I/O error); free some space or fix the permissions "
+                           "(or pass another --cache, or --no-cache) and run the same command again\n")
+    assert ResponseCache(path).get_many(["a"]) == {"a": {"text": "x"}}  # what was stored before stays readable
+
+    cut = tmp_path / "cut.sqlite"
+    filled = ResponseCache(cut)
+    filled.put_many({f"k{i}": {"text": "z" * 1000} for i in range(300)})
+    filled._db.close()  # the write-ahead log is folded into the file, which is then cut
+    with open(cut, "r+b") as handle:
+        handle.truncate(100_000)
+    from garen_infer.errors import GarenError
+
+    with pytest.raises(GarenError, match=f"response cache {cut}: cannot (open|read) it \\(database disk image is malformed\\); "
+                                         "it holds only cached model answers"):
+        len(ResponseCache(cut))

@@ -212,3 +212,42 @@ def test_a_run_that_failed_before_its_first_query_does_not_pin_its_folder(cli_in
     assert main(command) == 0  # the corrected command is not "a different configuration"
     assert json.loads((out / "config.json").read_text())["models"]["reranker"]["backend"] != "nosuch"
     assert len((out / "trace.jsonl").read_text().splitlines()) == 4
+
+
+# ---- bad paths and values that used to end in a traceback -------------------------------------------------------
+def test_out_naming_a_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    assert main(["index", "--dataset", str(beir_dir), "--out", str(taken)]) == 2
+    assert one_error_line(capsys, "index") == f"garen-infer index: error: {taken}: cannot be the index folder: {taken} is a file, not a folder; name a folder"
+    run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "bm25", "--out", str(taken / "run")]
+    assert main(run) == 2
+    assert one_error_line(capsys, "run") == f"garen-infer run: error: {taken / 'run'}: cannot be the run folder: {taken} is a file, not a folder; name a folder"
+    assert taken.read_text() == "mine"
+
+
+def test_cache_naming_a_folder_or_a_damaged_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
+    run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(tmp_path / "run")]
+    assert main([*run, "--cache", str(tmp_path)]) == 2
+    assert one_error_line(capsys, "run") == f"garen-infer run: error: --cache {tmp_path}: a folder; name the cache file, e.g. {tmp_path / 'responses.sqlite'}"
+    damaged = tmp_path / "responses.sqlite"
+    damaged.write_bytes(b"not sqlite at all" * 100)
+    assert main([*run, "--cache", str(damaged)]) == 2
+    assert one_error_line(capsys, "run") == (f"garen-infer run: error: response cache {damaged}: cannot open it (file is not a database); "
+                                             "it holds only cached model answers: move it away (or pass another --cache) and run again")
+
+
+def test_an_unparsable_set_value_is_one_line(beir_dir, tmp_path, capsys):
+    assert main(["index", "--dataset", str(beir_dir), "--out", str(tmp_path / "i"), "--set", "index.knn_graph.k=[1,"]) == 2
+    assert one_error_line(capsys, "index") == ("garen-infer index: error: --set 'index.knn_graph.k=[1,': the value '[1,' is not "
+                                               "valid YAML (expected the node content, but found '<stream end>')")
+
+
+@pytest.mark.parametrize("extension", ["/../escaped.txt", "/sub.txt", "\\..\\x"])
+def test_a_corpus_files_extension_holding_a_path_is_refused(extension, beir_dir, tmp_path, capsys):
+    preset = tmp_path / "files.yaml"
+    preset.write_text(json.dumps({"index": {"corpus_files": {"extension": extension}}}))
+    assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(tmp_path / "i")]) == 2
+    assert one_error_line(capsys, "index") == (f"garen-infer index: error: invalid setting index.corpus_files: extension {extension!r} "
+                                               "must be a file name ending such as '.txt' (letters, digits, '.', '_' or '-', at most 16), not a path")
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "i").exists()

@@ -44,13 +44,12 @@ def test_cpu_default_index_stages():
 def test_overrides_set_single_fields():
     preset = load_preset("cpu-default", [
         "methods.rerank.window=10", "index.bm25.k1=0.9", "index.bm25.variant=bright", "run.limit=null",
-        "models.reranker={backend: transformers, model: some/model}", "new.section.flag=true",
+        "models.reranker={backend: transformers, model: some/model}",
     ])
     assert preset["methods"]["rerank"] == {"budget": 100, "window": 10, "stride": 10}
     assert preset["index"]["bm25"] == {"variant": "bright", "k1": 0.9, "b": 0.75}
     assert preset["run"]["limit"] is None
     assert preset["models"]["reranker"] == {"backend": "transformers", "model": "some/model"}
-    assert preset["new"] == {"section": {"flag": True}}
     assert IndexConfig.from_dict(preset["index"]).stages["bm25"].k1 == 0.9
 
 

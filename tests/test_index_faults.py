@@ -123,7 +123,7 @@ def test_embedding_killed_between_chunks_resumes_and_loses_at_most_one_chunk(bei
     killed = run_index(index_command(beir_dir, stages, tmp_path / "index", tmp_path), kill_at="embeddings:chunk#2")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     partial = sorted((tmp_path / "index").glob(".embeddings.*.partial/*.npy"))
-    assert [p.name for p in partial] == ["000000.npy", "000001.npy"]  # the kill came before the third chunk
+    assert [p.name for p in partial] == ["rows-000000000-000000004.npy", "rows-000000004-000000004.npy"]  # the kill came before the third chunk
     encoded = []
     encode = Embedder.encode_documents
     monkeypatch.setattr(Embedder, "encode_documents", lambda self, texts, **kw: encoded.append(len(texts)) or encode(self, texts, **kw))
@@ -183,17 +183,22 @@ def _in_a_mount_namespace(script: str) -> subprocess.CompletedProcess | None:
     return subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=300)
 
 
+def _fill_then_grow(command: list[str], mount: Path, size: str, between: str, after: str) -> subprocess.CompletedProcess | None:
+    """``command`` with ``mount`` a tmpfs of ``size``, then ``between`` (shell); then the tmpfs grows to 64 MiB and
+    ``command`` runs again, then ``after``. None where no private mount namespace is possible."""
+    mount.mkdir()
+    quoted = " ".join(f"'{part}'" for part in command)
+    return _in_a_mount_namespace(f"mount -t tmpfs -o size={size} tmpfs '{mount}' && {quoted}; echo \"rc=$?\" >&2; {between}; "
+                                 f"mount -o remount,size=64m '{mount}' && {quoted} && {after}")
+
+
 def test_a_full_tmpfs_ends_with_one_line_and_resumes_when_there_is_room(beir_dir, vectors, reference, tmp_path):
     """A real ENOSPC: the index folder on a 96 KiB tmpfs; then the tmpfs grows and the same command finishes."""
     mount = tmp_path / "disk"
-    mount.mkdir()
-    command = " ".join(f"'{part}'" for part in index_command(beir_dir, stages_importing(vectors), mount / "index", tmp_path))
     check = f"'{sys.executable}' -c 'import sys; sys.path.insert(0, \"{REPO}\"); sys.path.insert(0, \"{REPO / 'tests'}\"); " \
             f"from test_index_faults import assert_nothing_half_written as a; from pathlib import Path; a(Path(\"{mount / 'index'}\"))'"
-    copy = f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'"
-    script = (f"mount -t tmpfs -o size=96k tmpfs '{mount}' && {command}; echo \"rc=$?\" >&2; {check} && echo checked >&2; "
-              f"mount -o remount,size=64m '{mount}' && {command} && {copy}")
-    done = _in_a_mount_namespace(script)
+    done = _fill_then_grow(index_command(beir_dir, stages_importing(vectors), mount / "index", tmp_path), mount, "96k",
+                           f"{check} && echo checked >&2", f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'")
     if done is None:
         pytest.skip("no private mount namespace here (unshare -Urm and tmpfs): the RLIMIT_FSIZE test covers this")
     lines = done.stderr.splitlines()
@@ -202,6 +207,35 @@ def test_a_full_tmpfs_ends_with_one_line_and_resumes_when_there_is_room(beir_dir
     assert "rc=2" in lines and "checked" in lines, done.stderr
     assert done.returncode == 0, done.stderr
     assert_identical(tmp_path / "finished", reference)
+
+
+@pytest.mark.parametrize("stage, size", [
+    ("imported", "24k"),  # doc_ids.json, the manifest and the first and last page of the 18 KB of vectors fit
+    pytest.param("encoded", "44k", marks=SLOW),  # the same after three encoded chunks (loads the model: 30 s)
+])
+def test_a_disk_that_fills_while_embeddings_are_written_ends_with_one_line(stage, size, beir_dir, vectors, tmp_path):
+    """``embeddings.npy`` is written through a memory map: on a full disk a write through the map used to end the
+    process with SIGBUS (exit 135, no message). Now its blocks are allocated first: the same line as any other
+    full disk, nothing half-written, and once there is room the same command finishes (the encoded chunks kept)."""
+    mount = tmp_path / "disk"
+    stages = {"embeddings": {"vectors": str(vectors)}} if stage == "imported" else {"embeddings": {"chunk_size": 4}}
+    done = _fill_then_grow(index_command(beir_dir, stages, mount / "index", tmp_path), mount, size,
+                           f"ls -a '{mount / 'index'}' >&2", f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'")
+    if done is None:
+        pytest.skip("no private mount namespace here (unshare -Urm and tmpfs)")
+    lines = done.stderr.splitlines()
+    assert "rc=2" in lines, done.stderr  # not 135 (SIGBUS)
+    error = next(line for line in lines if line.startswith("garen-infer index: error: "))
+    assert error == (f"garen-infer index: error: {mount / 'index' / 'embeddings.npy'}: No space left on device; outputs are "
+                     "written under a temporary name and renamed when complete, so nothing half-written was kept: free some "
+                     "space and run the same command again"), done.stderr
+    listing = lines[lines.index("rc=2") + 1:]
+    assert "embeddings.npy" not in listing and not [name for name in listing if ".tmp-" in name], done.stderr
+    assert done.returncode == 0, done.stderr
+    finished = np.load(tmp_path / "finished" / "embeddings.npy")
+    assert finished.shape == (12, 384) and np.allclose(np.linalg.norm(finished, axis=1), 1.0, atol=1e-5)
+    if stage == "imported":
+        assert np.array_equal(finished, np.load(vectors))
 
 
 def test_a_read_only_folder_is_refused_in_one_line(beir_dir, vectors, tmp_path):

@@ -208,7 +208,7 @@ def test_the_oracle_refuses_a_dataset_without_judgments(tiny_dataset):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ({"backend": "oracle", "temperature": 1}, "models.reranker.temperature: no such option; models.reranker has sigma, seed, gain"),
+    ({"backend": "oracle", "temperature": 1}, "models.reranker.temperature: no such option; models.reranker has backend, mode, sigma, seed, gain"),
     ({"backend": "oracle", "sigma": -1}, "models.reranker.sigma=-1.0: expected a number >= 0"),
     ({"backend": "oracle", "gain": "exp"}, "models.reranker.gain='exp': expected one of 'graded', 'binary'"),
     ({"backend": "oracle", "mode": "pairwise"}, "mode 'pairwise' is not one of listwise, pointwise"),

@@ -161,7 +161,7 @@ def test_a_config_added_later_is_checked_from_its_declarations():
         ({"mode": "slow"}, "methods.new.mode='slow': expected one of 'fast', 'exact'"),
         ({"cap": 0}, "methods.new.cap=0: expected an integer >= 1"),
         ({"cap": "many"}, "methods.new.cap='many': expected an integer >= 1 or null"),
-        ({"bem": 1}, "methods.new.bem: no such option; methods.new has budget, beam, temperature, mode, cap"),
+        ({"bem": 1}, "methods.new.bem: no such option (did you mean 'beam'?); methods.new has budget, beam, temperature, mode, cap"),
     ]:
         with pytest.raises(GarenError) as refused:
             build(NewMethodConfig, values, "methods.new")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -54,6 +55,23 @@ def write_json(path: Path, obj) -> None:
 def write_text(path: Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def allocated_npy(path: Path, shape: tuple[int, ...], dtype=np.float32) -> np.memmap:
+    """A new ``.npy`` file of ``shape``, memory-mapped for writing, its blocks allocated on disk first: a full disk
+    is an ``OSError`` (ENOSPC) here, not a SIGBUS at some later write through the map (a sparse file's pages are
+    only allocated when first written, and a mapped write that cannot get one kills the process)."""
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+    descriptor = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(descriptor, 0, os.fstat(descriptor).st_size)
+    except OSError as err:
+        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem without it: as before, best effort
+            del array
+            raise  # atomic_path names the output it was for
+    finally:
+        os.close(descriptor)
+    return array
 
 
 def save_array(path: Path, array: np.ndarray) -> None:

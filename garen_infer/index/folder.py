@@ -2,6 +2,9 @@
 
 An index built for another corpus (different fingerprint) or with other params is refused with a message
 that says how to rebuild; stages already built with the same params are kept, so an interrupted build resumes.
+A stage's identity is the params that change its result (``settings.identity``): another device, batch size or
+chunk size keeps it. The manifest records each stage's files (size and digest, ``stage_files.py``); a file that
+is missing, cut short or replaced, or an entry edited by hand, is refused on open and rebuilt by the next build.
 """
 
 from __future__ import annotations
@@ -16,11 +19,15 @@ import numpy as np
 
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
+from garen_infer.index import stage_files
 from garen_infer.index.atomic import write_json, write_text
-from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages
+from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages, stage_outputs
+from garen_infer.settings import identity
 from garen_infer.writer_lock import writer_lock
 
 FORMAT = 1
+DOC_IDS = "doc_ids.json"
+REBUILD = "run 'garen-infer index' on it again with the preset that built it: it rebuilds what is damaged"
 
 
 def _in_build_order(stages: dict) -> list[str]:
@@ -45,13 +52,21 @@ def completed_params(params_type: type, recorded: dict) -> dict:
     return {**asdict(params_type()), **getattr(params_type, "LEGACY", {}), **recorded}
 
 
+def same_result(params_type: type, recorded: dict, wanted: dict) -> bool:
+    """Whether a stage built with ``recorded`` params is the stage ``wanted`` asks for: equal in every setting that
+    changes the result (a lower batch size after running out of memory keeps what was built)."""
+    return identity(params_type, completed_params(params_type, recorded)) == identity(params_type, wanted)
+
+
 class IndexFolder:
     def __init__(self, path: Path, manifest: dict):
         self.path, self.manifest = Path(path), manifest
 
     # ---- opening and building -------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, dataset: Dataset | None = None) -> "IndexFolder":
+    def open(cls, path: str | Path, dataset: Dataset | None = None, check_files: bool = True) -> "IndexFolder":
+        """The index at ``path``, its files checked against the manifest (cheap: presence and sizes) and, given a
+        ``dataset``, its corpus and document ids against the dataset's."""
         path = Path(path)
         manifest_path = path / "manifest.json"
         if not manifest_path.is_file():
@@ -63,6 +78,8 @@ class IndexFolder:
         if manifest.get("format") != FORMAT:
             raise GarenError(f"{manifest_path}: index format {manifest.get('format')} is not {FORMAT}; rebuild it")
         folder = cls(path, manifest)
+        if check_files:
+            folder.check_files()
         if dataset is not None:
             folder.check_corpus(dataset)
         return folder
@@ -75,6 +92,43 @@ class IndexFolder:
                 f"{corpus['fingerprint']}), not for '{dataset.name}' ({len(dataset.documents)} documents, "
                 f"{dataset.fingerprint()}); build an index for this dataset with 'garen-infer index'"
             )
+        if self.doc_ids != dataset.doc_ids:  # every stage's rows follow this order: swapped ids swap documents
+            raise GarenError(f"{self.path / DOC_IDS}: the document ids are not the corpus's, in its order; {REBUILD}")
+
+    def check_files(self) -> None:
+        """Refuse, in one line, an index whose files are not what its manifest records (presence, sizes, seals)."""
+        problem = self._doc_ids_damage()
+        for name, entry in self.manifest["stages"].items():
+            problem = problem or stage_files.damage(self.path, name, entry)
+        if problem:
+            raise GarenError(f"{self.path}: damaged index: {problem}; {REBUILD}")
+
+    def verify(self, log=print) -> int:
+        """Read every recorded file and compare its digest: the number of files verified, or one ``GarenError``
+        line for the first that differs."""
+        self.check_files()
+        checked = 0
+        if "doc_ids" in self.manifest:  # the next build writes it again from the corpus
+            problem = stage_files.digest_problem(self.path, DOC_IDS, self.manifest["doc_ids"])
+            if problem:
+                raise GarenError(f"{self.path}: damaged index: {problem}; {REBUILD}")
+            checked += 1
+        for name, entry in self.manifest["stages"].items():
+            if "seal" not in entry:
+                log(f"[verify] {name}: built before file digests were recorded, not verified (--force records them)")
+                continue
+            for rel, file in entry["files"].items():
+                problem = stage_files.digest_problem(self.path, rel, file)
+                if problem:
+                    raise GarenError(f"{self.path}: damaged index: {problem} (stage '{name}'); rebuild it with "
+                                     f"'garen-infer index --force' and the preset that built it")
+            checked += len(entry["files"])
+            log(f"[verify] {name}: {len(entry['files'])} file(s) as built")
+        return checked
+
+    def _doc_ids_damage(self) -> str | None:
+        recorded = self.manifest.get("doc_ids")
+        return stage_files.size_problem(self.path, DOC_IDS, recorded) if recorded else None
 
     @classmethod
     def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> "IndexFolder":
@@ -86,7 +140,7 @@ class IndexFolder:
     def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log) -> "IndexFolder":
         load_optional_stages()
         corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
-        folder = cls.open(path) if (path / "manifest.json").is_file() else None
+        folder = cls.open(path, check_files=False) if (path / "manifest.json").is_file() else None
         if folder is not None and folder.manifest["corpus"]["fingerprint"] != corpus["fingerprint"]:
             if not force:
                 folder.check_corpus(dataset)  # refuses, naming both corpora
@@ -94,8 +148,11 @@ class IndexFolder:
         if folder is None:
             path.mkdir(parents=True, exist_ok=True)
             folder = cls(path, {"format": FORMAT, "corpus": corpus, "stages": {}})
-            write_text(path / "doc_ids.json", json.dumps(dataset.doc_ids))
-            folder._save_manifest()
+            folder._write_doc_ids(dataset)
+        elif folder._doc_ids_damage() or folder._read_doc_ids() != dataset.doc_ids:
+            log(f"[index] {DOC_IDS}: not the corpus's ids, written again")
+            folder._write_doc_ids(dataset)
+        folder._drop_damaged(log)
         for name in config.stages:  # a stage's inputs come from this build or from the folder already
             missing = [r for r in STAGES[name].requires if r not in config.stages and not folder.has(r)]
             if missing:
@@ -104,8 +161,11 @@ class IndexFolder:
             params = config.stages[name]
             recorded = folder.manifest["stages"].get(name)
             wanted = asdict(params)
-            if recorded and completed_params(type(params), recorded["params"]) == wanted and not force:
-                log(f"[index] {name}: already built with these params, kept")
+            if recorded and same_result(type(params), recorded["params"], wanted) and not force:
+                built = completed_params(type(params), recorded["params"])
+                other = [key for key, value in wanted.items() if built.get(key) != value]
+                log(f"[index] {name}: already built with these params, kept" if not other else
+                    f"[index] {name}: already built; {', '.join(other)} only change(s) how it runs, not the result: kept")
                 continue
             if recorded:
                 log(f"[index] {name}: params changed, rebuilding")
@@ -114,12 +174,34 @@ class IndexFolder:
                 folder._save_manifest()
             log(f"[index] {name}: building")
             info = STAGES[name].build(folder, dataset, params)
-            folder.manifest["stages"][name] = {"params": wanted, "info": info, "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            folder.manifest["stages"][name] = folder.sealed_entry(name, {"params": wanted, "info": info, "built": time.strftime("%Y-%m-%dT%H:%M:%S")})
             folder._forget_dependents(name)
             folder._save_manifest()
             folder.__dict__.pop(name, None)
             folder.__dict__.pop("_groups", None)
         return folder
+
+    def sealed_entry(self, name: str, entry: dict) -> dict:
+        """A stage's manifest entry with its files (sizes, digests) and seal: call it once the stage is written."""
+        return stage_files.sealed(self.path, stage_outputs(name), entry)
+
+    def _write_doc_ids(self, dataset: Dataset) -> None:
+        write_text(self.path / DOC_IDS, json.dumps(dataset.doc_ids))
+        self.manifest["doc_ids"] = stage_files.record(self.path, (DOC_IDS,))[DOC_IDS]
+        self.__dict__.pop("doc_ids", None)
+        self.__dict__.pop("row_of_id", None)
+        self._save_manifest()
+
+    def _drop_damaged(self, log) -> None:
+        """Stages whose files or entry fail the cheap checks are no longer claimed (a preset that names them
+        rebuilds them), nor is anything built from them."""
+        for name in list(self.manifest["stages"]):
+            problem = self.has(name) and stage_files.damage(self.path, name, self.manifest["stages"][name])
+            if problem:
+                log(f"[index] {name}: {problem}; no longer trusted, rebuilt if the preset names it")
+                del self.manifest["stages"][name]
+                self._forget_dependents(name)
+                self._save_manifest()
 
     def _forget_dependents(self, name: str) -> None:
         """Stages built from an older ``name`` are stale: drop them so they are rebuilt, never trusted. A stage
@@ -152,7 +234,17 @@ class IndexFolder:
 
     @cached_property
     def doc_ids(self) -> list[str]:
-        return json.loads((self.path / "doc_ids.json").read_text())
+        ids = self._read_doc_ids()
+        if ids is None:
+            raise GarenError(f"{self.path / DOC_IDS}: missing or unreadable; {REBUILD}")
+        return ids
+
+    def _read_doc_ids(self) -> list[str] | None:
+        try:
+            ids = json.loads((self.path / DOC_IDS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return ids if isinstance(ids, list) else None
 
     @cached_property
     def row_of_id(self) -> dict[str, int]:

@@ -30,7 +30,8 @@ from garen_infer.index.partition import kmeans_groups, leiden_groups, random_gro
 from garen_infer.index.stages import Stage, register
 from garen_infer.index.summaries import ExtractiveSummarizer, fit_documents, parse_summary
 from garen_infer.llm.json_generation import generate_json, stage_generator
-from garen_infer.settings import Count, NonNegative, Positive, Probability
+from garen_infer.llm.model_specs import SUMMARIZER_SPEC
+from garen_infer.settings import Count, NonNegative, Positive, Probability, execution_only
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class GroupParams:
     max_group_size: Count = 20  # s-bar, App. A: groups this large are re-partitioned
     cap_rule: Literal["graspologic", "exceeding"] = "graspologic"  # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
     seed: int = 42
-    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # or a generator model spec
+    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)  # or a generator model spec
     # What the LLM summarizer reads (App. G: "The following {n} documents ...": every document of the group). By
     # default all documents, whole, while the group fits ``summary_budget_words``; past it every document is cut to
     # an equal share, short ones kept whole (summaries.fit_documents). 16,000 words is about 21-24k Qwen tokens of
@@ -53,7 +54,7 @@ class GroupParams:
     summary_max_words: Count | None = None  # words per document (None: whole)
     summary_budget_words: Count | None = 16_000  # words of documents per prompt in all (None: no limit)
     summary_retries: NonNegative = 2  # sampled retries after malformed JSON, then the extractive fallback
-    batch_size: Count = 32  # groups per generator batch
+    batch_size: Count = execution_only(32)  # groups per generator batch (answers are cached by prompt, not by batch)
     LEGACY: ClassVar[dict] = {"cap_rule": "exceeding"}  # groups built before `cap_rule` existed split groups > s-bar
 
 
@@ -152,7 +153,7 @@ class SoftGroupParams:
     checkpoint_sha256: str = ""
     threshold: Probability = 0.0  # a document joins a further group when its membership reaches this
     max_groups_per_doc: Count = 1  # and joins at most this many groups
-    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})
+    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)
 
 
 def _learned_elsewhere(folder, dataset, params) -> dict:

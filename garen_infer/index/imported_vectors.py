@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from garen_infer.errors import DataError
-from garen_infer.index.atomic import atomic_path
+from garen_infer.index.atomic import allocated_npy, atomic_path
 
 SLICE = 32768  # rows read, checked and copied at a time
 NORM_TOLERANCE = 1e-5  # rows whose norm is further from 1 (beyond float32 rounding) are normalised, and counted
@@ -36,7 +36,7 @@ def import_vectors(path: Path, doc_ids: list[str], out: Path) -> dict:
     n, dim = len(doc_ids), source.shape[1]
     renormalised = 0
     with atomic_path(out) as tmp:
-        target = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
+        target = allocated_npy(tmp, (n, dim))
         for start in range(0, len(ids), SLICE):
             block = source.rows(start, min(start + SLICE, len(ids)))
             block, fixed = _checked_unit_rows(path, block, ids, start)

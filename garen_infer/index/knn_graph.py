@@ -38,7 +38,9 @@ class KnnGraphParams:
     nprobe: Count = 16  # IVF lists searched per document, doubled until the sample's recall reaches recall_target
     recall_target: Probability = 0.95
     recall_sample: NonNegative = 1000  # rows whose exact neighbours measure IVF's recall (0 = no check, no tuning)
-    device: Literal["cpu", "cuda"] = "cpu"  # cuda: faiss on the first GPU (the `gpu` extra: faiss-gpu)
+    # cuda: faiss on the first GPU (the `gpu` extra: faiss-gpu). Part of the stage's identity, unlike other devices:
+    # with search "auto" a GPU searches exactly where the CPU would use IVF, and a GPU probes at most 2048 lists
+    device: Literal["cpu", "cuda"] = "cpu"
     seed: int = 42  # IVF k-means and the recall sample
 
 

@@ -45,7 +45,9 @@ class ProximityGraphParams:
     alpha: Annotated[float, AtLeast(1.0)] = 1.2  # RGS author's code (run_retrieval.py): diskannpy build, alpha 1.2
     build_list: Count = 100  # same: l_build (complexity) 100
     degree: NonNegative = 0  # R; 0 = by corpus size as in the author's code (8 / 12 / 16 / 32)
-    threads: Count = 1  # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1)
+    # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1); more threads insert
+    # in another order and build another graph, so unlike other thread counts this one identifies the stage
+    threads: Count = 1
     start: Literal["medoid", "first"] = "medoid"  # the start point: "medoid" (the author's static build) | "first" (document 0)
     LEGACY: ClassVar[dict] = {"start": "first"}  # graphs built before `start` existed started at document 0
 

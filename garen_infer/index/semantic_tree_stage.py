@@ -16,13 +16,14 @@ from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.semantic_tree import SemanticTree
 from garen_infer.index.stages import Stage, register
-from garen_infer.settings import AtLeast, Count, NonNegative
+from garen_infer.llm.model_specs import SUMMARIZER_SPEC
+from garen_infer.settings import AtLeast, Count, NonNegative, execution_only
 
 @dataclass(frozen=True)
 class SemanticTreeParams:
     construction: Literal["bottom-up", "top-down"] = "bottom-up"  # App. B.3.1 | sec. 2.1, App. B.3.2 (needs a generator)
     max_children: Annotated[int, AtLeast(2)] = 20  # M, the largest branching factor (App. B.1.1: 10-20)
-    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"})  # node descriptions: extractive,
+    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)  # node descriptions: extractive,
     #   or a generator spec ({backend: transformers | vllm | openai, model: ...}); top-down needs a generator
     min_clusters: Annotated[int, AtLeast(2)] = 5  # top-down: the generator groups a node's summaries into
     #   [min(min_clusters, M), M] clusters (App. D)
@@ -30,7 +31,7 @@ class SemanticTreeParams:
     clustering_context_words: Count = 6000  # top-down: words of summaries one clustering prompt may hold (B.3.2)
     summary_max_words: Count = 150  # words of each member (document or child description) shown to the generator
     retries: NonNegative = 2  # sampled retries after an unusable answer, then the counted fallback
-    batch_size: Count = 32  # prompts per generator batch
+    batch_size: Count = execution_only(32)  # prompts per generator batch
     seed: int = 42  # k-means
 
 

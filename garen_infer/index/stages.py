@@ -2,8 +2,9 @@
 (groups, the proximity graph, the semantic tree) register themselves here with ``register``.
 
 A stage's build function receives the open IndexFolder (to read stages it depends on), the dataset and its
-params, writes its files atomically under ``folder.path / name`` and returns a small dict of facts that goes
-into the manifest (sizes, timings, which model was used).
+params, writes its files atomically under ``folder.path / name`` (or the ``outputs`` it declares) and returns a
+small dict of facts that goes into the manifest (sizes, timings, which model was used). The manifest records
+every output file's size and digest (``stage_files.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Stage:
     params_type: type
     build: Callable  # (folder, dataset, params) -> dict
     requires: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()  # files or folders of the index folder it writes; () = the folder named after it
 
 
 STAGES: dict[str, Stage] = {}
@@ -34,6 +36,11 @@ STAGES: dict[str, Stage] = {}
 def register(stage: Stage) -> Stage:
     STAGES[stage.name] = stage
     return stage
+
+
+def stage_outputs(name: str) -> tuple[str, ...]:
+    """What stage ``name`` wrote (a stage no module registers, written by garen-train export: its folder)."""
+    return (STAGES[name].outputs if name in STAGES else ()) or (name,)
 
 
 def _build_bm25(folder, dataset, params: Bm25Params) -> dict:
@@ -50,7 +57,7 @@ def _build_knn_graph(folder, dataset, params: KnnGraphParams) -> dict:
 
 
 register(Stage("bm25", Bm25Params, _build_bm25))
-register(Stage("embeddings", EmbeddingParams, build_embeddings))
+register(Stage("embeddings", EmbeddingParams, build_embeddings, outputs=("embeddings.npy",)))
 register(Stage("knn_graph", KnnGraphParams, _build_knn_graph, requires=("embeddings",)))
 
 
@@ -76,12 +83,12 @@ class IndexConfig:
     @classmethod
     def from_dict(cls, raw: dict) -> "IndexConfig":
         from garen_infer.errors import GarenError
-        from garen_infer.settings import build
+        from garen_infer.settings import build, did_you_mean
 
         load_optional_stages()
         stages = {}
         for name, values in (raw or {}).items():
             if name not in STAGES:
-                raise GarenError(f"unknown index stage '{name}'; known: {', '.join(STAGES)}")
+                raise GarenError(f"unknown index stage '{name}'{did_you_mean(name, STAGES)}; known: {', '.join(STAGES)}")
             stages[name] = build(STAGES[name].params_type, values, f"index.{name}")
         return cls(stages)

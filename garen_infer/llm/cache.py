@@ -11,7 +11,10 @@ import json
 import os
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
+
+from garen_infer.errors import GarenError
 
 
 def default_cache_path() -> Path:
@@ -27,16 +30,19 @@ def cache_key(*parts) -> str:
 class ResponseCache:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise GarenError(f"--cache {self.path}: a folder; name the cache file, e.g. {self.path / 'responses.sqlite'}")
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._db.commit()
+        with self._failures("open"):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._db.commit()
 
     def get_many(self, keys: list[str]) -> dict[str, dict]:
         found = {}
-        with self._lock:
+        with self._lock, self._failures("read"):
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -45,13 +51,26 @@ class ResponseCache:
         return found
 
     def put_many(self, items: dict[str, dict]) -> None:
-        with self._lock:
+        with self._lock, self._failures("write"):
             self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
             self._db.commit()
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._failures("read"):
             return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    @contextmanager
+    def _failures(self, doing: str):
+        """SQLite's errors (a damaged file, a full disk) as one line naming the cache file. A transaction that
+        failed is rolled back by SQLite: no answer is ever half-stored."""
+        try:
+            yield
+        except (sqlite3.DatabaseError, OSError) as err:
+            if "not a database" in str(err) or "malformed" in str(err):
+                advice = "it holds only cached model answers: move it away (or pass another --cache) and run again"
+            else:
+                advice = "free some space or fix the permissions (or pass another --cache, or --no-cache) and run the same command again"
+            raise GarenError(f"response cache {self.path}: cannot {doing} it ({err}); {advice}") from None
 
 
 class NoCache:

@@ -229,8 +229,11 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
             backends[key] = CachedBackend(make_backend(backend_spec), cache)
         return backends[key]
 
+    from garen_infer.llm.model_specs import check_model_spec
+
     roles = Roles()
     for role, spec in (models or {}).items():
+        check_model_spec(spec, f"models.{role}")  # a typo'd key is refused, never left to its default
         spec = dict(spec or {})
         if "mode" in spec and role != "reranker":
             raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from garen_infer.costs import TokenPrices
 from garen_infer.errors import GarenError
+from garen_infer.settings import did_you_mean
 
 ALL = "all"
 
@@ -113,7 +114,7 @@ def parse_bench_config(raw: dict, path: Path, text: str = "") -> BenchConfig:
              "baseline", "significance", "prices"}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise GarenError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise GarenError(f"{where}: unknown key(s) {', '.join(unknown)}{did_you_mean(unknown[0], sorted(known))}; known: {', '.join(sorted(known))}")
     for key in ("datasets", "methods", "runs", "report"):
         if not raw.get(key):
             raise GarenError(f"{where}: '{key}' is required")
@@ -201,8 +202,9 @@ def _bool(value, where: str) -> bool:
 def _dataclass(cls, value, where: str):
     value = _mapping(value, where)
     names = {f.name for f in fields(cls)}
-    if set(value) - names:
-        raise GarenError(f"{where}: unknown field(s) {', '.join(sorted(set(value) - names))}; known: {', '.join(sorted(names))}")
+    unknown = sorted(set(value) - names)
+    if unknown:
+        raise GarenError(f"{where}: unknown field(s) {', '.join(unknown)}{did_you_mean(unknown[0], sorted(names))}; known: {', '.join(sorted(names))}")
     try:
         return cls(**value)
     except TypeError as err:

@@ -100,6 +100,6 @@ def export_groups(module, args: argparse.Namespace) -> dict:
             "requires": list(STAGES["groups_soft"].requires),  # so rebuilding any of them drops it, whatever its name
         }
         manifest = IndexFolder.open(folder.path).manifest  # as it is now, under the lock
-        manifest["stages"][args.stage] = entry
+        manifest["stages"][args.stage] = entry = folder.sealed_entry(args.stage, entry)  # its files' sizes and digests
         write_json(folder.path / "manifest.json", manifest)
     return {"stage": args.stage, "index": str(folder.path), **entry}

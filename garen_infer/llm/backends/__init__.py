@@ -74,27 +74,29 @@ def _to_json(c: Completion) -> dict:
     return {"text": c.text, "score": c.score, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "extra": c.extra}
 
 
-def make_backend(spec: dict) -> Backend:
-    """Build a backend from a config dict: {"backend": "transformers" | "vllm" | "openai" | "cross-encoder",
-    "model": ..., ...}."""
+# Backend name -> (module, class). A backend's settings are the fields of its config class, declared there and
+# nowhere else: llm/model_specs.py checks a preset's model specs against them, make_backend builds from them.
+BACKENDS = {
+    "transformers": ("garen_infer.llm.backends.transformers_backend", "TransformersBackend"),
+    "vllm": ("garen_infer.llm.backends.vllm_backend", "VllmBackend"),
+    "openai": ("garen_infer.llm.backends.openai_backend", "OpenAIBackend"),
+    "cross-encoder": ("garen_infer.llm.backends.cross_encoder", "CrossEncoderBackend"),
+}
+
+
+def backend_class(kind: str) -> type:
+    """The config class of backend ``kind`` (its module imports no engine: vLLM and torch load when one is built)."""
+    import importlib
+
     from garen_infer.errors import GarenError
 
+    if kind not in BACKENDS:
+        raise GarenError(f"unknown model backend '{kind}'; use {', '.join(BACKENDS)} or embedding")
+    module, name = BACKENDS[kind]
+    return getattr(importlib.import_module(module), name)
+
+
+def make_backend(spec: dict) -> Backend:
+    """Build a backend from a config dict: {"backend": one of BACKENDS, "model": ..., ...}."""
     spec = dict(spec)
-    kind = spec.pop("backend", None)
-    if kind == "transformers":
-        from garen_infer.llm.backends.transformers_backend import TransformersBackend
-
-        return TransformersBackend(**spec)
-    if kind == "vllm":
-        from garen_infer.llm.backends.vllm_backend import VllmBackend
-
-        return VllmBackend(**spec)
-    if kind == "openai":
-        from garen_infer.llm.backends.openai_backend import OpenAIBackend
-
-        return OpenAIBackend(**spec)
-    if kind == "cross-encoder":
-        from garen_infer.llm.backends.cross_encoder import CrossEncoderBackend
-
-        return CrossEncoderBackend(**spec)
-    raise GarenError(f"unknown model backend '{kind}'; use transformers, vllm, openai, cross-encoder or embedding")
+    return backend_class(spec.pop("backend", None))(**spec)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from garen_infer.errors import GarenError
 from garen_infer.llm.exported_models import read_manifest, weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
+from garen_infer.settings import execution_only
 from garen_infer.packaged_models import resolve
 
 
@@ -53,9 +54,9 @@ def relevance_probability(logits):
 @dataclass
 class CrossEncoderBackend:
     model: str  # a folder (or hub id) loadable by AutoModelForSequenceClassification
-    device: str = "auto"  # "auto" = cuda when available
+    device: str = execution_only("auto")  # "auto" = cuda when available
     dtype: str = "float32"
-    batch_size: int = 32
+    batch_size: int = execution_only(32)
     # tokens of query + text; None = the length an export was trained with (its manifest), else the model's
     # own limit (at most 512)
     max_length: int | None = None

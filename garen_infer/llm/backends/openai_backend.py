@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.vllm_backend import MISSING_LOGPROB, TOP_LOGPROBS, yes_probability  # no vllm import
 from garen_infer.llm.types import Chat, Completion, SamplingParams
+from garen_infer.settings import execution_only
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +59,12 @@ class _Retryable(Exception):
 class OpenAIBackend:
     model: str
     base_url: str = "https://api.openai.com/v1"  # e.g. http://127.0.0.1:8000/v1 for `vllm serve`
-    api_key_env: str | None = "OPENAI_API_KEY"  # the variable's NAME; unset or empty = no Authorization header
-    timeout: float = 120.0  # seconds per socket operation (LATTICE: 120 s)
-    max_retries: int = 4  # further attempts after the first (LATTICE: 4)
-    backoff: float = 1.0  # first wait in seconds, doubled after each failed attempt
-    max_backoff: float = 30.0
-    concurrency: int = 20  # requests in flight at once (LATTICE: llm_max_concurrent_calls 20)
+    api_key_env: str | None = execution_only("OPENAI_API_KEY")  # the variable's NAME; unset or empty = no Authorization header
+    timeout: float = execution_only(120.0)  # seconds per socket operation (LATTICE: 120 s)
+    max_retries: int = execution_only(4)  # further attempts after the first (LATTICE: 4)
+    backoff: float = execution_only(1.0)  # first wait in seconds, doubled after each failed attempt
+    max_backoff: float = execution_only(30.0)
+    concurrency: int = execution_only(20)  # requests in flight at once (LATTICE: llm_max_concurrent_calls 20)
     prefix_mode: str = "continue"  # how score_yes_no sends the assistant prefix: "continue" | "drop"
     max_tokens_field: str = "max_tokens"  # "max_completion_tokens" for OpenAI models that refuse max_tokens
     extra_body: dict = field(default_factory=dict)  # merged into every request, e.g. chat_template_kwargs

