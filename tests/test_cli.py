@@ -207,10 +207,13 @@ def test_run_and_index_refuse_each_others_folders(cli_index, beir_dir, tmp_path,
 def test_a_run_that_failed_before_its_first_query_does_not_pin_its_folder(cli_index, beir_dir, tmp_path, capsys):
     out = tmp_path / "run"
     command = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(out), "--no-cache"]
-    assert main([*command, "--set", "models.reranker.backend=nosuch"]) == 2  # fails once config.json is written
-    assert "unknown model backend 'nosuch'" in one_error_line(capsys, "run")
+    nobody = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, every request is refused
+    wrong = ["--set", "models.reranker.backend=openai", "--set", "models.reranker.model=m", "--set", f"models.reranker.base_url={nobody}",
+             "--set", "models.reranker.api_key_env=null", "--set", "models.reranker.max_retries=0"]
+    assert main([*command, *wrong]) == 2  # a valid preset whose server is not there: fails once config.json is written
+    assert "garen-infer run: error: the OpenAI-compatible server at http://127.0.0.1:9/v1 is not answering" in capsys.readouterr().err
     assert main(command) == 0  # the corrected command is not "a different configuration"
-    assert json.loads((out / "config.json").read_text())["models"]["reranker"]["backend"] != "nosuch"
+    assert json.loads((out / "config.json").read_text())["models"]["reranker"]["backend"] != "openai"
     assert len((out / "trace.jsonl").read_text().splitlines()) == 4
 
 
