@@ -22,10 +22,10 @@ pytestmark = pytest.mark.skipif(
     reason="lightning and peft are needed to build an export (scripts/vllm_cpu/setup.sh installs them)",
 )
 SERVED_ADAPTER = "navigator"
-# `vllm serve --lora-modules` and the offline LoRARequest differ by 0.0275 (bf16) and 0.0276 (fp32) on these prompts,
-# on an AMX Xeon: a systematic gap, not rounding (served and offline base models agree to 1e-5 in fp32, and the
-# offline adapter matches transformers+peft to 1e-5). The bound keeps the served path within reach of the offline one
-# until the cause, inside vLLM's serving of adapters, is found.
+# `vllm serve --lora-modules` and the offline LoRARequest agree to 1e-9 on 7 of these 8 prompts; on the 8th the
+# adapter pushes the bare "no" out of the top 20, so the offline top-20 recipe clamps it to -10 (P(yes) 0.9999)
+# while the OpenAI backend's label match also accepts the listed "No"/" no" (P(yes) 0.9722). The bound is that
+# gap (0.0276, bf16 and fp32 alike), a property of the two recipes, not of the engines.
 SERVED_LORA_TOLERANCE = 0.035
 
 
