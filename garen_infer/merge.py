@@ -48,13 +48,23 @@ def read_shard_config(folder: Path, what: str = "run folder") -> tuple[dict, Sha
     return config, Shard(shard["index"], shard["count"])
 
 
+def what_it_computes(config: dict) -> dict:
+    """A run's configuration without the settings that only say how an OpenAI-compatible server was reached (each
+    shard may have its own replicas); the merged folder keeps the first shard's."""
+    from garen_infer.llm.backends.openai_backend import CONNECTION_SETTINGS
+
+    models = {role: {k: v for k, v in spec.items() if spec.get("backend") != "openai" or k not in CONNECTION_SETTINGS}
+              for role, spec in (config.get("models") or {}).items()}
+    return {**config, "models": models}
+
+
 def check_one_configuration(shards: list[tuple[Path, dict, Shard]]) -> int:
     """Refuse shards of different configurations or splits, or one shard given twice; returns the shard count."""
     first_folder, first_config, first_shard = shards[0]
     seen: dict[int, Path] = {}
     for folder, config, shard in shards:
-        if config != first_config:
-            keys = sorted(k for k in set(config) | set(first_config) if config.get(k) != first_config.get(k))
+        if what_it_computes(config) != what_it_computes(first_config):
+            keys = sorted(k for k in set(config) | set(first_config) if what_it_computes(config).get(k) != what_it_computes(first_config).get(k))
             raise GarenError(f"{folder} and {first_folder} are runs of different configurations ({', '.join(keys)} differ); "
                              f"merge only the shards of one command")
         if shard.count != first_shard.count:
