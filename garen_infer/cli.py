@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--allow-empty-docs", action="store_true")
     merge.add_argument("--partial", action="store_true", help="merge the shards there are, into a run labelled partial")
 
+    cache = sub.add_parser("cache", help="response cache files: 'cache merge' joins the caches of separate processes")
+    cache_sub = cache.add_subparsers(dest="action", required=True)
+    cache_merge = cache_sub.add_parser("merge", help="add the answers of CACHE... to --out (a key already there keeps its answer)")
+    cache_merge.add_argument("sources", nargs="+", metavar="CACHE", help="cache files, e.g. one per shard")
+    cache_merge.add_argument("--out", required=True, help="the cache file to merge into (created if need be)")
+
     compare = sub.add_parser("compare", help="two runs query by query: wins, losses, ties, paired t-test and randomisation test")
     compare.add_argument("run_a", help="a finished run folder")
     compare.add_argument("run_b", help="another run folder on the same dataset")
@@ -190,6 +196,15 @@ def cmd_merge(args) -> int:
     return 0
 
 
+def cmd_cache(args) -> int:
+    from garen_infer.llm.cache_merge import merge_caches
+
+    count = merge_caches(args.out, args.sources)
+    print(f"[cache] {args.out}: {count.added} answers added, {count.present} already there"
+          + (f", {count.differing} already there with another answer (kept; the models were sampled)" if count.differing else ""))
+    return 0
+
+
 def cmd_compare(args) -> int:
     from garen_infer.report.compare import main
 
@@ -226,7 +241,7 @@ STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "tree": cmd_tree, "demo": cmd_demo}[args.command]
+    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "demo": cmd_demo}[args.command]
     try:
         with writer_lock(args.out, WRITES[args.command]) if args.command in WRITES else nullcontext():
             return command(args)  # a second writer of the folder is refused before any data loads
