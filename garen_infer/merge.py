@@ -81,12 +81,13 @@ def missing_shards(present: list[Shard], count: int) -> list[Shard]:
     return [Shard(k, count) for k in range(1, count + 1) if k not in have]
 
 
-def check_out_folder(out: Path, shard_folders: list[Path]) -> None:
-    """The merged folder is new, empty, or an earlier merge (rewritten); never a shard or another run."""
+def check_out_folder(out: Path, shard_folders: list[Path], earlier: Path = Path(MERGE_RECORD)) -> None:
+    """The merged folder is new, empty, or an earlier merge (holding ``earlier``; rewritten); never a shard or
+    another run."""
     resolved = out.resolve()
     if any(resolved == f.resolve() for f in shard_folders):
         raise GarenError(f"--out {out} is one of the shards; merge into another folder")
-    if out.is_dir() and not (out / MERGE_RECORD).is_file() and any(p.name != LOCK_NAME for p in out.iterdir()):
+    if out.is_dir() and not (out / earlier).is_file() and any(p.name != LOCK_NAME for p in out.iterdir()):
         raise GarenError(f"--out {out}: exists and holds something other than an earlier merge; choose a new folder")
 
 
