@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=at_least_one, help="only the first N judged queries of each dataset (smoke runs; own run folders)")
     bench.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     bench.add_argument("--no-cache", action="store_true")
+    jobs = bench.add_mutually_exclusive_group()
+    jobs.add_argument("--plan", nargs="?", const="commands", choices=("commands", "slurm"),
+                      help="print one command per cell (or, with 'slurm', an array job script) and run nothing")
+    jobs.add_argument("--cell", type=at_least_one, metavar="K", help="run cell K of --plan alone (no report)")
+    jobs.add_argument("--collect", action="store_true", help="run nothing: write the report from the finished cells")
 
     merge = sub.add_parser("merge", help="join the run folders of 'run --shard I/N' into the folder an unsharded run writes")
     merge.add_argument("shards", nargs="+", metavar="SHARD", help="the shards' run folders")
