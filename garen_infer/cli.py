@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     run.add_argument("--no-cache", action="store_true")
     run.add_argument("--max-active-queries", type=at_least_one, help="queries in flight at once (1 = one at a time)")
+    run.add_argument("--shard", help="I/N: only shard I of N of the judged queries (a split by query id; merge the shards with 'garen-infer merge')")
     run.add_argument("--seeds", type=at_least_one, default=1, help="runs with sampling seeds 0..N-1 under OUT/seed-K, and their mean (GAREN sec. 5: 5)")
 
     ev = sub.add_parser("eval", help="score any TREC run file")
@@ -73,6 +74,24 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=at_least_one, help="only the first N judged queries of each dataset (smoke runs; own run folders)")
     bench.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     bench.add_argument("--no-cache", action="store_true")
+    jobs = bench.add_mutually_exclusive_group()
+    jobs.add_argument("--plan", nargs="?", const="commands", choices=("commands", "slurm"),
+                      help="print one command per cell (or, with 'slurm', an array job script) and run nothing")
+    jobs.add_argument("--cell", type=at_least_one, metavar="K", help="run cell K of --plan alone (no report)")
+    jobs.add_argument("--collect", action="store_true", help="run nothing: write the report from the finished cells")
+
+    merge = sub.add_parser("merge", help="join the run folders of 'run --shard I/N' into the folder an unsharded run writes")
+    merge.add_argument("shards", nargs="+", metavar="SHARD", help="the shards' run folders")
+    merge.add_argument("--out", required=True, help="the merged run folder")
+    merge.add_argument("--dataset", required=True, help="the dataset the shards ran on (for its queries and judgements)")
+    merge.add_argument("--allow-empty-docs", action="store_true")
+    merge.add_argument("--partial", action="store_true", help="merge the shards there are, into a run labelled partial")
+
+    cache = sub.add_parser("cache", help="response cache files: 'cache merge' joins the caches of separate processes")
+    cache_sub = cache.add_subparsers(dest="action", required=True)
+    cache_merge = cache_sub.add_parser("merge", help="add the answers of CACHE... to --out (a key already there keeps its answer)")
+    cache_merge.add_argument("sources", nargs="+", metavar="CACHE", help="cache files, e.g. one per shard")
+    cache_merge.add_argument("--out", required=True, help="the cache file to merge into (created if need be)")
 
     compare = sub.add_parser("compare", help="two runs query by query: wins, losses, ties, paired t-test and randomisation test")
     compare.add_argument("run_a", help="a finished run folder")
@@ -114,14 +133,17 @@ def cmd_index(args) -> int:
     return 0
 
 
-def run_config_from(preset: dict, method: str, budget, limit=None, max_active=None):
+def run_config_from(preset: dict, method: str, budget, limit=None, max_active=None, shard=None):
     from garen_infer.runner import RunConfig
+    from garen_infer.shards import parse_shard
 
     run_opts = dict(preset.get("run") or {})
     if max_active is not None:
         run_opts["max_active_queries"] = max_active
     if limit is not None:
         run_opts["limit"] = limit
+    if shard is not None:
+        run_opts["shard"] = str(parse_shard(shard))  # a malformed I/N is refused before anything loads
     return RunConfig(
         method=method, method_options=dict((preset.get("methods") or {}).get(method) or {}), budget=budget,
         first_stage=dict(preset.get("first_stage") or {}), models=dict(preset.get("models") or {}),
@@ -137,11 +159,13 @@ def cmd_run(args) -> int:
     from garen_infer.runner import execute
 
     preset = load_preset(args.preset, args.overrides)
-    run_config_from(preset, args.method, args.budget).method_config()  # checked before the data loads
+    run_config_from(preset, args.method, args.budget, shard=args.shard).method_config()  # checked before the data loads
+    if args.shard and args.seeds > 1:
+        raise GarenError("--shard with --seeds: run each seed as its own sharded run (--set models.<role>.sampling.seed=K)")
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     index = IndexFolder.open(args.index, dataset)
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
-    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries)
+    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries, args.shard)
     if args.seeds > 1:
         from garen_infer.repeat import run_seeds
 
@@ -177,6 +201,24 @@ def cmd_bench(args) -> int:
     return main(args)
 
 
+def cmd_merge(args) -> int:
+    from garen_infer.data import load_dataset
+    from garen_infer.merge import merge_runs
+
+    metrics = merge_runs(load_dataset(args.dataset, args.allow_empty_docs), args.shards, args.out, args.partial)
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
+def cmd_cache(args) -> int:
+    from garen_infer.llm.cache_merge import merge_caches
+
+    count = merge_caches(args.out, args.sources)
+    print(f"[cache] {args.out}: {count.added} answers added, {count.present} already there"
+          + (f", {count.differing} already there with another answer (kept; the models were sampled)" if count.differing else ""))
+    return 0
+
+
 def cmd_compare(args) -> int:
     from garen_infer.report.compare import main
 
@@ -204,7 +246,7 @@ def cmd_demo(args) -> int:
     return run_demo(out, args.method)
 
 
-WRITES = {"index": "index folder", "run": "run folder"}  # commands that write the folder named by --out
+WRITES = {"index": "index folder", "run": "run folder", "merge": "run folder"}  # commands that write the folder named by --out
 STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, what to do
     errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)", errno.EFBIG: "allow larger files",
     errno.EROFS: "choose a writable folder", errno.EACCES: "fix the permissions", errno.EPERM: "fix the permissions",
@@ -213,7 +255,7 @@ STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "tree": cmd_tree, "demo": cmd_demo}[args.command]
+    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "demo": cmd_demo}[args.command]
     try:
         writes = args.command in WRITES and not getattr(args, "verify", False)
         with writer_lock(args.out, WRITES[args.command]) if writes else nullcontext():

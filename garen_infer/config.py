@@ -47,7 +47,8 @@ def read_yaml_mapping(path: Path, overrides: list[str] = ()) -> dict:
 PRESET_SECTIONS = ("index", "first_stage", "models", "run", "methods")
 
 # run: keys that the command line or another section of the preset sets
-RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "method_options": "methods:", "budget": "--budget", "first_stage": "first_stage:", "models": "models:"}
+RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "method_options": "methods:", "budget": "--budget", "first_stage": "first_stage:", "models": "models:",
+                          "shard": "--shard"}
 
 
 def check_preset(preset: dict) -> None:

@@ -23,12 +23,13 @@ from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
 from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
-from garen_infer.index.atomic import write_json
+from garen_infer.index.atomic import atomic_path, write_json
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.scheduler import Scheduler
 from garen_infer.settings import Count
+from garen_infer.shards import parse_shard
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
 
@@ -43,6 +44,7 @@ class RunConfig:
     max_active_queries: Count = 16  # queries in flight at once; 1 = strictly one at a time
     max_batch: Count = 64  # items per backend call
     limit: Count | None = None  # first N judged queries only (smoke runs)
+    shard: str | None = None  # "i/n": only shard i of n of those queries (garen_infer/shards.py), from --shard
 
     def method_config(self):
         """The method's options with ``budget`` applied, each checked against its field (one line if not)."""
@@ -90,6 +92,9 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
         "first_stage": asdict(FirstStageConfig(**config.first_stage)), "models": config.models,
         "limit": config.limit,
     }
+    if config.shard:  # only in a shard's folder, so an unsharded run's config.json reads as it always did
+        resolved["shard"] = parse_shard(config.shard).as_config()
+    queries = run_queries(dataset, config)  # a shard too many for the queries is refused before anything is written
     simulation = simulation_label(config.models, roles)  # the oracle backend: a run of it must never pass for a model's
     if simulation:
         resolved["simulation"] = simulation
@@ -101,12 +106,11 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     done = read_finished(trace_path, "qid")
     saved = json.loads(config_path.read_text()) if config_path.exists() else None
     if done and saved is not None and saved != resolved:
-        diff = sorted(k for k in resolved if saved.get(k) != resolved.get(k))
+        diff = sorted(k for k in set(resolved) | set(saved) if saved.get(k) != resolved.get(k))
         raise GarenError(f"{out}: holds a run with a different configuration ({', '.join(diff)} differ); use another --out folder")
     if saved != resolved:  # a folder is pinned by its first finished query: a run that failed before one pins nothing
         write_json(config_path, resolved)
 
-    queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
     todo = [q for q in queries if q.id not in done]
     if done:
         log(f"[run] resuming: {len(done)} of {len(queries)} queries already finished")
@@ -161,12 +165,36 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls, simulation)
 
 
+def run_queries(dataset: Dataset, config: RunConfig) -> list:
+    """The judged queries a run answers, in the dataset's order: the first ``limit``, then this shard of them."""
+    queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
+    return parse_shard(config.shard).select(queries) if config.shard else queries
+
+
 def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None) -> dict:
+    write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
+    return write_results(dataset, config.method, out, queries, done, wall, fresh, method_cls, simulation, config.models)
+
+
+def write_trace_in_order(path: Path, records: list[dict]) -> None:
+    """The finished trace, rewritten in the queries' order (it was appended in the order queries finished), so a
+    run's files do not depend on scheduling: the same queries give the same trace, however they were split."""
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
+    if path.exists() and path.read_text(encoding="utf-8") == "".join(lines):
+        return
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        handle.writelines(lines)
+
+
+def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict, wall: float, fresh: int, method_cls,
+                  simulation=None, models=None, label: dict | None = None) -> dict:
+    """``run.trec`` and ``metrics.json`` from the finished records (``done``: qid -> trace record) of ``queries``;
+    ``label`` (a partial merge's) leads metrics.json."""
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
     scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
     kept = remove_excluded(scored, dataset)
-    write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in rankings.items()}, tag=f"{config.method}.{RUN_TAG}" if simulation else config.method)
-    metrics = {"dataset": dataset.name, "method": config.method}
+    write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in rankings.items()}, tag=f"{method}.{RUN_TAG}" if simulation else method)
+    metrics = {**(label or {}), "dataset": dataset.name, "method": method}
     if simulation:
         metrics = {"simulation": simulation, **metrics}
     if dataset.qrels:
@@ -180,7 +208,7 @@ def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict,
     for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
         metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
     metrics["mean_seconds_in_flight"] = round(sum(done[q.id]["seconds"] for q in queries) / n, 4)
-    metrics.update(mean_cost(ledgers, prices_for(config.models)))  # Table 7's dollars, for priced models
+    metrics.update(mean_cost(ledgers, prices_for(models or {})))  # Table 7's dollars, for priced models
     by_hops = hit_by_hops([done[q.id].get("reach") for q in queries])
     if by_hops:
         metrics["hit@100_by_min_hops"] = by_hops

@@ -25,6 +25,8 @@ from garen_infer.errors import GarenError
 from garen_infer.first_stage import FirstStageConfig, first_stage
 from garen_infer.index.folder import IndexFolder
 from garen_infer.writer_lock import writer_lock
+from garen_infer.runner import run_queries
+from garen_infer.shards import parse_shard
 from garen_train.mining import guard
 from garen_train.mining.folder import write_mined
 from garen_train.mining.pairs import NegativeSampling, document_pairs, group_pairs
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=int, help="GAREN's budget (default: the preset's)")
     parser.add_argument("--limit", type=int, help="only the first N judged queries")
     parser.add_argument("--max-active-queries", type=int, help="queries in flight at once")
+    parser.add_argument("--shard", help="I/N: mine only shard I of N of the judged queries (join the shards with 'garen-train merge')")
 
     held_out = parser.add_argument_group("evaluation split guard")
     held_out.add_argument("--eval-dataset", action="append", default=[], metavar="SPEC",
@@ -70,6 +73,8 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     if args.evaluation and (args.eval_dataset or args.drop_eval_overlap):
         raise GarenError("--evaluation marks evaluation data, which needs no guard: drop --eval-dataset / --drop-eval-overlap")
+    if args.shard:
+        parse_shard(args.shard)  # a malformed I/N is refused before anything loads
     with writer_lock(args.out, "mined folder"):  # a second writer is refused before any data loads
         return mine(args, started)
 
@@ -87,13 +92,14 @@ def mine(args: argparse.Namespace, started: float) -> int:
 
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
     out = Path(args.out)
-    traversal = replay_garen(dataset, index, preset, out / "traversal", cache, args.budget, args.limit, args.max_active_queries)
+    traversal = replay_garen(dataset, index, preset, out / "traversal", cache, args.budget, args.limit, args.max_active_queries, args.shard)
 
-    queries = dataset.judged_queries()[: args.limit] if args.limit else dataset.judged_queries()
+    queries = run_queries(dataset, traversal.config)
     start = time.perf_counter()
     rankings = first_stage(index, [q.text for q in queries], FirstStageConfig(**traversal.config.first_stage))
     first_stage_seconds = time.perf_counter() - start
     groups, documents, initial_gold = label_queries(dataset, queries, rankings, traversal, negatives)
+    in_first_window = sum(g["item"] in initial_gold.get(g["qid"], set()) for g in groups if g["provenance"] == "unreached_gold")
 
     start = time.perf_counter()
     score_lines(traversal.navigator, {"all": groups + documents, "groups": groups, "none": []}[args.scores])
@@ -108,10 +114,12 @@ def mine(args: argparse.Namespace, started: float) -> int:
         "traversal": {"folder": "traversal", "config": traversal.saved_config, "metrics": traversal.metrics},
         "mining": {"negatives": asdict(negatives), "scores": args.scores,
                    "score_model": traversal.config.models.get("navigator") if args.scores != "none" else None},
-        "counts": count_pairs(groups, documents, initial_gold),
+        "counts": count_pairs(groups, documents, in_first_window),
         "seconds": {"traversal": round(traversal.seconds, 2), "first_stage": round(first_stage_seconds, 2),
                     "scoring": round(scoring_seconds, 2), "total": round(time.perf_counter() - started, 2)},
     }
+    if "shard" in traversal.saved_config:
+        manifest["shard"] = traversal.saved_config["shard"]
     manifest = write_mined(out, groups, documents, manifest)
     counts = manifest["counts"]
     print(f"[mine] {out}: {counts['groups']['lines']} group pairs ({counts['groups']['positive_rate']:.1%} positive, "
@@ -174,9 +182,9 @@ def score_lines(navigator, lines: list[dict]) -> None:
         line["score"] = score
 
 
-def count_pairs(groups: list[dict], documents: list[dict], initial_gold: dict[str, set[str]]) -> dict:
-    """Counts, positive rates and the App. C.3 view of the gold groups (``initial_gold``: per query, the gold
-    groups whose gold documents the first stage already put in GAREN's first window)."""
+def count_pairs(groups: list[dict], documents: list[dict], unreached_in_first_window: int) -> dict:
+    """Counts, positive rates and the App. C.3 view of the gold groups (``unreached_in_first_window``: unreached
+    gold groups whose gold documents the first stage already put in GAREN's first window)."""
     scored = [g for g in groups if g["provenance"] == "scored"]
     unreached = [g for g in groups if g["provenance"] == "unreached_gold"]
     scored_gold = sum(g["label"] for g in scored)
@@ -188,7 +196,7 @@ def count_pairs(groups: list[dict], documents: list[dict], initial_gold: dict[st
             "lines": len(groups), "positives": sum(g["label"] for g in groups), "positive_rate": rate(sum(g["label"] for g in groups), len(groups)),
             "scored": len(scored), "scored_positives": scored_gold, "scored_positive_rate": rate(scored_gold, len(scored)),
             "unreached_gold": len(unreached),
-            "unreached_gold_in_first_window": sum(g["item"] in initial_gold.get(g["qid"], set()) for g in unreached),
+            "unreached_gold_in_first_window": unreached_in_first_window,
             "gold_groups": scored_gold + len(unreached), "gold_groups_never_scored_rate": rate(len(unreached), scored_gold + len(unreached)),
             "queries_with_a_scored_gold_group": len({g["qid"] for g in scored if g["label"]}),
             "mean_scored_per_query": round(len(scored) / max(len(queries), 1), 2),

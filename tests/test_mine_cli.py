@@ -183,3 +183,47 @@ def test_a_jsonl_train_split_is_guarded_against_the_test_qrels_beside_it(data, f
     spec = f"jsonl:{data}/corpus.jsonl,{data}/queries.jsonl,{data}/qrels/train.tsv"
     assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(tmp_path / "out"), "--no-cache", *SMALL]) == 2
     assert "queries of corpus are evaluation queries: 1 in evaluation split corpus (t3 (text of q4))" in one_error_line(capsys)
+
+
+@pytest.fixture(scope="module")
+def mined_shards(data, full_index, tmp_path_factory):
+    """The mine of ``mined`` as three shards."""
+    root = tmp_path_factory.mktemp("mined-shards")
+    for i in (1, 2, 3):
+        assert mine(data, full_index, root / f"shard-{i}", "--drop-eval-overlap", "--negatives", "3", "--shard", f"{i}/3") == 0
+    return root
+
+
+def without_times(manifest: dict) -> dict:
+    timed = ("mean_model_seconds", "mean_seconds_in_flight", "wall_seconds_per_query")
+    metrics = {k: v for k, v in manifest["traversal"]["metrics"].items() if k not in timed}
+    return {**{k: v for k, v in manifest.items() if k != "seconds"}, "traversal": {**manifest["traversal"], "metrics": metrics}}
+
+
+def test_mined_shards_merged_equal_the_unsharded_mine(mined, mined_shards, data, tmp_path):
+    shards = [read_mined(mined_shards / f"shard-{i}") for i in (1, 2, 3)]
+    assert [len({g["qid"] for g in s.groups}) for s in shards] == [1, 1, 1] and shards[0].manifest["shard"] == {"index": 1, "count": 3}
+    out = tmp_path / "merged"
+    assert main(["merge", *(str(mined_shards / f"shard-{i}") for i in (3, 1, 2)), "--dataset", f"beir:{data}:train", "--out", str(out)]) == 0
+    for name in ("groups.jsonl", "documents.jsonl", "traversal/run.trec", "traversal/config.json"):
+        assert (out / name).read_bytes() == (mined / name).read_bytes(), name
+    merged = read_mined(out, purpose="training")
+    assert without_times(merged.manifest) == without_times(read_mined(mined).manifest)
+
+
+def test_an_incomplete_or_mixed_mined_merge_is_refused(mined_shards, data, full_index, tmp_path, capsys):
+    one, two, three = (str(mined_shards / f"shard-{i}") for i in (1, 2, 3))
+    base = ["--dataset", f"beir:{data}:train", "--out", str(tmp_path / "m")]
+    assert main(["merge", one, two, *base]) == 2
+    assert "shard 3/3 is missing" in capsys.readouterr().err
+    other = tmp_path / "other-3"
+    assert mine(data, full_index, other, "--drop-eval-overlap", "--negatives", "2", "--shard", "3/3") == 0
+    capsys.readouterr()
+    assert main(["merge", one, two, str(other), *base]) == 2
+    assert "different configurations (mining differ)" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+    assert main(["merge", one, three, *base, "--partial"]) == 0
+    partial = read_mined(tmp_path / "m")
+    assert partial.manifest["partial"].startswith("2 of 3 queries; shard(s) 2/3 missing")
+    assert partial.manifest["dataset"]["mined_queries"] == 2 and "partial" in partial.manifest["traversal"]["metrics"]

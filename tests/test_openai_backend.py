@@ -20,10 +20,13 @@ CHAT = [{"role": "user", "content": "Is the sky blue?"}]
 
 
 class FakeServer:
-    """Records each request and answers with ``script`` items in turn: (status, body dict, delay s, headers)."""
+    """Records each request and answers with ``script`` items in turn: (status, body dict, delay s, headers).
+    ``kill_at=N``: the server dies as its Nth request arrives, as a killed ``vllm serve`` would: the requests in
+    flight get no answer and the port refuses connections from then on."""
 
-    def __init__(self):
-        self.requests, self.script, self.in_flight, self.max_in_flight = [], [], 0, 0
+    def __init__(self, kill_at: int | None = None):
+        self.requests, self.script, self.in_flight, self.max_in_flight, self.answered = [], [], 0, 0, 0
+        self.kill_at, self.killed = kill_at, threading.Event()
         self.lock = threading.Lock()
         owner = self
 
@@ -35,6 +38,9 @@ class FakeServer:
                     status, answer, delay, headers = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
                     owner.in_flight += 1
                     owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+                    if owner.kill_at is not None and len(owner.requests) >= owner.kill_at and not owner.killed.is_set():
+                        owner.killed.set()
+                        threading.Thread(target=owner.stop).start()
                 time.sleep(delay)
                 if callable(answer):
                     answer = answer(body)
@@ -43,6 +49,10 @@ class FakeServer:
                 # before this thread runs again, and a count left afterwards would then read one too many
                 with owner.lock:
                     owner.in_flight -= 1
+                    if owner.killed.is_set():
+                        self.close_connection = True
+                        return  # dead: no answer, the connection just closes
+                    owner.answered += status == 200
                 try:
                     self.send_response(status)
                     for name, value in headers.items():
@@ -61,6 +71,10 @@ class FakeServer:
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
     def answer(self, *items):
         """Items are (status, body[, delay[, headers]]); the last one keeps answering."""
         self.script = [tuple(i) + (0.0, {})[len(i) - 2 :] for i in items]
@@ -70,8 +84,7 @@ class FakeServer:
 def server():
     srv = FakeServer()
     yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
+    srv.stop()
 
 
 @pytest.fixture

@@ -57,7 +57,15 @@ class Embedder:
         return self._encode(texts, show_progress)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._encode([self.params.query_prompt + t for t in texts], show_progress=False)
+        return self.encode_each([self.params.query_prompt + t for t in texts])
+
+    def encode_each(self, texts: list[str]) -> np.ndarray:
+        """Each text encoded alone. In a batch, a vector's last float digits depend on its neighbours (the padding
+        changes the shapes the sums run over), so texts a run encodes as it goes (queries, group summaries) are
+        encoded one by one: a query's numbers are then the same whichever queries, or shard, it ran with."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.concatenate([self._encode([t], show_progress=False) for t in texts])
 
     def query_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Query embeddings, each text encoded once per process: the reranker, the navigator and the

@@ -1,7 +1,16 @@
 """One persistent response cache for every backend: a rerun of the same configuration makes no model calls.
 
-Keyed by (backend id, model, request kind, prompt, sampling params). SQLite, so concurrent readers are safe
-and a crash never leaves a torn entry. API keys are never part of a key or a value.
+Keyed by (backend id, model, request kind, prompt, sampling params). SQLite, so concurrent readers and writers
+(threads, processes, the shards of a run) are safe and a crash never leaves a torn entry. API keys are never part
+of a key or a value.
+
+Journal: on a local disk the cache runs in WAL mode (readers never wait for a writer). WAL needs memory shared
+between the processes through a ``-shm`` file, which NFS, Lustre, GPFS and other network filesystems cannot give
+processes on different hosts, so on those the cache uses SQLite's rollback journal instead (``journal_mode
+DELETE``), which relies only on the file locks those filesystems provide: slower (a writer makes readers wait,
+each write syncs a journal), but correct from many hosts. The filesystem is read from /proc/self/mountinfo;
+``GAREN_CACHE_JOURNAL=wal|delete`` decides instead. Where a filesystem's locks cannot be trusted either, give
+each shard its own cache file and join them with ``garen-infer cache merge`` (``cache_merge.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +31,44 @@ def default_cache_path() -> Path:
     return Path(root) / "responses.sqlite"
 
 
+JOURNAL_ENV = "GAREN_CACHE_JOURNAL"
+JOURNALS = ("wal", "delete")
+# filesystems whose files several hosts open: no shared memory between their processes, so no WAL
+NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "glusterfs", "cephfs", "ceph",
+                       "9p", "afs", "ocfs2", "gfs2", "panfs", "wekafs", "fuse.glusterfs", "fuse.sshfs", "fuse.ceph", "fuse.s3fs")
+
+
+def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
+    """The type of the filesystem holding ``path`` (``mountinfo``: the text of /proc/self/mountinfo), or ""."""
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text(encoding="utf-8")
+        except OSError:  # not Linux
+            return ""
+    target, best, kind = str(Path(path).resolve()), "", ""
+    for line in mountinfo.splitlines():
+        fields, sep, rest = line.partition(" - ")
+        parts = fields.split()
+        if not sep or len(parts) < 5:
+            continue
+        mount = parts[4].replace("\\040", " ")
+        if (target == mount or target.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
+            best, kind = mount, rest.split()[0] if rest.split() else ""
+    return kind
+
+
+def journal_for(path: Path, mountinfo: str | None = None) -> str:
+    """"wal" on a local filesystem, "delete" on a network one, or what ``GAREN_CACHE_JOURNAL`` says."""
+    chosen = os.environ.get(JOURNAL_ENV, "").strip().lower()
+    if chosen and chosen != "auto":
+        if chosen not in JOURNALS:
+            from garen_infer.errors import GarenError
+
+            raise GarenError(f"{JOURNAL_ENV}={chosen}: expected wal, delete or auto")
+        return chosen
+    return "delete" if filesystem_type(path.parent, mountinfo) in NETWORK_FILESYSTEMS else "wal"
+
+
 def cache_key(*parts) -> str:
     payload = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -36,7 +83,8 @@ class ResponseCache:
         with self._failures("open"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self.journal = journal_for(self.path)
+            self._db.execute(f"PRAGMA journal_mode={self.journal.upper()}")
             self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             self._db.commit()
 

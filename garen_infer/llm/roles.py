@@ -108,7 +108,7 @@ class EmbeddingYesNoScorer:
             self._from_corpus(texts)
             texts = [t for t in texts if t not in self._text_vectors]
         if texts:
-            for t, v in zip(texts, self.embedder.encode_documents(texts, show_progress=False)):
+            for t, v in zip(texts, self.embedder.encode_each(texts)):
                 self._text_vectors[t] = v
         query_vectors = self.embedder.query_vectors([j.query for j in jobs])
         out = [Completion(score=float((1.0 + self._text_vectors[j.text] @ qv) / 2.0)) for j, qv in zip(jobs, query_vectors)]

@@ -5,6 +5,11 @@ Each cell is ``garen-infer run`` with the cell's preset, method and budget into 
 a finished cell is only read again, an interrupted one resumes, and model answers come from the response cache,
 so the same command run twice makes no model call the second time. Every cell is planned (method options, index
 stages, models) before the first one runs, so a typo in the last entry does not surface after hours of work.
+
+On a cluster the cells are independent jobs: ``--plan`` prints one command per cell (``--plan slurm``: an array job
+script), ``--cell K`` runs cell K alone (no other cell's process is needed, none is waited for), and ``--collect``
+writes the report from the cells that are finished, listing the others with the command that runs them. Cells
+are numbered 1.. in the bench file's order (datasets, then methods, then budgets), from the file alone.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ class BenchOutcome:
     model_calls: int  # model calls those queries made (cache hits excluded)
 
 
-def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, command: str = "") -> BenchOutcome:
+def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, command: str = "", collect: bool = False) -> BenchOutcome:
     """Plan every cell, run the ones not finished, write the report; ``limit`` (smoke runs) keeps its run folders
-    and its report apart from the full bench's (suffix ``.first<N>``)."""
+    and its report apart from the full bench's (suffix ``.first<N>``). ``collect``: run nothing, report the
+    finished cells and list the others as not finished."""
     from garen_infer.methods.base import METHODS
     from garen_infer.report.write import check_report_folder, write_report
 
@@ -55,6 +61,10 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
                          f"skip_unavailable: true to list them in the report instead")
     queries_run = model_calls = 0
     matrices = []
+    if collect:
+        for number, plan in enumerate((p for *_, plans in prepared for p in plans), start=1):
+            if not plan.problem and not (plan.folder / "metrics.json").is_file():
+                plan.problem = f"not finished: run it with --cell {number}"
     for entry, dataset, index, plans in prepared:
         matrix = DatasetMatrix(entry.name, dataset.name, len(dataset.documents), len(dataset.judged_queries()), str(index.path),
                                labels=[e.label for e in entries], budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
@@ -63,6 +73,8 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
         for plan in plans:
             if plan.problem:
                 matrix.skipped.append(Skipped(plan.entry.label, plan.budget, plan.problem))
+                continue
+            if collect:
                 continue
             ran, calls = _run_cell(dataset, index, plan, cache, log)
             queries_run, model_calls = queries_run + ran, model_calls + calls
@@ -73,6 +85,66 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
     report = write_report(config, matrices, log, command)
     log(f"[bench] {queries_run} queries run, {model_calls} model calls; report: {report}")
     return BenchOutcome(report, queries_run, model_calls)
+
+
+def cell_list(config: BenchConfig) -> list[tuple[DatasetEntry, MethodEntry, int | None]]:
+    """Every cell of the bench file, in its numbering order (cell K is item K-1): from the file and the method
+    registry alone, so every job computes the same numbers without loading any data."""
+    from garen_infer.methods.base import METHODS
+
+    return [(d, e, b) for d in config.datasets for e in config.method_entries(list(METHODS)) for b in _budgets_of(config, e) or [None]]
+
+
+def run_one_cell(config: BenchConfig, number: int, cache, limit: int | None = None, log=print) -> int:
+    """Run (or resume) cell ``number`` alone: only its dataset, index and models are loaded; no index is built
+    (``--plan`` builds them before the cells are handed out). Returns the queries it ran now."""
+    from garen_infer.data import load_dataset
+    from garen_infer.index.folder import IndexFolder
+
+    cells = cell_list(config)
+    if not 1 <= number <= len(cells):
+        raise GarenError(f"--cell {number}: {config.path} has cells 1 to {len(cells)} (see --plan)")
+    dataset_entry, entry, budget = cells[number - 1]
+    dataset = load_dataset(dataset_entry.spec, dataset_entry.allow_empty_docs)
+    index = IndexFolder.open(dataset_entry.index, dataset)
+    [plan] = _plan_cells(config, dataset_entry, entry, _preset(config, entry), dataset, index, limit, budgets=[budget])
+    if plan.problem:
+        if config.skip_unavailable:
+            log(f"[bench] cell {number} ({dataset_entry.name} {plan.folder.name}) is listed, not run: {plan.problem}")
+            return 0
+        raise GarenError(f"cell {number} ({dataset_entry.name} {plan.folder.name}) cannot run: {plan.problem}")
+    ran, calls = _run_cell(dataset, index, plan, cache, log)
+    log(f"[bench] cell {number} of {len(cells)}, {dataset_entry.name} {plan.folder.name}: {ran} queries run now, {calls} model calls")
+    return ran
+
+
+def plan_text(config: BenchConfig, command: str, slurm: bool = False) -> str:
+    """One ``--cell K`` command per cell, then the ``--collect`` step; or an array job script doing the same."""
+    cells = cell_list(config)
+    labels = [f"{d.name} {e.label}{'' if b is None else '@' + str(b)}" for d, e, b in cells]
+    if not slurm:
+        lines = [f"{command} --cell {k}  # {label}" for k, label in enumerate(labels, start=1)]
+        return "\n".join([*lines, f"{command} --collect  # the report, once the cells are done"]) + "\n"
+    return "\n".join([
+        "#!/bin/bash",
+        "#SBATCH --job-name=garen-bench",
+        f"#SBATCH --array=1-{len(cells)}",
+        "#SBATCH --output=garen-bench-%A_%a.log",
+        "# add the partition, --gres=gpu:N, --time and --mem your cluster needs. A task that is cut off resumes",
+        "# its run folder when it is submitted again (sbatch --array=K this-script).",
+        *(f"#   cell {k}: {label}" for k, label in enumerate(labels, start=1)),
+        "set -euo pipefail",
+        f'{command} --cell "$SLURM_ARRAY_TASK_ID"',
+        f"# when every task has finished (sbatch --dependency=afterany:<this array job id> ...): {command} --collect",
+    ]) + "\n"
+
+
+def _budgets_of(config: BenchConfig, entry: MethodEntry) -> tuple:
+    from garen_infer.methods.base import get_method
+
+    method_cls = get_method(entry.method)  # an unknown name is an error in the bench file, not a cell to skip
+    takes_budget = "budget" in {f.name for f in fields(method_cls.Config)}
+    return (entry.budgets if entry.budgets is not None else config.budgets) if takes_budget else ()
 
 
 def _preset(config: BenchConfig, entry: MethodEntry) -> dict:
@@ -112,14 +184,15 @@ def _build_index(dataset, entry: DatasetEntry, presets: list[dict], log) -> None
         IndexFolder.build(dataset, entry.index, IndexConfig.from_dict(stages), log=log)
 
 
-def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict, dataset, index, limit) -> list[CellPlan]:
+def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict, dataset, index, limit,
+                budgets=None) -> list[CellPlan]:
+    """The entry's cells on this dataset, one per budget (``budgets``: only these; None stands for 'no budget')."""
     from garen_infer.cli import run_config_from
     from garen_infer.methods.base import get_method
     from garen_infer.runner import configure_method
 
-    method_cls = get_method(entry.method)  # an unknown name is an error in the bench file, not a cell to skip
-    takes_budget = "budget" in {f.name for f in fields(method_cls.Config)}
-    budgets = (entry.budgets if entry.budgets is not None else config.budgets) if takes_budget else ()
+    method_cls = get_method(entry.method)
+    budgets = _budgets_of(config, entry) if budgets is None else budgets
     cell_limit = min(x for x in (entry.limit, limit) if x is not None) if entry.limit or limit else None
     plans = []
     for budget in budgets or [None]:  # no budgets: once, with the preset's
@@ -168,13 +241,28 @@ def _append(path: Path, record: dict) -> None:
 def main(args) -> int:
     """``garen-infer bench`` (arguments parsed by garen_infer.cli)."""
     import shlex
+    import sys
 
     from garen_infer.llm.cache import NoCache, ResponseCache
     from garen_infer.report.bench_config import load_bench_config
 
     config = load_bench_config(args.config, args.overrides)
-    cache = NoCache() if args.no_cache else ResponseCache(args.cache)
     command = " ".join(["garen-infer bench --config", shlex.quote(str(args.config)), *(f"--set {shlex.quote(o)}" for o in args.overrides),
                         *([f"--limit {args.limit}"] if args.limit else [])])
-    run_bench(config, cache, args.limit, command=command)
+    cache_args = " --no-cache" if args.no_cache else f" --cache {shlex.quote(args.cache)}" if args.cache else ""
+    if args.plan:
+        if config.build_index:  # the cells only read the indexes: build them once, before they are handed out
+            from garen_infer.methods.base import METHODS
+
+            entries = config.method_entries(list(METHODS))
+            presets = {e.label: _preset(config, e) for e in entries}
+            for entry in config.datasets:
+                _prepare_dataset(config, entry, entries, presets, args.limit, lambda *a: print(*a, file=sys.stderr))
+        print(plan_text(config, command + cache_args, slurm=args.plan == "slurm"), end="")
+        return 0
+    cache = NoCache() if args.no_cache else ResponseCache(args.cache)
+    if args.cell:
+        run_one_cell(replace(config, build_index=False), args.cell, cache, args.limit)
+        return 0
+    run_bench(replace(config, build_index=False) if args.collect else config, cache, args.limit, command=command, collect=args.collect)
     return 0

@@ -55,8 +55,8 @@ class Traversal:
     seconds: float  # spent on queries this call (0 when the run folder was already complete)
 
 
-def replay_garen(dataset: Dataset, index, preset: dict, out: Path, cache, budget=None, limit=None, max_active=None) -> Traversal:
-    config = run_config_from(preset, "garen", budget, limit, max_active)
+def replay_garen(dataset: Dataset, index, preset: dict, out: Path, cache, budget=None, limit=None, max_active=None, shard=None) -> Traversal:
+    config = run_config_from(preset, "garen", budget, limit, max_active, shard)
     method_cls = get_method("garen")
     models = {role: config.models[role] for role in method_cls.roles if role in config.models}
     roles = build_roles(models, [d.full_text for d in dataset.documents], index, cache)

@@ -14,6 +14,9 @@
   out (``"drop"``) for servers that do not know those fields, such as hosted APIs.
 - Connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff; when the server still
   does not answer, GarenError says so, and the runner keeps the queries finished so far.
+- ``base_url`` may list several replicas of one model: requests are balanced over them by requests in flight,
+  ``concurrency`` each, and a failed request is retried at once on another replica (``replicas.py``). The cache
+  key then names the model, not the replicas, so adding or losing a replica keeps every cached answer.
 - The API key is read from the environment variable named by ``api_key_env`` at each request. It is never
   stored on the backend, and never part of ``id``, cache keys, logs or error messages: a server may echo what
   it was sent, whole or in part, so every answer (before it is cached) and every message is redacted
@@ -36,11 +39,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from garen_infer.errors import GarenError
+from garen_infer.llm.backends.replicas import ReplicaPool
 from garen_infer.llm.backends.vllm_backend import MISSING_LOGPROB, TOP_LOGPROBS, yes_probability  # no vllm import
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import execution_only
 
 log = logging.getLogger(__name__)
+
+# how the servers are reached, not what they answer: shards that reached the model through other replicas are one run
+CONNECTION_SETTINGS = ("base_url", "api_key_env", "timeout", "max_retries", "backoff", "max_backoff", "concurrency")
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}  # overloaded or restarting: worth another try
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a POSIX shell can export
@@ -58,13 +65,13 @@ class _Retryable(Exception):
 @dataclass
 class OpenAIBackend:
     model: str
-    base_url: str = "https://api.openai.com/v1"  # e.g. http://127.0.0.1:8000/v1 for `vllm serve`
+    base_url: str | list[str] = "https://api.openai.com/v1"  # e.g. http://127.0.0.1:8000/v1 for `vllm serve`; a list: replicas
     api_key_env: str | None = execution_only("OPENAI_API_KEY")  # the variable's NAME; unset or empty = no Authorization header
     timeout: float = execution_only(120.0)  # seconds per socket operation (LATTICE: 120 s)
     max_retries: int = execution_only(4)  # further attempts after the first (LATTICE: 4)
     backoff: float = execution_only(1.0)  # first wait in seconds, doubled after each failed attempt
     max_backoff: float = execution_only(30.0)
-    concurrency: int = execution_only(20)  # requests in flight at once (LATTICE: llm_max_concurrent_calls 20)
+    concurrency: int = execution_only(20)  # requests in flight at once per replica (LATTICE: llm_max_concurrent_calls 20)
     prefix_mode: str = "continue"  # how score_yes_no sends the assistant prefix: "continue" | "drop"
     max_tokens_field: str = "max_tokens"  # "max_completion_tokens" for OpenAI models that refuse max_tokens
     extra_body: dict = field(default_factory=dict)  # merged into every request, e.g. chat_template_kwargs
@@ -73,8 +80,24 @@ class OpenAIBackend:
         if self.prefix_mode not in ("continue", "drop"):
             raise GarenError(f"openai backend: prefix_mode must be 'continue' or 'drop', not '{self.prefix_mode}'")
         check_api_key_env(self.api_key_env, "api_key_env of the openai backend")
-        self.base_url = self.base_url.rstrip("/")
-        self.id = f"openai:{self.base_url}:{self.model}"
+        urls = replica_urls(self.base_url)
+        self.base_url = urls[0] if len(urls) == 1 else urls
+        # replicas serve one model: the id (and so the cache key) does not depend on which ones, or how many
+        self.id = f"openai:{self.base_url}:{self.model}" if len(urls) == 1 else f"openai:replicas:{self.model}"
+        self._pool, self._pool_settings = None, None
+
+    @property
+    def replicas(self) -> ReplicaPool:
+        """The servers of ``base_url`` and their state (built again if a setting changed since)."""
+        settings = (tuple(replica_urls(self.base_url)), self.concurrency, self.backoff, self.max_backoff)
+        if settings != self._pool_settings:
+            self._pool, self._pool_settings = ReplicaPool(list(settings[0]), *settings[1:]), settings
+        return self._pool
+
+    @property
+    def where(self) -> str:
+        """The server(s), as messages name them."""
+        return ", ".join(replica_urls(self.base_url))
 
     # ---- roles ------------------------------------------------------------------------------------------------
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
@@ -93,14 +116,14 @@ class OpenAIBackend:
     # ---- one request each -------------------------------------------------------------------------------------
     def _generate_one(self, chat: Chat, body: dict) -> Completion:
         answer = self._post("/chat/completions", {"messages": chat, **body})
-        choice = _first_choice(answer, self.base_url)
+        choice = _first_choice(answer, self.where)
         text = (choice.get("message") or {}).get("content") or ""
         usage = answer.get("usage") or {}
         return Completion(text=text, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0))
 
     def _tool_turn(self, chat: Chat, tools: list[dict], body: dict) -> Completion:
         answer = self._post("/chat/completions", {"messages": openai_messages(chat), "tools": tools, **body})
-        message = _first_choice(answer, self.base_url).get("message") or {}
+        message = _first_choice(answer, self.where).get("message") or {}
         calls = [call_from_openai(c) for c in message.get("tool_calls") or []]
         usage = answer.get("usage") or {}
         return Completion(
@@ -115,11 +138,11 @@ class OpenAIBackend:
             messages.append({"role": "assistant", "content": assistant_prefix})
             body.update(add_generation_prompt=False, continue_final_message=True)
         answer = self._post("/chat/completions", {"messages": messages, **body})
-        choice = _first_choice(answer, self.base_url)
+        choice = _first_choice(answer, self.where)
         steps = ((choice.get("logprobs") or {}).get("content")) or []
         if not steps:
             raise GarenError(
-                f"the server at {self.base_url} returned no logprobs for model '{self.model}': yes/no scoring needs "
+                f"the server at {self.where} returned no logprobs for model '{self.model}': yes/no scoring needs "
                 "'logprobs' with 'top_logprobs' (vLLM and OpenAI give them); use another server or backend for this role"
             )
         first = steps[0]
@@ -133,38 +156,52 @@ class OpenAIBackend:
     def _map(self, call, chats: list[Chat]) -> list[Completion]:
         if not chats:
             return []
-        if len(chats) == 1 or self.concurrency <= 1:
+        capacity = self.replicas.capacity  # the replica pool is set up here, before any thread asks for it
+        if len(chats) == 1 or capacity <= 1:
             return [call(c) for c in chats]
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(chats)), thread_name_prefix="openai")
+        pool = ThreadPoolExecutor(max_workers=min(capacity, len(chats)), thread_name_prefix="openai")
         try:
             return list(pool.map(call, chats))  # answers in input order; the first failure is raised
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def _post(self, path: str, body: dict) -> dict:
-        url = self.base_url + path
         payload = json.dumps({**self.extra_body, "model": self.model, **body}).encode("utf-8")
-        delay, attempts = self.backoff, self.max_retries + 1
+        delay, attempts, tried = self.backoff, self.max_retries + 1, set()
+        pool = self.replicas
+        several = len(pool.replicas) > 1
         for attempt in range(1, attempts + 1):
+            replica = pool.acquire(tried)
             try:
-                return self._post_once(url, payload)
+                return self._post_once(replica.base_url, path, payload)
             except _Retryable as failure:
+                pool.release(replica, failed=True)
+                tried.add(replica)
+                replica_url, replica = replica.base_url, None
                 if attempt == attempts:
+                    where = f"servers at {self.where} are" if several else f"server at {self.where} is"
                     if failure.unreachable:
                         raise GarenError(
-                            f"the OpenAI-compatible server at {self.base_url} is not answering ({failure.reason}; "
+                            f"the OpenAI-compatible {where} not answering ({failure.reason}; "
                             f"{attempts} attempts); check that it is running and that base_url is right"
                         ) from None
                     raise GarenError(
-                        f"the OpenAI-compatible server at {self.base_url} keeps failing ({failure.reason}; {attempts} attempts)"
+                        f"the OpenAI-compatible {where.rsplit(' ', 1)[0]} keep{'' if several else 's'} failing ({failure.reason}; {attempts} attempts)"
                     ) from None
+                if len(tried) < len(pool.replicas):  # a replica that has not failed this request: at once
+                    log.warning("%s: %s; retrying on another replica (attempt %d of %d)", replica_url, failure.reason, attempt + 1, attempts)
+                    continue
                 wait = min(failure.retry_after if failure.retry_after is not None else delay, self.max_backoff)
-                log.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", self.base_url, failure.reason, wait, attempt + 1, attempts)
+                log.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", replica_url, failure.reason, wait, attempt + 1, attempts)
                 time.sleep(wait)
-                delay = min(delay * 2, self.max_backoff)
+                delay, tried = min(delay * 2, self.max_backoff), set()
+            finally:
+                if replica is not None:  # answered, or refused for the request's own sake: the replica is fine
+                    pool.release(replica, failed=False)
         raise AssertionError("unreachable")
 
-    def _post_once(self, url: str, payload: bytes) -> dict:
+    def _post_once(self, base_url: str, path: str, payload: bytes) -> dict:
+        url = base_url + path
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
@@ -177,7 +214,7 @@ class OpenAIBackend:
             detail = redact(_error_detail(err), key)
             if err.code in RETRY_STATUS:
                 raise _Retryable(f"HTTP {err.code}: {detail}", unreachable=False, retry_after=_retry_after(err)) from None
-            raise GarenError(f"the server at {self.base_url} refused the request for model '{self.model}': HTTP {err.code}: {detail}") from None
+            raise GarenError(f"the server at {base_url} refused the request for model '{self.model}': HTTP {err.code}: {detail}") from None
         except urllib.error.URLError as err:
             raise _Retryable(redact(f"cannot connect: {err.reason}", key), unreachable=True) from None
         except (TimeoutError, socket.timeout):
@@ -187,8 +224,16 @@ class OpenAIBackend:
         try:
             answer = json.loads(raw)
         except ValueError:
-            raise GarenError(f"the server at {self.base_url} answered with something that is not JSON: {redact(raw[:200].decode('utf-8', 'replace'), key)!r}") from None
+            raise GarenError(f"the server at {base_url} answered with something that is not JSON: {redact(raw[:200].decode('utf-8', 'replace'), key)!r}") from None
         return _redacted(answer, key) if key else answer  # what is cached and shown never holds the key
+
+
+def replica_urls(base_url) -> list[str]:
+    """``base_url`` (one URL, or a list of replicas) as a list without trailing slashes or repeats."""
+    urls = [base_url] if isinstance(base_url, str) else list(base_url) if isinstance(base_url, (list, tuple)) else []
+    if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+        raise GarenError(f"openai backend: base_url must be a URL or a list of URLs, not {base_url!r}")
+    return list(dict.fromkeys(u.strip().rstrip("/") for u in urls))
 
 
 def label_logprob(entries: list[tuple[str, float]], label: str) -> float:

@@ -1,0 +1,73 @@
+"""``garen-infer bench`` handing its cells out as independent jobs: ``--plan`` (commands or a Slurm array script),
+``--cell K`` in any order and any process, and ``--collect`` reporting the finished cells and listing the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from conftest import REPO
+from garen_infer.cli import main
+from garen_infer.llm.cache import ResponseCache
+from garen_infer.report.bench import run_bench
+from garen_infer.report.bench_config import load_bench_config
+
+
+def bench_file(tmp_path, beir_dir, index, name="bench.yaml") -> str:
+    config = {"preset": "cpu-default", "budgets": [4, 8], "methods": ["bm25", "rerank"],
+              "datasets": {"tiny": {"spec": f"beir:{beir_dir}", "index": str(index.path)}},
+              "significance": {"permutations": 200}, "runs": str(tmp_path / "runs"), "report": str(tmp_path / "report")}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_the_plan_is_one_command_per_cell_or_an_array_script(beir_dir, tiny_index, tmp_path, capsys):
+    path = bench_file(tmp_path, beir_dir, tiny_index)
+    assert main(["bench", "--config", path, "--set", "budgets=[4,8]", "--limit", "3", "--plan"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    command = f"garen-infer bench --config {path} --set 'budgets=[4,8]' --limit 3"
+    assert lines == [f"{command} --cell 1  # tiny bm25", f"{command} --cell 2  # tiny rerank@4", f"{command} --cell 3  # tiny rerank@8",
+                     f"{command} --collect  # the report, once the cells are done"]
+    assert main(["bench", "--config", path, "--plan", "slurm", "--cache", "c.sqlite"]) == 0
+    script = capsys.readouterr().out
+    assert script.startswith("#!/bin/bash\n") and "#SBATCH --array=1-3\n" in script
+    assert f'garen-infer bench --config {path} --cache c.sqlite --cell "$SLURM_ARRAY_TASK_ID"\n' in script
+    assert not (tmp_path / "runs").exists()  # planning runs nothing
+
+
+def test_cells_run_alone_in_any_order_and_collect_reports_what_is_finished(beir_dir, tiny_index, tmp_path, capsys):
+    path = bench_file(tmp_path, beir_dir, tiny_index)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    cache = str(tmp_path / "cache.sqlite")
+    other = subprocess.run([sys.executable, "-m", "garen_infer", "bench", "--config", path, "--cache", cache, "--cell", "3"],
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert other.returncode == 0, other.stderr
+    assert main(["bench", "--config", path, "--cache", cache, "--cell", "1"]) == 0
+    assert sorted(p.name for p in (tmp_path / "runs" / "tiny").iterdir()) == ["bm25", "rerank@8"]
+
+    assert main(["bench", "--config", path, "--collect"]) == 0
+    results = json.loads((tmp_path / "report" / "results.json").read_text())["datasets"]["tiny"]
+    assert {(c["label"], c["budget"]) for c in results["cells"]} == {("bm25", None), ("rerank", 8)}
+    assert results["skipped"] == [{"label": "rerank", "budget": 4, "reason": "not finished: run it with --cell 2"}]
+
+    assert main(["bench", "--config", path, "--cache", cache, "--cell", "2"]) == 0
+    assert main(["bench", "--config", path, "--collect"]) == 0
+    collected = json.loads((tmp_path / "report" / "results.json").read_text())["datasets"]["tiny"]
+    assert len(collected["cells"]) == 3 and not collected["skipped"]
+
+    # the same bench run in one process: the same runs
+    whole = load_bench_config(bench_file(tmp_path / "one", beir_dir, tiny_index))
+    run_bench(whole, ResponseCache(tmp_path / "one" / "cache.sqlite"), log=lambda *_: None)
+    for cell in ("bm25", "rerank@4", "rerank@8"):
+        assert (tmp_path / "runs" / "tiny" / cell / "run.trec").read_bytes() == (tmp_path / "one" / "runs" / "tiny" / cell / "run.trec").read_bytes()
+
+    capsys.readouterr()
+    assert main(["bench", "--config", path, "--cell", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "garen-infer bench: error: --cell 4:" in err and "has cells 1 to 3 (see --plan)" in err and "Traceback" not in err

@@ -1,0 +1,105 @@
+"""Several replicas behind one OpenAI-compatible backend: requests balanced by in-flight count with a limit per
+replica, a replica killed mid-run taken over by the others, and ledgers and cache keys that do not depend on
+which replica answered. The servers are test_openai_backend.py's stdlib fakes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from garen_infer.llm.backends.openai_backend import OpenAIBackend
+from garen_infer.llm.cache import NoCache, ResponseCache
+from garen_infer.llm.types import SamplingParams
+from garen_infer.runner import RunConfig, execute
+from test_openai_backend import FakeServer, chat_answer
+
+
+def ranking_answer(body):
+    """A listwise answer that depends on the prompt only: the passages in reverse order."""
+    prompt = body["messages"][-1]["content"]
+    count = sum(f"[{k}]" in prompt for k in range(1, 21))
+    return chat_answer(" > ".join(f"[{k}]" for k in range(count, 0, -1)))
+
+
+@pytest.fixture
+def servers(request):
+    made = []
+
+    def make(count, delay=0.05, kill_at=None):
+        for k in range(count):
+            server = FakeServer(kill_at=kill_at if k == 0 else None)
+            server.answer((200, ranking_answer, delay, {}))
+            made.append(server)
+        return made[-count:]
+
+    yield make
+    for server in made:
+        server.stop()
+
+
+def replica_backend(servers, **options):
+    return OpenAIBackend("m", base_url=[s.base_url for s in servers], api_key_env=None, backoff=0.05, timeout=5, **options)
+
+
+def test_requests_are_balanced_with_a_limit_per_replica(servers):
+    fleet = servers(3, delay=0.1)
+    backend = replica_backend(fleet, concurrency=2)
+    chats = [[{"role": "user", "content": f"[1] [2] q{i}"}] for i in range(12)]
+    assert len(backend.generate(chats, SamplingParams())) == 12
+    assert [len(s.requests) for s in fleet] == [4, 4, 4]
+    assert all(s.max_in_flight <= 2 for s in fleet) and max(s.max_in_flight for s in fleet) == 2
+    assert backend.id == "openai:replicas:m"  # not the URLs: the replicas serve one model
+
+
+def test_a_failing_replica_is_left_for_the_others_at_once(servers):
+    good, bad = servers(2)
+    bad.answer((503, {"error": "overloaded"}))
+    backend = replica_backend([bad, good], concurrency=1, max_retries=1)
+    backend.backoff = 2.0  # how long the failed replica rests; the request it failed goes on to the other at once
+    chats = [[{"role": "user", "content": f"[1] q{i}"}] for i in range(6)]
+    assert len(backend.generate(chats, SamplingParams())) == 6
+    assert good.answered == 6 and len(bad.requests) == 1  # set aside after failing, not asked for every request
+
+
+def rerank_config(spec) -> RunConfig:
+    return RunConfig(method="rerank", method_options={"budget": 8, "window": 4, "stride": 2}, models={"reranker": spec})
+
+
+def openai_spec(fleet, **extra) -> dict:
+    return {"backend": "openai", "model": "m", "base_url": [s.base_url for s in fleet], "api_key_env": None,
+            "concurrency": 2, "backoff": 0.05, "timeout": 5, **extra}
+
+
+def traces(out) -> dict:
+    return {r["qid"]: r for r in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
+
+
+def test_a_replica_killed_mid_run_loses_no_request_and_answers_none_twice(servers, tiny_dataset, tiny_index, tmp_path):
+    alone = servers(1)
+    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(alone)), tmp_path / "one", cache=NoCache(), log=lambda *_: None)
+
+    fleet = servers(3, delay=0.1, kill_at=2)  # the first replica dies while its second request is in flight
+    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(fleet)), tmp_path / "three", cache=NoCache(), log=lambda *_: None)
+    dead = fleet[0]
+    assert dead.killed.is_set() and len(dead.requests) == 2 and dead.answered < 2  # what it had in flight died with it
+
+    one, three = traces(tmp_path / "one"), traces(tmp_path / "three")
+    assert set(three) == {q.id for q in tiny_dataset.judged_queries()}
+    assert {q: r["ranking"] for q, r in three.items()} == {q: r["ranking"] for q, r in one.items()}
+    calls = sum(r["ledger"]["model_calls"] for r in three.values())
+    assert calls == sum(r["ledger"]["requests"] for r in three.values()) == sum(r["ledger"]["model_calls"] for r in one.values())
+    assert calls == sum(s.answered for s in fleet)  # each request answered once, and recorded once
+    assert {q: r["ledger"] for q, r in three.items()} == {q: {**r["ledger"], "model_seconds": three[q]["ledger"]["model_seconds"],
+                                                              "roles": three[q]["ledger"]["roles"]} for q, r in one.items()}
+
+
+def test_other_replicas_of_the_model_are_answered_from_the_same_cache(servers, tiny_dataset, tiny_index, tmp_path):
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    first = servers(2)
+    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(first)), tmp_path / "a", cache=cache, log=lambda *_: None)
+    assert sum(s.answered for s in first) > 0
+    later = servers(3)  # another deployment of the model, with one replica more
+    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(later)), tmp_path / "b", cache=cache, log=lambda *_: None)
+    assert [len(s.requests) for s in later] == [0, 0, 0]
+    assert all(r["ledger"]["model_calls"] == 0 for r in traces(tmp_path / "b").values())
