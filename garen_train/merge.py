@@ -25,7 +25,7 @@ from garen_train.mine import count_pairs
 from garen_train.mining.folder import MANIFEST, read_mined, write_mined
 
 # what may differ between the shards of one mine: their own share and how long it took
-PER_SHARD = ("shard", "files", "counts", "seconds", "traversal", "dataset")
+PER_SHARD = ("manifest_sha256", "shard", "files", "counts", "seconds", "traversal", "dataset")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +70,7 @@ def merge_mined(dataset: Dataset, folders: list[str | Path], out: str | Path, pa
     order = {qid: k for k, qid in enumerate(read_finished(out / "traversal" / "trace.jsonl", "qid"))}
     groups = sorted((line for p in shards for line in p.groups), key=lambda line: order[line["qid"]])  # stable: a query's own order
     documents = sorted((line for p in shards for line in p.documents), key=lambda line: order[line["qid"]])
-    manifest = {k: v for k, v in first.items() if k not in ("format", "files", "shard")}
+    manifest = {k: v for k, v in first.items() if k not in ("format", "files", "shard", "manifest_sha256")}
     manifest["dataset"] = {**first["dataset"], "mined_queries": len(order)}
     manifest["traversal"] = {**first["traversal"], "config": traversal_config, "metrics": metrics}
     manifest["counts"] = count_pairs(groups, documents, sum(p.manifest["counts"]["groups"]["unreached_gold_in_first_window"] for p in shards))
