@@ -15,7 +15,7 @@ from garen_infer.writer_lock import writer_lock
 
 
 def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> None:
-    parser.add_argument("--dataset", required=dataset_required, help="beir:<folder>[:split] | bright:<task>[:long][@source] | jsonl:<corpus>[,<queries>[,<qrels>]] | stdlib-docs")
+    parser.add_argument("--dataset", required=dataset_required, help="beir:<folder>[:split] | bright:<task>[:long][@source][@revision] | jsonl:<corpus>[,<queries>[,<qrels>]] | stdlib-docs")
     parser.add_argument("--preset", default="cpu-default", help="a name in configs/ or a YAML path (default: cpu-default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a preset field, e.g. methods.garen.tau_switch=2")
     parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text (Cranfield has two)")
