@@ -12,7 +12,7 @@ from garen_infer.report.document import Table, _cell
 ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
            "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 SYMBOLS = {"▲": r"$^{\blacktriangle}$", "▼": r"$^{\blacktriangledown}$", "—": "--", "Δ": r"$\Delta$", "↳": r"$\hookrightarrow$",
-           "’": "'", "×": r"$\times$", "≥": r"$\geq$", "≤": r"$\leq$"}
+           "’": "'", "×": r"$\times$", "≥": r"$\geq$", "≤": r"$\leq$", "<": r"$<$", ">": r"$>$"}
 
 
 def escape(text: str) -> str:

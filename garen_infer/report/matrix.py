@@ -93,6 +93,11 @@ def collect(matrix: DatasetMatrix, dataset: Dataset, index, bench_prices: dict[s
         cell.scores = cell.run.per_query(dataset, matrix.measures)
         cell.cost = cell.run.cost({**prices_for(cell.run.config.get("models", {})), **bench_prices})
         cell.reach = _reach(cell.run, dataset, index, first_stage_rows)
+    return compare_with_baseline(matrix, significance)
+
+
+def compare_with_baseline(matrix: DatasetMatrix, significance) -> DatasetMatrix:
+    """Each cell against the baseline at its budget, per measure; Holm-adjusted when the bench file says so."""
     for cell in matrix.cells:
         for column in matrix.columns_of(cell):
             base = matrix.cell(matrix.baseline, column) if matrix.baseline else None
