@@ -53,8 +53,9 @@ class RunResult:
         run = read_run(path)
         if not run:
             raise GarenError(f"{path}: an empty run file (no ranked documents)")
-        config = {"method": "run file", "run_file": str(path), "tag": read_tag(path)}
-        return cls(path, config, {}, {qid: {} for qid in run})
+        result = cls(path, {"method": "run file", "run_file": str(path), "tag": read_tag(path)}, {}, {qid: {} for qid in run})
+        result.__dict__["run"] = run  # read once (the cached property below)
+        return result
 
     @property
     def external(self) -> bool:

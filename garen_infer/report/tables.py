@@ -86,7 +86,7 @@ def cost_table(matrix: DatasetMatrix) -> Table:
                          _number(rc["output_tokens"], 0), _number(rc["seconds"], 3), Cell(""), *role_dollars])
     header = ["method", "budget", *measures, *COST_COLUMNS[: 5 + priced]]
     unpriced = sorted({r for c in matrix.cells for r in c.cost.get("unpriced", [])})
-    note = ""
+    note, unknown = "", "; — : unknown (a run file of another system)" if any(c.run is not None and c.run.external for c in matrix.cells) else ""
     if priced and unpriced:
         note = f" Roles {', '.join(unpriced)} used tokens but have no price: totals that include them are left blank."
     empty = [i for i, name in enumerate(header) if name in COST_COLUMNS and all(_says_nothing(row[i]) for row in rows)]
@@ -97,7 +97,7 @@ def cost_table(matrix: DatasetMatrix) -> Table:
     return Table(header, rows, (
         f"Cost per query on {matrix.name}: model calls (cache hits included), tokens in and out, model seconds (time in "
         f"the model, cache hits count 0) and wall seconds (measured when `garen-infer bench` ran the queries), per "
-        f"method and per role; — : unknown (a run file of another system).{note}"))
+        f"method and per role{unknown}.{note}"))
 
 
 def _says_nothing(cell) -> bool:
