@@ -126,8 +126,12 @@ def bench_file(tmp_path, beir_dir, index, **extra) -> str:
 
 
 def test_the_bench_report_takes_any_measures_and_writes_latex_pdf_and_svg(beir_dir, tiny_index, tmp_path):
-    run_bench(load_bench_config(bench_file(tmp_path, beir_dir, tiny_index.path)), NoCache(), log=lambda *_: None)
+    config = load_bench_config(bench_file(tmp_path, beir_dir, tiny_index.path))
+    run_bench(config, NoCache(), log=lambda *_: None)
     report = tmp_path / "report"
+    first = {p.name: p.read_bytes() for p in (report / "figures").iterdir()}
+    run_bench(config, NoCache(), log=lambda *_: None)  # the same numbers again: the same files, byte for byte
+    assert {p.name: p.read_bytes() for p in (report / "figures").iterdir()} == first
     results = json.loads((report / "results.json").read_text())
     assert results["measures"] == ["nDCG@10", "AP", "RR@10"] and results["significance"]["correction"] == "holm"
     cells = results["datasets"]["tiny"]["cells"]

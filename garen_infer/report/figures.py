@@ -33,9 +33,10 @@ def styles(labels: list[str]) -> dict[str, dict]:
 
 def save(fig, path: Path, formats=("png",)) -> Path:
     """``path`` as PNG, and beside it the same figure in every other format named (``pdf``, ``svg``: vector)."""
+    # no dates, and SVG element ids from a fixed salt (else random): the same numbers give the same files
     metadata = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}, "svg": {"Date": None}}
     for fmt in dict.fromkeys(["png", *formats]):
-        with atomic_path(path.with_suffix(f".{fmt}")) as tmp:
+        with atomic_path(path.with_suffix(f".{fmt}")) as tmp, plt.rc_context({"svg.hashsalt": "garen-report"}):
             fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight", metadata=metadata[fmt])
     plt.close(fig)
     return path
