@@ -23,8 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse a malformed repository id before the export runs (an export can take minutes)."""
     repo = getattr(args, "push_to_hub", None)
-    if repo is not None and (repo.count("/") != 1 or not all(part.strip() for part in repo.split("/"))):
+    if repo is None:
+        return
+    if repo.count("/") != 1 or not all(part.strip() for part in repo.split("/")):
         raise GarenError(f"--push-to-hub: '{repo}' is not a repository id; write owner/name, e.g. my-lab/garen-navigator")
+    if getattr(args, "out", None) is None:  # a soft partition writes a groups stage into an index folder
+        raise GarenError("--push-to-hub: this checkpoint exports into an index folder, not a model folder; there is nothing to upload")
 
 
 def share(manifest: dict, args: argparse.Namespace, api=None) -> dict:
@@ -32,9 +36,7 @@ def share(manifest: dict, args: argparse.Namespace, api=None) -> dict:
     for the command's output. ``api``: an ``HfApi`` (made here when None)."""
     folder = getattr(args, "out", None)
     repo = getattr(args, "push_to_hub", None)
-    if manifest.get("kind") != KIND or folder is None:  # e.g. a soft partition: a groups stage inside an index folder
-        if repo:
-            raise GarenError("--push-to-hub: this export is not a model folder (it wrote into an index); nothing to upload")
+    if manifest.get("kind") != KIND or folder is None:  # e.g. a soft partition (check_arguments refused a push)
         return {}
     done = {"model_card": str(write_model_card(Path(folder), manifest, repo))}
     if repo:

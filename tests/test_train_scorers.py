@@ -275,3 +275,15 @@ def test_a_cross_encoder_card_links_its_hub_base_and_says_when_nothing_was_valid
     assert "A cross-encoder scoring P(relevant)" in card and "No validation figures were recorded" in card
     assert 'navigator: {"backend": "cross-encoder", "model": "reranker"}' in card and "huggingface-cli" not in card
     assert "ab" * 32 in card and "vllm serve" not in card  # vLLM does not serve a sequence classifier here
+
+
+def test_push_to_hub_is_refused_for_an_export_into_an_index():
+    from argparse import Namespace
+
+    from garen_infer.errors import GarenError
+    from garen_train.hub import check_arguments
+
+    check_arguments(Namespace(push_to_hub=None))  # no push: nothing to check
+    check_arguments(Namespace(push_to_hub="my-lab/navigator", out="checkpoints/navigator"))
+    with pytest.raises(GarenError, match="exports into an index folder, not a model folder; there is nothing to upload"):
+        check_arguments(Namespace(push_to_hub="my-lab/groups", index="indexes/scifact"))  # a soft partition's options

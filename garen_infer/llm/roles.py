@@ -181,7 +181,7 @@ class Roles:
     scorers: dict[str, object] = field(default_factory=dict)  # by role name, e.g. "navigator"
     generator: object | None = None
     agent: object | None = None  # a tool-calling chat model (LLMToolChat)
-    query_encoder: object | None = None  # QueryEncoder: the index's embedding model, for methods that encode queries
+    query_encoder: object | None = None  # QueryEncoder: the index's embedding model (the runner sets it), for methods that encode queries
 
     def agent_model(self):
         if self.agent is None:
@@ -190,7 +190,7 @@ class Roles:
 
     def encoder(self):
         if self.query_encoder is None:
-            raise GarenError("this method encodes its query, and no index with an embeddings stage was given to the roles")
+            raise GarenError("this method encodes its query: run it through garen_infer.runner.execute, which gives the roles the index's embedding model")
         return self.query_encoder
 
     def scorer(self, role: str):
@@ -249,7 +249,7 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
             backends[key] = CachedBackend(make_backend(backend_spec), cache)
         return backends[key]
 
-    roles = Roles(query_encoder=QueryEncoder(index) if index is not None else None)
+    roles = Roles()
     for role, spec in (models or {}).items():
         spec = dict(spec or {})
         if "mode" in spec and role != "reranker":

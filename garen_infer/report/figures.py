@@ -85,7 +85,7 @@ def _accuracy_at_one_budget(matrix: DatasetMatrix, path: Path, formats) -> str:
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel(MEASURE_NAMES.get(measure, measure))
         ax.grid(alpha=0.3, axis="y")
-    at = f"budget {matrix.budgets[0]}" if matrix.budgets else "the presets' budgets"
+    at = f"budget {matrix.budgets[0]}" if matrix.budgets else "their one setting (no method here has a budget)"
     fig.suptitle(f"{matrix.name}: accuracy at {at}")
     save(fig, path, formats)
     return f"{matrix.name}: {_panels(matrix.measures)} of each method at {at} (one point per method: a single budget)."
