@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -127,6 +127,10 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
                 raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
             roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(), dataset.name,
                                 dataset=dataset)
+        if roles.query_encoder is None:  # the index's own embedding model, for a method that encodes its query (RGS)
+            from garen_infer.llm.roles import QueryEncoder
+
+            roles = replace(roles, query_encoder=QueryEncoder(index))
         # excluded ids leave the first stage before any method sees it, unless the method keeps them (RGS's code)
         exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in todo]
         first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage), exclude)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from garen_infer.llm.ledger import QueryLedger
-from garen_infer.llm.requests import ChatWithTools, Generate, Rerank, ScoreYesNo
+from garen_infer.llm.requests import ChatWithTools, EncodeQuery, Generate, Rerank, ScoreYesNo
 from garen_infer.llm.roles import RerankJob, Roles, ScoreJob
 from garen_infer.llm.tool_calls import AssistantTurn
 from garen_infer.methods.base import QueryState, Search
@@ -84,11 +84,13 @@ class Scheduler:
             requests = item.pending if isinstance(item.pending, tuple) else (item.pending,)
             item.answers = [None] * len(requests)
             slots.extend((item, pos, req) for pos, req in enumerate(requests))
-        for kind in (Rerank, ScoreYesNo, Generate, ChatWithTools):
+        for kind in (EncodeQuery, Rerank, ScoreYesNo, Generate, ChatWithTools):
             group = [s for s in slots if isinstance(s[2], kind)]
             if not group:
                 continue
-            if kind is Rerank:
+            if kind is EncodeQuery:
+                self._encode(group)
+            elif kind is Rerank:
                 self._rerank(group)
             elif kind is ScoreYesNo:
                 for role in dict.fromkeys(s[2].role for s in group):
@@ -97,9 +99,16 @@ class Scheduler:
                 self._generate(group)
             else:
                 self._chat_with_tools(group)
-        unknown = [s for s in slots if not isinstance(s[2], (Rerank, ScoreYesNo, Generate, ChatWithTools))]
+        unknown = [s for s in slots if not isinstance(s[2], (EncodeQuery, Rerank, ScoreYesNo, Generate, ChatWithTools))]
         if unknown:
             raise TypeError(f"a method yielded {type(unknown[0][2]).__name__}, which is not a model request")
+
+    def _encode(self, group) -> None:
+        for chunk in _chunks(group, self.max_batch):
+            answers = self.roles.encoder().encode([req.text for _, _, req in chunk])
+            for (item, pos, req), (vector, completion) in zip(chunk, answers):
+                item.ledger.record(req.role, completion)
+                item.answers[pos] = vector
 
     def _rerank(self, group) -> None:
         for item, _, req in group:

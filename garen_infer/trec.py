@@ -38,3 +38,12 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
         except ValueError:
             raise DataError(path, f"score '{parts[4]}' is not a number", line_no, "score")
     return run
+
+
+def read_tag(path: str | Path) -> str:
+    """The run tag (sixth column) of a run file's first line: which system made it."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                return line.split()[-1]
+    return ""

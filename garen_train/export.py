@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from garen_infer.errors import GarenError
 from garen_train.checkpoint_file import TRUST_OPTION, read_checkpoint
+from garen_train import hub
 
 
 @runtime_checkable
@@ -67,10 +68,13 @@ def main(argv: list[str]) -> int:
         raise GarenError(f"{known.checkpoint}: a {type(module).__name__} has no export")
     parser = argparse.ArgumentParser(prog="garen-train export", parents=[first], description=__doc__)
     type(module).add_export_arguments(parser)
+    hub.add_arguments(parser)
     args = parser.parse_args(argv)
+    hub.check_arguments(args)
     import json
 
-    print(json.dumps(module.export(args), indent=2, default=str))
+    manifest = module.export(args)
+    print(json.dumps({**manifest, **hub.share(manifest, args)}, indent=2, default=str))  # the model card, the upload
     return 0
 
 

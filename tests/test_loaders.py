@@ -367,6 +367,40 @@ def test_bright_local_copy(bright_root):
     assert ds.qrels == {"0": {"biology/Photosynthesis_0.txt": 1, "biology/Photosynthesis_1.txt": 1}, "1": {"biology/Leaf_0.txt": 1}}
 
 
+@pytest.fixture
+def bright_hub(tmp_path, monkeypatch):
+    """xlangai/BRIGHT at two revisions, each a local copy in the hub's layout; datasets.load_dataset serves a hub
+    name from the copy of the revision it is asked for (nothing is downloaded), every other call as it is."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets-cache")
+    more = BRIGHT_EXAMPLES + [bright_example("2", "Where is ATP made?", ["biology/Mitochondria_0.txt"], ["biology/Mitochondria.txt"], ["N/A"])]
+    copies = {"main": write_bright(tmp_path / "main"), "0f3c2a1": write_bright(tmp_path / "0f3c2a1", examples=more)}
+    real, asked = datasets.load_dataset, []
+
+    def load_dataset(path, name=None, split=None, revision=None, **kwargs):
+        if path != "xlangai/BRIGHT":
+            return real(path, name, split=split, **kwargs)
+        asked.append((name, split, revision))
+        files = sorted(str(f) for f in (copies[revision or "main"] / name).glob(f"{split}-*.parquet"))
+        return real("parquet", data_files=files, split="train")
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return asked
+
+
+def test_bright_spec_pins_a_revision_of_the_hub_dataset(bright_hub, bright_root):
+    assert [q.id for q in load_dataset("bright:biology").queries] == ["0", "1"]
+    assert [q.id for q in load_dataset("bright:biology@0f3c2a1").queries] == ["0", "1", "2"]  # that revision's examples
+    assert [q.id for q in load_dataset("bright:biology:long@xlangai/BRIGHT@0f3c2a1").queries] == ["0", "1", "2"]
+    assert bright_hub == [("documents", "biology", None), ("examples", "biology", None),
+                          ("documents", "biology", "0f3c2a1"), ("examples", "biology", "0f3c2a1"),
+                          ("long_documents", "biology", "0f3c2a1"), ("examples", "biology", "0f3c2a1")]
+    assert len(load_dataset(f"bright:biology@{bright_root}").queries) == 2  # '@<folder>' is still a local copy
+    with pytest.raises(DataError, match="a local copy has one version; revision 'abc' pins a hub dataset"):
+        load_dataset(f"bright:biology@{bright_root}@abc")
+
+
 def test_bright_long_documents(bright_root):
     ds = load_bright("biology", long_documents=True, source=str(bright_root))
     assert ds.name == "bright/biology:long"

@@ -312,6 +312,14 @@ def test_rgs_end_to_end_on_the_tiny_corpus(tiny_dataset, tmp_path):
         assert 0 < metrics["mean_budget_used"] <= 10 and metrics["nDCG@10"] > 0.5
         records = [json.loads(line) for line in (tmp_path / f"run-{first_stage}" / "trace.jsonl").read_text().splitlines()]
         assert all(r["ledger"]["budget_used"] <= 10 for r in records)
+        # the graph first stage encodes the query with the index's embedding model: that is model time, in the
+        # ledger like the reranker's (one encoding per query, no budget); the run's first stage encodes nothing
+        encoder = [r["ledger"]["roles"].get("query_encoder") for r in records]
+        if first_stage == "graph":
+            assert all(e is not None and e["requests"] == e["model_calls"] == 1 and e["seconds"] > 0 for e in encoder)
+            assert all(r["ledger"]["model_seconds"] >= r["ledger"]["roles"]["query_encoder"]["seconds"] for r in records)
+        else:
+            assert encoder == [None] * len(records)
 
 
 def test_depth_caps_the_backfill_not_the_searched_documents():

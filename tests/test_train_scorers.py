@@ -262,3 +262,95 @@ def test_a_gguf_base_exports_an_hf_base_next_to_its_adapter(tiny_pairs, tmp_path
     assert set(manifest["parts"]) == {"base", "adapter", "merged"} and manifest["gguf_file"].endswith(".gguf")
     assert json.loads((out / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == str(out / "base")
     assert manifest["use"]["vllm_adapter"]["model"] == str(out / "base") and manifest["use"]["vllm_adapter"]["assistant_prefix"] == ""
+
+
+class FakeHfApi:
+    """Stands in for huggingface_hub.HfApi: records what would reach the hub (and the folder's files at upload)."""
+
+    calls: list = []
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def create_repo(self, **kwargs):
+        self.calls.append(("create_repo", kwargs))
+        return f"https://huggingface.co/{kwargs['repo_id']}"
+
+    def upload_folder(self, **kwargs):
+        files = sorted(p.relative_to(kwargs["folder_path"]).as_posix() for p in __import__("pathlib").Path(kwargs["folder_path"]).rglob("*") if p.is_file())
+        self.calls.append(("upload_folder", {**kwargs, "files": files}))
+        return type("CommitInfo", (), {"oid": "abc123"})()
+
+
+def test_export_writes_a_model_card_and_pushes_the_folder_to_the_hub(lm_run, tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+
+    FakeHfApi.calls = []
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeHfApi)
+    out = tmp_path / "navigator"
+    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out, "--push-to-hub", "my-lab/navigator") == 0
+    printed = json.loads(capsys.readouterr().out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    card = (out / "README.md").read_text()
+    # the card is the manifest's: base model, data, recipe, validation figures, and how to load it
+    assert card.startswith("---\nlibrary_name: peft\n") and "base_model:" not in card  # a local base is no hub link
+    assert "# my-lab/navigator" in card and manifest["base_model"] in card and manifest["data"]["fingerprint"] in card
+    assert f"| `objective.lr` | `{manifest['objective']['lr']}` |" in card and "| `lora_r` | `4` |" in card
+    assert f"| nDCG@10 | {manifest['validation']['nDCG@10']:.4f} |" in card
+    assert "huggingface-cli download my-lab/navigator --local-dir navigator" in card
+    assert '"model": "navigator/merged"' in card and '"lora": "navigator/adapter"' in card and str(out) not in card
+    assert "vllm serve " in card and "--lora-modules navigator=navigator/adapter" in card
+    # one repository, one upload of the whole folder, card included; nothing else reached the "hub"
+    assert [c[0] for c in FakeHfApi.calls] == ["create_repo", "upload_folder"]
+    assert FakeHfApi.calls[0][1] == {"repo_id": "my-lab/navigator", "repo_type": "model", "private": False, "exist_ok": True}
+    upload = FakeHfApi.calls[1][1]
+    assert upload["folder_path"] == str(out) and upload["repo_id"] == "my-lab/navigator"
+    assert {"README.md", "manifest.json", "merged/manifest.json", "adapter/adapter_config.json"} <= set(upload["files"])
+    assert printed["model_card"] == str(out / "README.md") and printed["pushed"]["commit"] == "abc123"
+
+
+def test_push_to_hub_refuses_a_bad_repo_before_exporting_and_reports_a_failed_upload(lm_run, tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    out = tmp_path / "navigator"
+    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out, "--push-to-hub", "navigator") == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # (the model's loading bars aside)
+    assert len(err) == 1 and "'navigator' is not a repository id; write owner/name" in err[0] and not out.exists()
+
+    class OfflineApi(FakeHfApi):
+        def create_repo(self, **kwargs):
+            raise OfflineModeIsEnabled("Cannot reach https://huggingface.co: offline mode is enabled.")
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", OfflineApi)
+    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out, "--push-to-hub", "my-lab/navigator") == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "--push-to-hub my-lab/navigator: the upload failed (Cannot reach" in err[0] and "push it again" in err[0]
+    assert (out / "README.md").is_file() and (out / "merged" / "manifest.json").is_file()  # the export itself is complete
+
+
+def test_a_cross_encoder_card_links_its_hub_base_and_says_when_nothing_was_validated(tmp_path):
+    from garen_train.model_card import write_model_card
+
+    out = tmp_path / "reranker"
+    out.mkdir()
+    manifest = {"kind": "garen-train export", "family": "cross-encoder", "base_model": "google-bert/bert-base-uncased",
+                "objective": {"loss": "pointwise"}, "hyperparameters": {"max_length": 64}, "data": None, "validation": {},
+                "use": {"cross_encoder": {"backend": "cross-encoder", "model": str(out.resolve())}}, "weights_sha256": "ab" * 32}
+    card = write_model_card(out, manifest).read_text()
+    assert card.startswith("---\nlibrary_name: transformers\n") and "base_model: google-bert/bert-base-uncased\n" in card
+    assert "A cross-encoder scoring P(relevant)" in card and "No validation figures were recorded" in card
+    assert 'navigator: {"backend": "cross-encoder", "model": "reranker"}' in card and "huggingface-cli" not in card
+    assert "ab" * 32 in card and "vllm serve" not in card  # vLLM does not serve a sequence classifier here
+
+
+def test_push_to_hub_is_refused_for_an_export_into_an_index():
+    from argparse import Namespace
+
+    from garen_infer.errors import GarenError
+    from garen_train.hub import check_arguments
+
+    check_arguments(Namespace(push_to_hub=None))  # no push: nothing to check
+    check_arguments(Namespace(push_to_hub="my-lab/navigator", out="checkpoints/navigator"))
+    with pytest.raises(GarenError, match="exports into an index folder, not a model folder; there is nothing to upload"):
+        check_arguments(Namespace(push_to_hub="my-lab/groups", index="indexes/scifact"))  # a soft partition's options

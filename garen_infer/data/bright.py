@@ -21,11 +21,26 @@ TASKS = (
 NOT_AN_ID = "N/A"  # StackExchange tasks list this sentinel as their only excluded id
 
 
+def source_and_revision(pin: str) -> tuple[str, str | None]:
+    """What follows the first '@' of a ``bright:`` spec: ``<source>@<revision>``, a source alone (a hub name
+    'owner/name' or a local folder), or a revision alone (of the default hub dataset, e.g. a commit hash)."""
+    if not pin:
+        return HUB_NAME, None
+    source, _, revision = pin.partition("@")
+    if revision:
+        return source, revision
+    if "/" in pin or Path(pin).is_dir():
+        return pin, None
+    return HUB_NAME, pin
+
+
 def _load_split(source: str, config: str, task: str, revision: str | None):
     import datasets
 
     local = Path(source)
     if local.is_dir():
+        if revision:
+            raise DataError(local, f"a local copy has one version; revision '{revision}' pins a hub dataset (drop '@{revision}', or name the hub dataset)")
         files = sorted(str(p) for p in (local / config).glob(f"{task}-*.parquet"))
         if not files:
             raise DataError(local / config, f"no parquet file for task '{task}' (expected {task}-*.parquet)")

@@ -1,7 +1,8 @@
 """Dataset specs as the CLI takes them.
 
 - ``beir:<folder>[:<split>]`` or a bare BEIR folder (split ``test``)
-- ``bright:<task>[:long][@<source>]`` (source: hub name or local copy; default ``xlangai/BRIGHT``)
+- ``bright:<task>[:long][@<source>][@<revision>]`` (source: hub name or local copy; default ``xlangai/BRIGHT``;
+  revision: a commit, branch or tag of the hub dataset, which pins a figure to one version of BRIGHT)
 - ``jsonl:<corpus.jsonl>[,<queries.jsonl>[,<qrels.tsv>]]``
 - ``stdlib-docs``: the embedded demo corpus, built from this Python's own standard-library documentation
 """
@@ -22,13 +23,14 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
 
         return load_stdlib_docs()
     if kind == "bright" and rest:
-        from garen_infer.data.bright import HUB_NAME, load_bright
+        from garen_infer.data.bright import load_bright, source_and_revision
 
-        rest, _, source = rest.partition("@")
+        rest, _, pin = rest.partition("@")
         task, _, variant = rest.partition(":")
         if variant not in ("", "long"):
             raise DataError(spec, f"unknown BRIGHT variant '{variant}' (only 'long')")
-        return load_bright(task, long_documents=variant == "long", source=source or HUB_NAME)
+        source, revision = source_and_revision(pin)
+        return load_bright(task, long_documents=variant == "long", source=source, revision=revision)
     if kind == "jsonl" and rest:
         from garen_infer.data.jsonl import load_jsonl
 

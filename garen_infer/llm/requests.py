@@ -51,4 +51,13 @@ class ChatWithTools:
     role: str = "agent"
 
 
-Request = Rerank | ScoreYesNo | Generate | ChatWithTools
+@dataclass(frozen=True)
+class EncodeQuery:
+    """The query's embedding by the index's embedding model (RGS's proximity-graph first stage). Answer: the
+    vector. Its time is the query's model time under ``role``; it shows no document, so it costs no budget."""
+
+    text: str
+    role: str = "query_encoder"
+
+
+Request = Rerank | ScoreYesNo | Generate | ChatWithTools | EncodeQuery

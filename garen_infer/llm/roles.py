@@ -66,6 +66,20 @@ class EmbeddingReranker:
         return out
 
 
+class QueryEncoder:
+    """Query vectors from the index's embedding model, each with its share of the batch's time: a method's own
+    encoding (RGS's graph first stage) is model time like any other role's."""
+
+    def __init__(self, index):
+        self.index = index  # the embedder loads on the first query, not when the roles are built
+
+    def encode(self, texts: list[str]) -> list[tuple[np.ndarray, Completion]]:
+        start = time.perf_counter()
+        vectors = self.index.embedder.query_vectors(texts)
+        share = (time.perf_counter() - start) / max(len(texts), 1)
+        return [(vector, Completion(seconds=share)) for vector in vectors]
+
+
 class LLMListwiseReranker:
     def __init__(self, backend, doc_texts: list[str], prompt: str = "garen", max_words: int | None = MAX_PASSAGE_WORDS,
                  sampling: SamplingParams | None = None, text: str = "paper", task: str = ""):
@@ -167,11 +181,17 @@ class Roles:
     scorers: dict[str, object] = field(default_factory=dict)  # by role name, e.g. "navigator"
     generator: object | None = None
     agent: object | None = None  # a tool-calling chat model (LLMToolChat)
+    query_encoder: object | None = None  # QueryEncoder: the index's embedding model (the runner sets it), for methods that encode queries
 
     def agent_model(self):
         if self.agent is None:
             raise GarenError("this method needs an 'agent' model (one that calls tools); add models.agent to the config")
         return self.agent
+
+    def encoder(self):
+        if self.query_encoder is None:
+            raise GarenError("this method encodes its query: run it through garen_infer.runner.execute, which gives the roles the index's embedding model")
+        return self.query_encoder
 
     def scorer(self, role: str):
         if role not in self.scorers:

@@ -29,7 +29,7 @@ from typing import Annotated, Literal
 
 from garen_infer.errors import GarenError
 from garen_infer.first_stage import excluded_rows
-from garen_infer.llm.requests import Rerank
+from garen_infer.llm.requests import EncodeQuery, Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.window import STRIDE, WINDOW, window_bounds
 from garen_infer.settings import AtLeast, AtMost, Count, NonNegative
@@ -104,32 +104,25 @@ class ReRankerGuidedSearch(Method):
         return self.config.list_length or list_length_for(budget)
 
     # ---- the search -----------------------------------------------------------------------------------------
-    def initial_list(self, state: QueryState, budget: int) -> list[int]:
+    def initial_list(self, state: QueryState, budget: int) -> Search:
+        """The list the seeds come from: the run's first stage, or a greedy search of the proximity graph from the
+        query's embedding. That encoding is the method's own model work, so it is asked of the runner, which times
+        it in the query's ledger (and batches it with the other queries in flight)."""
         if self.config.first_stage == "run":
             return list(state.first_stage)
-        vector = self.query_vector(state.query.text)
+        vector = yield EncodeQuery(state.query.text)
         keep_all = self.keeps_excluded or self.dataset is None
         drop = set() if keep_all else excluded_rows(state.query, self.dataset.doc_index)
         keep = min(self.config.search_list, max(self.config.depth, self.seed_count(budget)) + len(drop))
         found = self.index.proximity_graph.search(vector, keep, self.config.search_list)[0]  # top `keep` of a 5000-list
         return [r for r in found if r not in drop]
 
-    PREFETCH = 64  # queries encoded per batch for the graph first stage
-
-    def query_vector(self, text: str):
-        """The query's embedding. The runner starts queries in dataset order, so a miss also encodes the next
-        queries of the dataset in the same batch (one batch of 64 costs about what two single queries do)."""
-        texts = [q.text for q in self.dataset.queries] if self.dataset is not None else []
-        start = texts.index(text) + 1 if text in texts else len(texts)
-        batch = list(dict.fromkeys([text, *texts[start : start + self.PREFETCH - 1]]))
-        return self.index.embedder.query_vectors(batch)[0]  # the embedder encodes only what it has not seen
-
     def neighbours(self, row: int) -> list[int]:
         return self.index.proximity_graph.of(row)
 
     def search(self, state: QueryState) -> Search:
         budget = state.budget if state.budget is not None else self.config.budget
-        initial = self.initial_list(state, budget)
+        initial = yield from self.initial_list(state, budget)
         limit, early_stop = self.list_length(budget), self.stops_early()
         seen: set[int] = set()  # every document sent (or committed) to the reranker: the budget spent
         expanded: set[int] = set()  # U

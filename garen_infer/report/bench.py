@@ -23,7 +23,7 @@ from garen_infer.append_log import read_finished
 from garen_infer.errors import GarenError
 from garen_infer.report.bench_config import BenchConfig, DatasetEntry, MethodEntry
 from garen_infer.report.matrix import DatasetMatrix, Skipped
-from garen_infer.report.run_results import TIMING_LOG
+from garen_infer.report.run_results import TIMING_LOG, RunResult
 
 
 @dataclass
@@ -67,9 +67,10 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
                 plan.problem = f"not finished: run it with --cell {number}"
     for entry, dataset, index, plans in prepared:
         matrix = DatasetMatrix(entry.name, dataset.name, len(dataset.documents), len(dataset.judged_queries()), str(index.path),
-                               labels=[e.label for e in entries], budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
+                               labels=[e.label for e in entries] + list(entry.runs), budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
                                baseline=config.baseline,
-                               embedding_model=(index.manifest["stages"].get("embeddings") or {}).get("params", {}).get("model"))
+                               embedding_model=(index.manifest["stages"].get("embeddings") or {}).get("params", {}).get("model"),
+                               measures=config.measures, run_files=dict(entry.runs))
         for plan in plans:
             if plan.problem:
                 matrix.skipped.append(Skipped(plan.entry.label, plan.budget, plan.problem))
@@ -161,6 +162,8 @@ def _prepare_dataset(config: BenchConfig, entry: DatasetEntry, methods: list[Met
     if config.build_index:
         _build_index(dataset, entry, [presets[m.label] for m in methods], log)
     index = IndexFolder.open(entry.index, dataset)
+    for file in entry.runs.values():  # another system's run: readable and made on this dataset, before any cell runs
+        RunResult.load(file).check_dataset(dataset)
     plans = [p for m in methods for p in _plan_cells(config, entry, m, presets[m.label], dataset, index, limit)]
     return entry, dataset, index, plans
 

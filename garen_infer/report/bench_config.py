@@ -4,7 +4,9 @@
     set: [run.max_active_queries=8]  # --set overrides of that preset (optional)
     budgets: [100, 300, 500]       # Reranker@k; a method without a budget (bm25) runs once
     datasets:                      # name -> dataset spec and index folder
-      scifact: {spec: "beir:../shared/data/scifact:test", index: indexes/scifact}
+      scifact: {spec: "beir:../shared/data/scifact:test", index: indexes/scifact,
+                runs: {bm25-anserini: runs/anserini/scifact.trec}}   # TREC run files of other systems (optional):
+                                   # rows without a budget or cost, usable as the baseline
       cranfield: {spec: "beir:../shared/data/cranfield:test", index: indexes/cranfield, allow_empty_docs: true}
     build_index: false             # true: first build (or complete) each index with the presets' index stages
     methods:                       # registered names, "all", or entries with their own label, preset and overrides
@@ -13,12 +15,16 @@
       - {method: garen, label: garen-connectivity, set: [methods.garen.navigator=connectivity]}
       - {method: rarg, preset: rarg-cpu, limit: 20, budgets: []}
     skip_unavailable: false        # true: a cell whose method lacks a model or index stage is listed, not run
+    measures: [nDCG@10, R@100]     # ir_measures strings; the first is the one cost and significance tables use
     baseline: rerank               # every cell is compared with this label at the same budget (paired tests)
-    significance: {alpha: 0.05, permutations: 10000, seed: 0}
+    significance: {alpha: 0.05, permutations: 10000, seed: 0, correction: holm, bootstrap: 10000}
+                                   # correction: holm (over each dataset's comparisons per measure) or none (the
+                                   # GAREN paper's uncorrected t-test); bootstrap: resamples of the 1 - alpha CIs
     prices:                        # dollars per million tokens per role (GAREN Table 7); else models.<role>.price
       reranker: {input_per_million: 0.10, output_per_million: 1.00}
     runs: bench/runs               # run folders: <runs>/<dataset>/<label>@<budget>
     report: bench/report           # the report folder
+    figure_formats: [png, pdf, svg]  # PNG always (the HTML and Markdown show it); PDF and SVG for papers
 
 Relative paths are read from the current directory, like every other ``garen-infer`` path.
 """
@@ -31,8 +37,11 @@ from pathlib import Path
 from garen_infer.costs import TokenPrices
 from garen_infer.errors import GarenError
 from garen_infer.settings import did_you_mean
+from garen_infer.evaluate import DEFAULT_MEASURES, measure_names
 
 ALL = "all"
+CORRECTIONS = ("holm", "none")
+FIGURE_FORMATS = ("png", "pdf", "svg")
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class DatasetEntry:
     spec: str
     index: Path
     allow_empty_docs: bool = False
+    runs: dict[str, Path] = field(default_factory=dict)  # label -> a TREC run file made by another system
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,8 @@ class Significance:
     alpha: float = 0.05  # GAREN Table 1: p < 0.05
     permutations: int = 10_000  # sign patterns of the randomisation test (above 16 queries)
     seed: int = 0
+    correction: str = "holm"  # Holm over each dataset's comparisons with the baseline, per measure; "none": as the paper
+    bootstrap: int = 10_000  # resamples of the confidence intervals (level 1 - alpha)
 
 
 @dataclass
@@ -77,6 +89,8 @@ class BenchConfig:
     baseline: str | None = None
     significance: Significance = field(default_factory=Significance)
     prices: dict[str, TokenPrices] = field(default_factory=dict)
+    measures: tuple[str, ...] = DEFAULT_MEASURES
+    figure_formats: tuple[str, ...] = FIGURE_FORMATS
 
     def method_entries(self, registered) -> list[MethodEntry]:
         """The entries with ``all`` expanded: every registered method whose name is not already a label."""
@@ -92,6 +106,10 @@ class BenchConfig:
             if entry.label in seen:
                 raise GarenError(f"{self.path}: method label '{entry.label}' appears twice; give one entry another 'label'")
             seen.add(entry.label)
+        for dataset in self.datasets:
+            for label in dataset.runs:
+                if label in seen:
+                    raise GarenError(f"{self.path}: datasets.{dataset.name}.runs: label '{label}' is also a method's; give the run file another label")
         return out
 
 
@@ -111,7 +129,7 @@ def parse_bench_config(raw: dict, path: Path, text: str = "") -> BenchConfig:
     if not isinstance(raw, dict):
         raise GarenError(f"{where}: expected a mapping at the top level")
     known = {"preset", "set", "budgets", "datasets", "methods", "runs", "report", "build_index", "skip_unavailable",
-             "baseline", "significance", "prices"}
+             "baseline", "significance", "prices", "measures", "figure_formats"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise GarenError(f"{where}: unknown key(s) {', '.join(unknown)}{did_you_mean(unknown[0], sorted(known))}; known: {', '.join(sorted(known))}")
@@ -130,20 +148,49 @@ def parse_bench_config(raw: dict, path: Path, text: str = "") -> BenchConfig:
         significance=_dataclass(Significance, raw.get("significance") or {}, f"{where}: significance"),
         prices={role: _dataclass(TokenPrices, value, f"{where}: prices.{role}")
                 for role, value in _mapping(raw.get("prices") or {}, f"{where}: prices").items()},
+        measures=_measures(raw.get("measures", list(DEFAULT_MEASURES)), f"{where}: measures"),
+        figure_formats=_figure_formats(raw.get("figure_formats", list(FIGURE_FORMATS)), f"{where}: figure_formats"),
     )
-    if config.significance.permutations < 1 or not 0 < config.significance.alpha < 1:
-        raise GarenError(f"{where}: significance needs permutations >= 1 and 0 < alpha < 1")
+    significance = config.significance
+    if significance.permutations < 1 or significance.bootstrap < 1 or not 0 < significance.alpha < 1:
+        raise GarenError(f"{where}: significance needs permutations >= 1, bootstrap >= 1 and 0 < alpha < 1")
+    if significance.correction not in CORRECTIONS:
+        raise GarenError(f"{where}: significance.correction must be one of {', '.join(CORRECTIONS)}, not '{significance.correction}'")
     return config
+
+
+def _measures(value, where: str) -> tuple[str, ...]:
+    items = _list(value, where)
+    if not items:
+        raise GarenError(f"{where}: name at least one measure, e.g. [nDCG@10, R@100]")
+    try:
+        return measure_names(items)
+    except GarenError as err:
+        raise GarenError(f"{where}: {err}") from None
+
+
+def _figure_formats(value, where: str) -> tuple[str, ...]:
+    items = [str(v).lower().lstrip(".") for v in _list(value, where)]
+    unknown = [f for f in items if f not in FIGURE_FORMATS]
+    if unknown:
+        raise GarenError(f"{where}: unknown format(s) {', '.join(unknown)}; choose from {', '.join(FIGURE_FORMATS)}")
+    return tuple(dict.fromkeys(["png", *items]))  # the report pages show the PNGs
 
 
 def _dataset(name, value, where: str) -> DatasetEntry:
     value = _mapping(value, f"{where}: datasets.{name}")
-    problem = sorted(set(value) - {"spec", "index", "allow_empty_docs"})
+    problem = sorted(set(value) - {"spec", "index", "allow_empty_docs", "runs"})
     if problem or "spec" not in value or "index" not in value:
-        raise GarenError(f"{where}: datasets.{name} needs 'spec' and 'index' (and optionally 'allow_empty_docs'), got {', '.join(sorted(value))}")
+        raise GarenError(f"{where}: datasets.{name} needs 'spec' and 'index' (and optionally 'allow_empty_docs', 'runs'), got {', '.join(sorted(value))}")
     if "/" in str(name) or not str(name):
         raise GarenError(f"{where}: dataset name '{name}' cannot be empty or contain '/' (it names a folder)")
-    return DatasetEntry(str(name), str(value["spec"]), Path(value["index"]), _bool(value.get("allow_empty_docs", False), f"{where}: datasets.{name}.allow_empty_docs"))
+    runs = {str(label): Path(str(file)) for label, file in _mapping(value.get("runs") or {}, f"{where}: datasets.{name}.runs").items()}
+    for label, file in runs.items():
+        if "/" in label or not label:
+            raise GarenError(f"{where}: datasets.{name}.runs: label '{label}' cannot be empty or contain '/'")
+        if not file.is_file():
+            raise GarenError(f"{where}: datasets.{name}.runs.{label}: {file} is not a file (a TREC run file: qid Q0 docid rank score tag)")
+    return DatasetEntry(str(name), str(value["spec"]), Path(value["index"]), _bool(value.get("allow_empty_docs", False), f"{where}: datasets.{name}.allow_empty_docs"), runs)
 
 
 def _method(item, where: str) -> MethodEntry | str:

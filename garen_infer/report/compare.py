@@ -1,5 +1,6 @@
 """``garen-infer compare RUN_A RUN_B --dataset ...``: two runs query by query. Wins, losses and ties per measure, the
-paired t-test (GAREN's tables) and a paired randomisation test, and the queries where they differ most."""
+paired t-test (GAREN's tables) and a paired randomisation test, and the queries where they differ most. A run is a
+run folder or a plain TREC run file from another system."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def compare_runs(folder_a, folder_b, dataset, measures=MEASURES, permutations: i
 
 def _describe(run: RunResult) -> dict:
     described = {"run": str(run.folder), "method": run.method, "budget": run.budget}
+    if run.external:
+        described["tag"] = run.config["tag"]
     if run.config.get("simulation"):  # the oracle backend: never to pass for a model's numbers
         described["simulation"] = run.config["simulation"]
     return described
@@ -38,18 +41,19 @@ def _describe(run: RunResult) -> dict:
 def format_comparison(result: dict) -> str:
     a, b = result["a"], result["b"]
     lines = [
-        *(f"{name}: {run['run']} ({run['method']}{'' if run['budget'] is None else ', budget ' + str(run['budget'])})"
+        *(f"{name}: {run['run']} ({run['method']}{', tag ' + run['tag'] if 'tag' in run else ''}{'' if run['budget'] is None else ', budget ' + str(run['budget'])})"
           f"{' [SIMULATED]' if 'simulation' in run else ''}" for name, run in (("A", a), ("B", b))),
         f"{result['dataset']}: {result['queries']['both']} queries answered by both (A {result['queries']['a']}, B {result['queries']['b']})",
         "",
-        f"{'measure':10} {'A':>8} {'B':>8} {'A-B':>8} {'wins':>5} {'losses':>6} {'ties':>5} {'t-test p':>9} {'random. p':>9}",
+        f"{'measure':10} {'A':>8} {'B':>8} {'A-B':>8} {'95% CI of A-B':>19} {'wins':>5} {'losses':>6} {'ties':>5} {'t-test p':>9} {'random. p':>9}",
     ]
     for measure, c in result["measures"].items():
-        lines.append(f"{measure:10} {_f(c['mean_a'])} {_f(c['mean_b'])} {_f(c['difference'], '+')} {c['wins']:5d} {c['losses']:6d} "
+        lines.append(f"{measure:10} {_f(c['mean_a'])} {_f(c['mean_b'])} {_f(c['difference'], '+')} {_ci(c)} {c['wins']:5d} {c['losses']:6d} "
                      f"{c['ties']:5d} {_p(c['t_test_p'])} {_p(c['randomisation_p'])}")
     exact = any(c["permutations"] == 0 for c in result["measures"].values())
     lines.append(f"(wins: A higher on a query; two-sided p-values; randomisation: "
-                 f"{'every sign pattern enumerated' if exact else str(result['permutations']) + ' sign flips, seed ' + str(result['seed'])})")
+                 f"{'every sign pattern enumerated' if exact else str(result['permutations']) + ' sign flips, seed ' + str(result['seed'])}; "
+                 f"CI: paired bootstrap of the queries, seed {result['seed']})")
     diff = result["largest_differences"]
     for side, name in (("a_better", "A"), ("b_better", "B")):
         if diff[side]:
@@ -63,6 +67,12 @@ def _f(value, sign: str = "") -> str:
     return f"{'—':>8}" if value is None else f"{value:{sign}8.4f}"
 
 
+def _ci(c: dict) -> str:
+    if c["ci_low"] is None:
+        return f"{'—':>19}"
+    return f"{'[' + format(c['ci_low'], '+.4f') + ', ' + format(c['ci_high'], '+.4f') + ']':>19}"
+
+
 def _p(value) -> str:
     if value is None:
         return f"{'—':>9}"
@@ -71,8 +81,10 @@ def _p(value) -> str:
 
 def main(args) -> int:
     from garen_infer.data import load_dataset
+    from garen_infer.evaluate import measure_names
 
+    measures = measure_names(args.measures)  # a typo is refused before the data loads
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
-    result = compare_runs(args.run_a, args.run_b, dataset, tuple(args.measures), args.permutations, args.seed)
+    result = compare_runs(args.run_a, args.run_b, dataset, measures, args.permutations, args.seed)
     print(json.dumps(result, indent=2) if args.json else format_comparison(result))
     return 0

@@ -1,5 +1,6 @@
-"""The report's plots as PNG files (matplotlib, Agg backend: no display needed). Each function draws one figure
-from a DatasetMatrix and returns its caption, which says exactly what the axes show."""
+"""The report's plots as PNG files, and the same figures as PDF or SVG for a paper (matplotlib, Agg backend: no
+display needed). Each function draws one figure from a DatasetMatrix and returns its caption, which says exactly
+what the axes show."""
 
 from __future__ import annotations
 
@@ -30,20 +31,27 @@ def styles(labels: list[str]) -> dict[str, dict]:
             for i, label in enumerate(labels)}
 
 
-def save(fig, path: Path) -> Path:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+def save(fig, path: Path, formats=("png",)) -> Path:
+    """``path`` as PNG, and beside it the same figure in every other format named (``pdf``, ``svg``: vector)."""
+    # no dates, and SVG element ids from a fixed salt (else random): the same numbers give the same files
+    metadata = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}, "svg": {"Date": None}}
+    for fmt in dict.fromkeys(["png", *formats]):
+        with atomic_path(path.with_suffix(f".{fmt}")) as tmp, plt.rc_context({"svg.hashsalt": "garen-report"}):
+            fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight", metadata=metadata[fmt])
     plt.close(fig)
     return path
 
 
-def accuracy_vs_budget(matrix: DatasetMatrix, path: Path) -> str | None:
-    """nDCG@10 and R@100 against the reranking budget, one line per method; methods without a budget are flat."""
+def accuracy_vs_budget(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
+    """Each measure against the reranking budget, one line per method; methods without a budget are flat. With one
+    budget there is nothing to draw a line through: one point per method instead."""
     if not matrix.cells:
         return None
+    if len(matrix.budgets) <= 1:
+        return _accuracy_at_one_budget(matrix, path, formats)
     style = styles(matrix.labels)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, measure in zip(axes, MEASURE_NAMES):
+    fig, axes = plt.subplots(1, len(matrix.measures), figsize=(5.5 * len(matrix.measures), 4.2), squeeze=False)
+    for ax, measure in zip(axes[0], matrix.measures):
         for label in matrix.labels:
             row = sorted(matrix.row(label), key=lambda c: c.budget or 0)
             if not row:
@@ -53,20 +61,48 @@ def accuracy_vs_budget(matrix: DatasetMatrix, path: Path) -> str | None:
             else:
                 ax.plot([c.budget for c in row], [c.mean(measure) for c in row], label=label, **style[label])
         ax.set_xlabel("reranking budget k (distinct documents the reranker sees)")
-        ax.set_ylabel(MEASURE_NAMES[measure])
-        if matrix.budgets:
-            ax.set_xticks(matrix.budgets)
+        ax.set_ylabel(MEASURE_NAMES.get(measure, measure))
+        ax.set_xticks(matrix.budgets)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, loc="best")
+    axes[0][0].legend(fontsize=8, loc="best")
     fig.suptitle(f"{matrix.name}: accuracy against budget")
-    save(fig, path)
-    return (f"{matrix.name}: nDCG@10 (left) and R@100 (right) against the reranking budget (Reranker@k), one line per "
+    save(fig, path, formats)
+    return (f"{matrix.name}: {_panels(matrix.measures)} against the reranking budget (Reranker@k), one line per "
             f"method; dashed lines are methods without a budget.")
 
 
-def accuracy_vs_cost(matrix: DatasetMatrix, path: Path) -> str | None:
-    """nDCG@10 against model calls, model seconds and (when priced) dollars per query, like GAREN Fig. 6."""
-    if not matrix.cells:
+def _accuracy_at_one_budget(matrix: DatasetMatrix, path: Path, formats) -> str:
+    """One point per method and measure, methods along the x axis: a single budget is no curve."""
+    style = styles(matrix.labels)
+    labels = [label for label in matrix.labels if matrix.row(label)]
+    fig, axes = plt.subplots(1, len(matrix.measures), figsize=(max(5.5, 0.6 * len(labels) + 2) * len(matrix.measures), 4.2), squeeze=False)
+    for ax, measure in zip(axes[0], matrix.measures):
+        for x, label in enumerate(labels):
+            cell = matrix.row(label)[0]
+            ax.plot([x], [cell.mean(measure)], linestyle="none", label=label if cell.budget is not None else f"{label} (no budget)",
+                    **{k: v for k, v in style[label].items() if k != "linewidth"})
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(MEASURE_NAMES.get(measure, measure))
+        ax.grid(alpha=0.3, axis="y")
+    at = f"budget {matrix.budgets[0]}" if matrix.budgets else "their one setting (no method here has a budget)"
+    fig.suptitle(f"{matrix.name}: accuracy at {at}")
+    save(fig, path, formats)
+    return f"{matrix.name}: {_panels(matrix.measures)} of each method at {at} (one point per method: a single budget)."
+
+
+def _panels(measures) -> str:
+    if len(measures) == 1:
+        return measures[0]
+    sides = ["left", "right"] if len(measures) == 2 else [f"panel {i + 1}" for i in range(len(measures))]
+    return ", ".join(f"{m} ({side})" for m, side in zip(measures, sides))
+
+
+def accuracy_vs_cost(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
+    """The first measure (nDCG@10) against model calls, model seconds and (when priced) dollars per query, like
+    GAREN Fig. 6."""
+    measure = matrix.measures[0]
+    if not any(c.cost.get("requests") is not None for c in matrix.cells):
         return None
     axes_spec = [("requests", "model calls per query, all roles (cache hits included)"), ("model_seconds", "model seconds per query")]
     if any(c.cost.get("dollars") for c in matrix.cells):
@@ -78,8 +114,8 @@ def accuracy_vs_cost(matrix: DatasetMatrix, path: Path) -> str | None:
             row = sorted((c for c in matrix.row(label) if c.cost.get(key) is not None), key=lambda c: c.budget or 0)
             if not row:
                 continue
-            xs, ys = [c.cost[key] for c in row], [c.mean("nDCG@10") for c in row]
-            ax.plot(xs, ys, label=label, **style[label])
+            xs, ys = [c.cost[key] for c in row], [c.mean(measure) for c in row]
+            ax.plot(xs, ys, label=label, **style[label], **({"linestyle": "none"} if len(row) == 1 else {}))
             for c, x, y in zip(row, xs, ys):
                 if c.budget is not None:
                     ax.annotate(str(c.budget), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=style[label]["color"])
@@ -88,16 +124,16 @@ def accuracy_vs_cost(matrix: DatasetMatrix, path: Path) -> str | None:
             ax.set_xscale("symlog", linthresh=10 ** math.floor(math.log10(min(positive))), linscale=0.6)
             xlabel += " (log scale)"
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("nDCG@10")
+        ax.set_ylabel(measure)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8, loc="best")
     fig.suptitle(f"{matrix.name}: accuracy against cost (points labelled with their budget)")
-    save(fig, path)
+    save(fig, path, formats)
     what = ", ".join(x for _, x in axes_spec)
-    return f"{matrix.name}: nDCG@10 against {what}; one line per method through its budgets (labels on the points)."
+    return f"{matrix.name}: {measure} against {what}; one line per method through its budgets (labels on the points)."
 
 
-def reachability(matrix: DatasetMatrix, path: Path) -> str | None:
+def reachability(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
     """Hit@100 by hop distance from the first-stage top 20 to the nearest gold document (GAREN Fig. 4 and 8)."""
     columns = matrix.budgets or [None]
     if not any(c.reach for c in matrix.cells):
@@ -126,13 +162,13 @@ def reachability(matrix: DatasetMatrix, path: Path) -> str | None:
     fig.legend(handles.values(), handles.keys(), fontsize=8, loc="outside right center")
     fig.supxlabel("minimum k-NN hops from the first-stage top 20 to a gold document (n = queries at that distance)")
     fig.suptitle(f"{matrix.name}: reachability of gold documents by distance")
-    save(fig, path)
+    save(fig, path, formats)
     return (f"{matrix.name}: Hit@100 of each method by the minimum number of k-NN graph hops from the first-stage top 20 "
             f"to a gold document (GAREN Fig. 4/8), over the queries with no gold document in that top 20; n = queries "
             f"at that distance; '>10' = not reached within 10 hops.")
 
 
-def gold_distance(matrix: DatasetMatrix, path: Path) -> str | None:
+def gold_distance(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
     """GAREN App. C.1 Fig. 9: minimum hops to a gold document on the document graph and on the group graph."""
     cell = next((c for c in matrix.cells if gold_distances(c)), None)
     if cell is None:
@@ -152,6 +188,6 @@ def gold_distance(matrix: DatasetMatrix, path: Path) -> str | None:
     ax.grid(alpha=0.3, axis="y")
     n = len(next(iter(distances.values())))
     fig.suptitle(f"{matrix.name}: distance to gold on the document and the group graph ({cell.name}, {n} queries)")
-    save(fig, path)
+    save(fig, path, formats)
     return (f"{matrix.name}: for the {n} queries with no gold document in GAREN's first window, the minimum hops to a gold "
             f"document on the k-NN document graph and on the group graph (GAREN App. C.1, Fig. 9), from the run {cell.name}.")

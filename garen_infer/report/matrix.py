@@ -5,13 +5,14 @@ Tables and figures are drawn from this and nothing else."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from garen_infer.costs import TokenPrices, prices_for
 from garen_infer.data.dataset import Dataset
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.report.run_results import MEASURES, RunResult, ranking_rows
-from garen_infer.report.significance import PairedComparison, compare_paired
+from garen_infer.report.significance import PairedComparison, compare_paired, holm
 
 
 @dataclass
@@ -59,6 +60,8 @@ class DatasetMatrix:
     skipped: list[Skipped] = field(default_factory=list)
     baseline: str | None = None
     embedding_model: str | None = None  # the index's embeddings stage model, which embedding roles use
+    measures: tuple[str, ...] = MEASURES  # the first is the one cost, significance and cost plots use
+    run_files: dict[str, Path] = field(default_factory=dict)  # label -> a TREC run file of another system (no budget)
 
     def cell(self, label: str, budget: int | None) -> Cell | None:
         """The cell of a row at a budget column; a method without a budget stands in every column."""
@@ -81,32 +84,58 @@ class DatasetMatrix:
         return [cell.budget] if cell.budget is not None else (self.budgets or [None])
 
 
-def collect(matrix: DatasetMatrix, dataset: Dataset, index, bench_prices: dict[str, TokenPrices], permutations: int, seed: int,
+def collect(matrix: DatasetMatrix, dataset: Dataset, index, bench_prices: dict[str, TokenPrices], significance,
             first_stage_rows) -> DatasetMatrix:
-    """Fill every cell's scores, cost and reachability, then compare each with the baseline at its budget.
-    ``first_stage_rows(first_stage_config) -> {qid: rows}`` is asked only for runs that did not record reach."""
+    """Fill every cell's scores, cost and reachability, then compare each with the baseline at its budget (the
+    bench file's ``significance``: tests, bootstrap and correction). ``first_stage_rows(first_stage_config) ->
+    {qid: rows}`` is asked only for runs that did not record reach."""
     for cell in matrix.cells:
-        cell.scores = cell.run.per_query(dataset, MEASURES)
+        cell.scores = cell.run.per_query(dataset, matrix.measures)
         cell.cost = cell.run.cost({**prices_for(cell.run.config.get("models", {})), **bench_prices})
         cell.reach = _reach(cell.run, dataset, index, first_stage_rows)
+    return compare_with_baseline(matrix, significance)
+
+
+def compare_with_baseline(matrix: DatasetMatrix, significance) -> DatasetMatrix:
+    """Each cell against the baseline at its budget, per measure; Holm-adjusted when the bench file says so."""
     for cell in matrix.cells:
         for column in matrix.columns_of(cell):
             base = matrix.cell(matrix.baseline, column) if matrix.baseline else None
             if base is not None and base is not cell:
-                cell.versus[column] = {m: paired(cell.scores[m], base.scores[m], permutations, seed) for m in MEASURES}
+                cell.versus[column] = {m: paired(cell.scores[m], base.scores[m], significance.permutations, significance.seed,
+                                                 significance.bootstrap, 1 - significance.alpha) for m in matrix.measures}
+    if significance.correction == "holm":
+        _holm_adjust(matrix)
     return matrix
 
 
-def paired(a: dict[str, float], b: dict[str, float], permutations: int, seed: int) -> PairedComparison:
+def _holm_adjust(matrix: DatasetMatrix) -> None:
+    """Every comparison with the baseline on one dataset and measure is one family: its t-test p-values are
+    adjusted together, so the marks keep a 5% family-wise error however many cells the bench holds."""
+    for measure in matrix.measures:
+        family = [(cell, column) for cell in matrix.cells for column in cell.versus]
+        adjusted = holm([cell.versus[column][measure].t_test_p for cell, column in family])
+        for (cell, column), p in zip(family, adjusted):
+            cell.versus[column][measure] = replace(cell.versus[column][measure], t_test_p_adjusted=p)
+
+
+def comparisons(matrix: DatasetMatrix) -> int:
+    """The size of each measure's family of comparisons with the baseline."""
+    return sum(len(cell.versus) for cell in matrix.cells)
+
+
+def paired(a: dict[str, float], b: dict[str, float], permutations: int, seed: int, resamples: int = 10_000, confidence: float = 0.95) -> PairedComparison:
     """Compare on the queries both runs answered, in a fixed (sorted) order."""
     common = sorted(set(a) & set(b))
-    return compare_paired([a[q] for q in common], [b[q] for q in common], permutations, seed)
+    return compare_paired([a[q] for q in common], [b[q] for q in common], permutations, seed, resamples=resamples, confidence=confidence)
 
 
 def _reach(run: RunResult, dataset: Dataset, index, first_stage_rows) -> dict:
     """Hit@100 by hop distance from the first-stage top 20 (GAREN Fig. 4/8): what the run recorded, or computed
     here from the run's rankings, its first stage and the index's k-NN graph."""
     records = run.records.values()
+    if run.external:  # another system's first stage is not ours: distances from ours would mean nothing
+        return {}
     if any("reach" in r for r in records):
         return hit_by_hops([r.get("reach") for r in records])
     if index is None or not index.has("knn_graph"):
@@ -136,12 +165,12 @@ def matrix_json(matrix: DatasetMatrix) -> dict:
     for c in matrix.cells:
         cells.append({
             "label": c.label, "method": c.method, "budget": c.budget, "run": str(c.run.folder), "queries": c.queries,
-            **{m: round(c.mean(m), 6) for m in MEASURES}, "cost_per_query": _rounded(c.cost), "hit@100_by_min_hops": c.reach,
+            **{m: round(c.mean(m), 6) for m in matrix.measures}, "cost_per_query": _rounded(c.cost), "hit@100_by_min_hops": c.reach,
             "versus_baseline": [{"budget": b, **{m: v.to_dict() for m, v in by.items()}} for b, by in c.versus.items()],
             "config": c.run.config,
         })
     return {"dataset": matrix.dataset_name, "documents": matrix.documents, "judged_queries": matrix.judged_queries,
-            "index": matrix.index, "budgets": matrix.budgets, "baseline": matrix.baseline, "cells": cells,
+            "index": matrix.index, "budgets": matrix.budgets, "baseline": matrix.baseline, "measures": list(matrix.measures), "cells": cells,
             "skipped": [{"label": s.label, "budget": s.budget, "reason": s.reason} for s in matrix.skipped]}
 
 
@@ -159,8 +188,8 @@ def per_query_rows(matrix: DatasetMatrix) -> list[list]:
     """Rows of per_query.csv: dataset, label, budget, query id, then one value per measure (for one's own analyses)."""
     rows = []
     for c in matrix.cells:
-        for qid in sorted(c.scores[MEASURES[0]]):
-            rows.append([matrix.name, c.label, "" if c.budget is None else c.budget, qid, *(f"{c.scores[m][qid]:.6f}" for m in MEASURES)])
+        for qid in sorted(c.scores[matrix.measures[0]]):
+            rows.append([matrix.name, c.label, "" if c.budget is None else c.budget, qid, *(f"{c.scores[m][qid]:.6f}" for m in matrix.measures)])
     return rows
 
 

@@ -3,6 +3,9 @@ cost (calls, tokens, seconds, dollars per role), all from the files the runner w
 
 Per-query scores are recomputed from ``run.trec`` against the dataset's judgements for the queries the run
 answered (``trace.jsonl``), so two runs are compared query by query on exactly the queries both answered.
+
+A plain TREC run file made by another system (Anserini, PyTerrier, rank_llm) is read the same way: its queries
+are the ones it ranks documents for; it has no configuration and no cost (shown as unknown, never as 0).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from garen_infer.costs import TokenPrices, query_cost
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import per_query
-from garen_infer.trec import read_run
+from garen_infer.trec import read_run, read_tag
 
 MEASURES = ("nDCG@10", "R@100")
 TIMING_LOG = "bench_timing.jsonl"  # wall seconds of the queries ``garen-infer bench`` ran in this folder
@@ -34,12 +37,30 @@ class RunResult:
 
     @classmethod
     def load(cls, folder: str | Path) -> "RunResult":
+        """A finished run folder, or a TREC run file."""
         folder = Path(folder)
+        if folder.is_file():
+            return cls.from_run_file(folder)
         for name in ("config.json", "metrics.json", "run.trec", "trace.jsonl"):
             if not (folder / name).is_file():
                 raise GarenError(f"{folder}: not a finished run folder (no {name}); run it to the end with 'garen-infer run' first")
         return cls(folder, json.loads((folder / "config.json").read_text()), json.loads((folder / "metrics.json").read_text()),
                    read_finished(folder / "trace.jsonl", "qid"))
+
+    @classmethod
+    def from_run_file(cls, path: Path) -> "RunResult":
+        """A TREC run file from any system: its rankings, without configuration or cost."""
+        run = read_run(path)
+        if not run:
+            raise GarenError(f"{path}: an empty run file (no ranked documents)")
+        result = cls(path, {"method": "run file", "run_file": str(path), "tag": read_tag(path)}, {}, {qid: {} for qid in run})
+        result.__dict__["run"] = run  # read once (the cached property below)
+        return result
+
+    @property
+    def external(self) -> bool:
+        """Made by another system: a TREC run file, not a run folder."""
+        return "run_file" in self.config
 
     @property
     def method(self) -> str:
@@ -50,6 +71,13 @@ class RunResult:
         return self.config.get("budget")
 
     def check_dataset(self, dataset: Dataset) -> None:
+        if self.external:  # no fingerprint: the run must at least rank this dataset's queries and documents
+            run = self.run
+            if not set(run) & {q.id for q in dataset.queries}:
+                raise GarenError(f"{self.folder}: none of its {len(run)} query ids is a query of '{dataset.name}'; pass the dataset the run was made on")
+            if not any(d in dataset.doc_index for docs in run.values() for d in docs):
+                raise GarenError(f"{self.folder}: none of its document ids is a document of '{dataset.name}'; pass the dataset the run was made on")
+            return
         fingerprint = self.config.get("corpus_fingerprint")
         if fingerprint and fingerprint != dataset.fingerprint():
             raise GarenError(f"{self.folder}: this run was made on corpus '{self.config.get('dataset')}', not on '{dataset.name}'; pass the dataset the run used")
@@ -61,7 +89,11 @@ class RunResult:
         answered = set(self.records)
         judged = {qid: rels for qid, rels in dataset.qrels.items() if qid in answered}
         subset = Dataset(dataset.name, [], [q for q in dataset.queries if q.id in judged], judged)
-        return per_query(read_run(self.folder / "run.trec"), subset, measures)
+        return per_query(self.run, subset, measures)
+
+    @cached_property
+    def run(self) -> dict[str, dict[str, float]]:
+        return read_run(self.folder if self.external else self.folder / "run.trec")
 
     # ---- cost -------------------------------------------------------------------------------------------------
     def ledgers(self) -> list[dict]:
@@ -69,7 +101,10 @@ class RunResult:
 
     def cost(self, prices: dict[str, TokenPrices]) -> dict:
         """Means per query: ledger totals, the same per role, and dollars per priced role and in total.
-        ``unpriced`` names roles that used tokens without a price (their dollars are unknown, not 0)."""
+        ``unpriced`` names roles that used tokens without a price (their dollars are unknown, not 0). A run file's
+        cost is unknown: every total is None."""
+        if self.external:
+            return {**dict.fromkeys(LEDGER_TOTALS), "roles": {}, "unpriced": [], "wall_seconds": None}
         ledgers = self.ledgers()
         n = max(len(ledgers), 1)
         out = {key: sum(l[key] for l in ledgers) / n for key in LEDGER_TOTALS}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from garen_infer.report.document import Cell, Table
-from garen_infer.report.matrix import DatasetMatrix
+from garen_infer.report.matrix import DatasetMatrix, comparisons
 
 BETTER, WORSE = "▲", "▼"
 
@@ -39,13 +39,22 @@ def accuracy_table(matrix: DatasetMatrix, measure: str, alpha: float) -> Table:
             mark = _mark(cell.versus.get(b, {}).get(measure), alpha)
             row.append(Cell(f"{value:.4f}{mark}", bold=value == ranks[b][0], underline=len(ranks[b]) > 1 and value == ranks[b][1]))
         rows.append(row)
-    baseline = f" {BETTER}/{WORSE}: significantly above/below {matrix.baseline} at the same budget (paired t-test, p < {alpha})." if matrix.baseline else ""
+    baseline = f" {BETTER}/{WORSE}: significantly above/below {matrix.baseline} at the same budget ({test_text(matrix, alpha)})." if matrix.baseline else ""
     return Table(["method", *(_column_label(b) for b in columns)], rows,
                  f"{measure} on {matrix.name} ({matrix.queries_text()}). Best per column in bold, second underlined.{baseline}")
 
 
+def test_text(matrix: DatasetMatrix, alpha: float) -> str:
+    """What a mark means: the paired t-test, Holm-corrected when the comparisons were adjusted."""
+    adjusted = any(c.t_test_p_adjusted is not None for cell in matrix.cells for by in cell.versus.values() for c in by.values())
+    if adjusted:
+        return f"paired t-test, Holm-corrected over the {comparisons(matrix)} comparisons with {matrix.baseline}, p < {alpha}"
+    return f"paired t-test, p < {alpha}"
+
+
 def _mark(comparison, alpha: float) -> str:
-    if comparison is None or comparison.t_test_p is None or math.isnan(comparison.t_test_p) or comparison.t_test_p >= alpha:
+    p = None if comparison is None else (comparison.t_test_p if comparison.t_test_p_adjusted is None else comparison.t_test_p_adjusted)
+    if p is None or math.isnan(p) or p >= alpha:
         return ""
     return BETTER if comparison.difference > 0 else WORSE
 
@@ -56,47 +65,78 @@ def _number(value, digits: int) -> Cell:
     return Cell(f"{value:,.{digits}f}")
 
 
+COST_COLUMNS = ("calls/q", "input tokens/q", "output tokens/q", "model s/q", "wall s/q", "$/q")
+
+
 def cost_table(matrix: DatasetMatrix) -> Table:
-    """Per cell: accuracy and mean cost per query, then one indented line per model role (Table 7's layout)."""
+    """Per cell: accuracy and mean cost per query, then one indented line per model role (Table 7's layout). A
+    cost column that is 0 (or unknown) for every cell says nothing and is left out; the caption names it."""
     rows = []
     priced = any("dollars" in c.cost for c in matrix.cells)
+    measures = matrix.measures[:2]
     for cell in sorted(matrix.cells, key=lambda c: (c.budget is not None, c.budget or 0, matrix.labels.index(c.label))):
         cost = cell.cost
         dollars = [_number(cost.get("dollars"), 5)] if priced else []
-        rows.append([cell.label, "—" if cell.budget is None else str(cell.budget), _number(cell.mean("nDCG@10"), 4),
-                     _number(cell.mean("R@100"), 4), _number(cost["requests"], 1), _number(cost["input_tokens"], 0),
+        rows.append([cell.label, "—" if cell.budget is None else str(cell.budget), *(_number(cell.mean(m), 4) for m in measures),
+                     _number(cost["requests"], 1), _number(cost["input_tokens"], 0),
                      _number(cost["output_tokens"], 0), _number(cost["model_seconds"], 3), _number(cost.get("wall_seconds"), 3), *dollars])
         for role, rc in cost["roles"].items():
             role_dollars = [_number(rc.get("dollars"), 5)] if priced else []
-            rows.append([f"  ↳ {role}", "", Cell(""), Cell(""), _number(rc["requests"], 1), _number(rc["input_tokens"], 0),
+            rows.append([f"  ↳ {role}", "", *(Cell("") for _ in measures), _number(rc["requests"], 1), _number(rc["input_tokens"], 0),
                          _number(rc["output_tokens"], 0), _number(rc["seconds"], 3), Cell(""), *role_dollars])
-    header = ["method", "budget", "nDCG@10", "R@100", "calls/q", "input tokens/q", "output tokens/q", "model s/q", "wall s/q"]
+    header = ["method", "budget", *measures, *COST_COLUMNS[: 5 + priced]]
     unpriced = sorted({r for c in matrix.cells for r in c.cost.get("unpriced", [])})
-    note = ""
-    if priced:
-        header.append("$/q")
-        if unpriced:
-            note = f" Roles {', '.join(unpriced)} used tokens but have no price: totals that include them are left blank."
+    note, unknown = "", "; — : unknown (a run file of another system)" if any(c.run is not None and c.run.external for c in matrix.cells) else ""
+    if priced and unpriced:
+        note = f" Roles {', '.join(unpriced)} used tokens but have no price: totals that include them are left blank."
+    empty = [i for i, name in enumerate(header) if name in COST_COLUMNS and all(_says_nothing(row[i]) for row in rows)]
+    if empty:
+        note += f" Left out, 0 or unknown for every method: {', '.join(header[i] for i in empty)}."
+        header = [h for i, h in enumerate(header) if i not in empty]
+        rows = [[c for i, c in enumerate(row) if i not in empty] for row in rows]
     return Table(header, rows, (
         f"Cost per query on {matrix.name}: model calls (cache hits included), tokens in and out, model seconds (time in "
         f"the model, cache hits count 0) and wall seconds (measured when `garen-infer bench` ran the queries), per "
-        f"method and per role.{note}"))
+        f"method and per role{unknown}.{note}"))
+
+
+def _says_nothing(cell) -> bool:
+    """A blank, unknown or zero cell (a per-role line leaves the method-only columns blank)."""
+    text = (cell.text if isinstance(cell, Cell) else str(cell)).replace(",", "").strip()
+    if text in ("", "—"):
+        return True
+    try:
+        return float(text) == 0.0
+    except ValueError:
+        return False
 
 
 def significance_table(matrix: DatasetMatrix, measure: str) -> Table | None:
-    rows = []
+    rows, level = [], None
+    adjusted = any(by[measure].t_test_p_adjusted is not None for cell in matrix.cells for by in cell.versus.values())
     for cell in matrix.cells:
         for budget, by_measure in cell.versus.items():
             c = by_measure[measure]
-            rows.append([cell.label, "—" if budget is None else str(budget), _number(c.queries, 0), Cell(f"{c.difference:+.4f}"),
-                         _number(c.wins, 0), _number(c.losses, 0), _number(c.ties, 0), _p(c.t_test_p), _p(c.randomisation_p)])
+            level = c.confidence
+            rows.append([cell.label, "—" if budget is None else str(budget), _number(c.queries, 0), Cell(f"{c.difference:+.4f}"), _ci(c),
+                         _number(c.wins, 0), _number(c.losses, 0), _number(c.ties, 0), _p(c.t_test_p),
+                         *([_p(c.t_test_p_adjusted)] if adjusted else []), _p(c.randomisation_p)])
     if not rows:
         return None
     rows.sort(key=lambda r: (r[1] != "—", int(r[1]) if r[1] != "—" else 0, matrix.labels.index(r[0])))
-    return Table(["method", "budget", "queries", f"Δ {measure}", "wins", "losses", "ties", "paired t-test p", "randomisation p"], rows,
+    holm = (f" Holm: the t-test p-values adjusted for the {comparisons(matrix)} comparisons with {matrix.baseline} on "
+            f"{matrix.name} (family-wise error), the ones the marks use.") if adjusted else ""
+    return Table(["method", "budget", "queries", f"Δ {measure}", f"{level:.0%} CI of Δ", "wins", "losses", "ties", "paired t-test p",
+                  *(["Holm-adjusted p"] if adjusted else []), "randomisation p"], rows,
                  f"Each method against {matrix.baseline} at the same budget on {matrix.name}, query by query on {measure} "
                  f"(wins: the method scores higher on a query). Two-sided p-values; the randomisation test flips the sign "
-                 f"of each query's difference.")
+                 f"of each query's difference; the confidence interval is a paired bootstrap over the queries.{holm}")
+
+
+def _ci(c) -> Cell:
+    if c.ci_low is None or math.isnan(c.ci_low):
+        return Cell("—")
+    return Cell(f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]")
 
 
 def _p(value) -> Cell:

@@ -48,7 +48,7 @@ def _gold(dataset, qid: str) -> set[int]:
     return {dataset.doc_index[d] for d, rel in dataset.qrels.get(qid, {}).items() if rel > 0 and d in dataset.doc_index}
 
 
-def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path) -> str | None:
+def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, formats=("png",)) -> str | None:
     from garen_infer.report.figures import plt, save
 
     cells = garen_cells(matrix)
@@ -116,7 +116,7 @@ def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path) -> 
     hops = cells[0].run.records[qid]["trace"]["gold"]["min_hops_doc_graph"]
     at = "" if cells[0].budget is None else f" at budget {cells[0].budget}"
     fig.suptitle(f"{matrix.name}, query {qid}: traversal of each GAREN run{at} (gold {hops} k-NN hops from the first window)")
-    save(fig, path)
+    save(fig, path, formats)
     return (f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for query {qid} (GAREN Fig. 5): the documents of "
             f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "
             f"first-stage top {window}, stars the gold documents (filled: among the run's first {HITS_AT}); grey is a "

@@ -1,0 +1,141 @@
+"""Runs made by other systems (a plain TREC run file, as Anserini, PyTerrier or rank_llm write them) next to this
+toolkit's: `garen-infer eval` says how many judged queries a run covers, `compare` and the bench read run files,
+and a measure string ir_measures cannot read is one line, not a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import ir_measures
+import pytest
+import yaml
+
+from conftest import QRELS
+from garen_infer.cli import main
+from garen_infer.report.bench import run_bench
+from garen_infer.report.bench_config import load_bench_config
+from garen_infer.llm.cache import NoCache
+
+# another system's run over two of the four judged queries (q1..q4), with its own tag and float scores
+OTHER = [("q1", "vol2", 12.5), ("q1", "vol1", 11.0), ("q1", "pho1", 3.25), ("q2", "pho3", 9.0), ("q2", "pho1", 8.5), ("q2", "py1", 1.0)]
+
+
+def write_run(path, rows=OTHER, tag="anserini-bm25"):
+    ranks: dict[str, int] = {}
+    lines = []
+    for qid, doc, score in rows:
+        ranks[qid] = ranks.get(qid, 0) + 1
+        lines.append(f"{qid} Q0 {doc} {ranks[qid]} {score} {tag}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def by_hand(rows, measure: str, qids) -> dict[str, float]:
+    """ir_measures itself on the given queries: what every number below must equal."""
+    qrels = [ir_measures.Qrel(q, d, r) for q, d, r in QRELS if q in qids]
+    run = [ir_measures.ScoredDoc(q, d, s) for q, d, s in rows if q in qids]
+    values = {q: 0.0 for q in qids}
+    values.update({m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.parse_measure(measure)], qrels, run)})
+    return values
+
+
+def test_eval_says_how_many_judged_queries_a_run_covers(beir_dir, tmp_path, capsys):
+    run = write_run(tmp_path / "other.trec")
+    assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run)]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert (result["judged_queries"], result["judged_queries_in_run"], result["queries"]) == (4, 2, 4)
+    assert result["nDCG@10"] == pytest.approx(sum(by_hand(OTHER, "nDCG@10", ["q1", "q2"]).values()) / 4)  # the missing score 0
+    warning = captured.err.strip().splitlines()
+    assert warning == [f"garen-infer eval: warning: {run} answers 2 of the 4 judged queries of tiny/test; 2 are missing: they score 0 "
+                       f"in these means; --judged-in-run averages over the 2 it answers"]
+
+    assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run), "--judged-in-run", "--measures", "nDCG@10", "AP"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["queries"] == 2 and set(result) == {"nDCG@10", "AP", "queries", "judged_queries", "judged_queries_in_run"}
+    for measure in ("nDCG@10", "AP"):
+        assert result[measure] == pytest.approx(sum(by_hand(OTHER, measure, ["q1", "q2"]).values()) / 2)
+    assert "these means are over the 2 it answers (--judged-in-run)" in captured.err
+
+    full = write_run(tmp_path / "full.trec", OTHER + [("q3", "py1", 1.0), ("q4", "py3", 1.0)])
+    assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(full)]) == 0
+    assert capsys.readouterr().err == ""  # every judged query answered: nothing to warn about
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+@pytest.mark.parametrize("measure", ["ndcg@10", "nDCG@x", "nDCG@10 R@100"])
+def test_a_measure_ir_measures_cannot_read_is_one_line(command, measure, beir_dir, tmp_path, capsys):
+    run = str(write_run(tmp_path / "other.trec"))
+    argv = ["eval", "--run", run] if command == "eval" else ["compare", run, run]
+    assert main([*argv, "--dataset", f"beir:{beir_dir}", "--measures", "R@100", measure]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert captured.out == "" and len(err) == 1
+    assert err[0].startswith(f"garen-infer {command}: error: measure '{measure}' is not one ir_measures reads") and "e.g. nDCG@10" in err[0]
+
+
+def test_compare_takes_a_run_file_of_another_system(beir_dir, tiny_index, tmp_path, capsys):
+    folder = tmp_path / "bm25"
+    assert main(["run", "--dataset", f"beir:{beir_dir}", "--index", str(tiny_index.path), "--method", "bm25", "--out", str(folder)]) == 0
+    capsys.readouterr()
+    other = write_run(tmp_path / "other.trec")
+    assert main(["compare", str(other), str(folder), "--dataset", f"beir:{beir_dir}", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["a"] == {"run": str(other), "method": "run file", "budget": None, "tag": "anserini-bm25"}
+    assert result["queries"] == {"a": 2, "b": 4, "both": 2}  # compared on the queries both answered
+    ndcg = result["measures"]["nDCG@10"]
+    assert ndcg["queries"] == 2 and ndcg["mean_a"] == pytest.approx(sum(by_hand(OTHER, "nDCG@10", ["q1", "q2"]).values()) / 2)
+    assert ndcg["ci_low"] <= ndcg["difference"] <= ndcg["ci_high"]
+    assert main(["compare", str(other), str(folder), "--dataset", f"beir:{beir_dir}"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0] == f"A: {other} (run file, tag anserini-bm25)" and "95% CI of A-B" in text[4]
+
+    stranger = write_run(tmp_path / "stranger.trec", [("x1", "d1", 1.0)])
+    assert main(["compare", str(stranger), str(folder), "--dataset", f"beir:{beir_dir}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none of its 1 query ids is a query of 'tiny/test'; pass the dataset the run was made on" in err[0]
+
+
+def bench_with_run_file(tmp_path, beir_dir, index, run_file, **extra) -> str:
+    config = {"preset": "cpu-default", "budgets": [4],
+              "datasets": {"tiny": {"spec": f"beir:{beir_dir}", "index": str(index), "runs": {"anserini": str(run_file)}}},
+              "methods": ["bm25", "rerank"], "baseline": "anserini", "significance": {"permutations": 100, "bootstrap": 200},
+              "runs": str(tmp_path / "runs"), "report": str(tmp_path / "report"), "figure_formats": ["png"], **extra}
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return str(path)
+
+
+def test_a_run_file_is_a_bench_row_and_its_baseline(beir_dir, tiny_index, tmp_path):
+    other = write_run(tmp_path / "other.trec", OTHER + [("q3", "py2", 2.0), ("q3", "py1", 1.0), ("q4", "py3", 1.0)])
+    run_bench(load_bench_config(bench_with_run_file(tmp_path, beir_dir, tiny_index.path, other)), NoCache(), log=lambda *_: None)
+    results = json.loads((tmp_path / "report" / "results.json").read_text())["datasets"]["tiny"]
+    cells = {c["label"]: c for c in results["cells"]}
+    assert set(cells) == {"bm25", "rerank", "anserini"}
+    anserini = cells["anserini"]
+    assert (anserini["method"], anserini["budget"], anserini["queries"]) == ("run file", None, 4)
+    rows = OTHER + [("q3", "py1", 1.0), ("q4", "py3", 1.0)]  # q3's excluded py2 leaves before scoring, as for every run
+    assert anserini["nDCG@10"] == pytest.approx(sum(by_hand(rows, "nDCG@10", ["q1", "q2", "q3", "q4"]).values()) / 4, abs=1e-6)
+    assert anserini["cost_per_query"]["requests"] is None and anserini["hit@100_by_min_hops"] == {}  # unknown, not 0
+    assert [v["budget"] for v in cells["rerank"]["versus_baseline"]] == [4] and cells["bm25"]["versus_baseline"]
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "**Runs of other systems** (TREC run files; no budget, cost unknown): anserini (tiny:" in report
+    assert "| anserini (no budget) |" in report and "against anserini at the same budget" in report
+
+
+@pytest.mark.parametrize("runs, message", [
+    ({"anserini": "missing.trec"}, "datasets.tiny.runs.anserini: missing.trec is not a file"),
+    ({"bm25": "RUN"}, "datasets.tiny.runs: label 'bm25' is also a method's"),
+])
+def test_bad_run_file_entries_are_one_line(runs, message, beir_dir, tiny_index, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    other = write_run(tmp_path / "other.trec")
+    runs = {label: str(other) if file == "RUN" else file for label, file in runs.items()}
+    path = bench_with_run_file(tmp_path, beir_dir, tiny_index.path, other)
+    config = yaml.safe_load(open(path))
+    config["datasets"]["tiny"]["runs"] = runs
+    (tmp_path / "bench.yaml").write_text(yaml.safe_dump(config))
+    assert main(["bench", "--config", path, "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and not (tmp_path / "runs").exists()
