@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from garen_infer.errors import GarenError
-from garen_train.checkpoint_file import TRUST_OPTION, read_checkpoint
 from garen_train import hub
+from garen_train.checkpoint_file import TRUST_OPTION, read_checkpoint
 
 
 @runtime_checkable

@@ -203,7 +203,7 @@ def test_export_replaces_only_a_folder_it_wrote(lm_run, tiny_pairs, tmp_path, ca
     out = tmp_path / "navigator"
     for formats in (["adapter", "merged"], ["adapter"]):  # an earlier export of ours is replaced as a whole
         assert garen_train("export", "--checkpoint", checkpoint, "--out", out, "--formats", *formats) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["adapter", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter", "manifest.json"]  # README.md: the model card
 
 
 def test_weights_replaced_after_an_export_are_refused_not_answered_from_the_cache(tiny_bert_dir, tmp_path):

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from garen_infer.costs import TokenPrices
 from garen_infer.errors import GarenError
-from garen_infer.settings import did_you_mean
 from garen_infer.evaluate import DEFAULT_MEASURES, measure_names
+from garen_infer.settings import did_you_mean
 
 ALL = "all"
 CORRECTIONS = ("holm", "none")
