@@ -3,6 +3,7 @@
 - ``beir:<folder>[:<split>]`` or a bare BEIR folder (split ``test``)
 - ``bright:<task>[:long][@<source>]`` (source: hub name or local copy; default ``xlangai/BRIGHT``)
 - ``jsonl:<corpus.jsonl>[,<queries.jsonl>[,<qrels.tsv>]]``
+- ``irds:<id>``: a collection ir_datasets knows (``irds:beir/scifact/test``, ``irds:cranfield``)
 - ``stdlib-docs``: the embedded demo corpus, built from this Python's own standard-library documentation
 """
 
@@ -29,6 +30,10 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
         if variant not in ("", "long"):
             raise DataError(spec, f"unknown BRIGHT variant '{variant}' (only 'long')")
         return load_bright(task, long_documents=variant == "long", source=source or HUB_NAME)
+    if kind == "irds" and rest:
+        from garen_infer.data.irds import load_irds
+
+        return load_irds(rest, allow_empty_docs)
     if kind == "jsonl" and rest:
         from garen_infer.data.jsonl import load_jsonl
 
@@ -41,7 +46,7 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
         from garen_infer.data.beir import load_beir
 
         return load_beir(*location, allow_empty_docs)
-    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, jsonl:<corpus>[,<queries>[,<qrels>]] or stdlib-docs")
+    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
 
 
 def beir_location(spec: str) -> tuple[str, str] | None:
@@ -52,6 +57,6 @@ def beir_location(spec: str) -> tuple[str, str] | None:
             folder, _, split = rest.rpartition(":")
             return folder, split
         return rest, "test"
-    if kind not in ("bright", "jsonl") and spec != "stdlib-docs" and Path(spec).is_dir():
+    if kind not in ("bright", "jsonl", "irds") and spec != "stdlib-docs" and Path(spec).is_dir():
         return spec, "test"
     return None

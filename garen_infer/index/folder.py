@@ -106,6 +106,9 @@ class IndexFolder:
             wanted = asdict(params)
             if recorded and completed_params(type(params), recorded["params"]) == wanted and not force:
                 log(f"[index] {name}: already built with these params, kept")
+                note = STAGES[name].complete(folder, dataset) if STAGES[name].complete else None
+                if note:
+                    log(f"[index] {name}: {note}")
                 continue
             if recorded:
                 log(f"[index] {name}: params changed, rebuilding")
