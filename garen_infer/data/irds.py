@@ -47,12 +47,7 @@ def load_irds(dataset_id: str, allow_empty_docs: bool = False) -> Dataset:
 def _documents(source, origin: str, allow_empty: bool) -> list[Document]:
     docs, seen = [], {}
     for number, record in enumerate(source.docs_iter(), start=1):
-        doc_id = str(getattr(record, "doc_id", "") or "")
-        if not doc_id.strip():
-            raise DataError(origin, "missing or empty document id", number, "doc_id")
-        if doc_id in seen:
-            raise DataError(origin, f"duplicate document id '{doc_id}' (first at document {seen[doc_id]})", number, "doc_id")
-        seen[doc_id] = number
+        doc_id = _unique_id(record, "doc_id", "document", seen, number, origin)
         fields = getattr(record, "_fields", ())
         if "text" in fields and "title" in fields:
             text, title = record.text or "", record.title or ""
@@ -66,16 +61,22 @@ def _documents(source, origin: str, allow_empty: bool) -> list[Document]:
     return docs
 
 
+def _unique_id(record, field: str, kind: str, seen: dict, number: int, origin: str) -> str:
+    """The record's id, refused when empty or already seen (naming the record where it was first)."""
+    value = str(getattr(record, field, "") or "")
+    if not value.strip():
+        raise DataError(origin, f"missing or empty {kind} id", number, field)
+    if value in seen:
+        raise DataError(origin, f"duplicate {kind} id '{value}' (first at {kind} {seen[value]})", number, field)
+    seen[value] = number
+    return value
+
+
 def _dataset(dataset_id: str, origin: str, docs: list[Document], records, judgements, excluded_labels: set) -> Dataset:
     doc_ids = {d.id for d in docs}
     texts, seen = {}, {}
     for number, record in enumerate(records, start=1):
-        qid = str(getattr(record, "query_id", "") or "")
-        if not qid.strip():
-            raise DataError(origin, "missing or empty query id", number, "query_id")
-        if qid in seen:
-            raise DataError(origin, f"duplicate query id '{qid}' (first at query {seen[qid]})", number, "query_id")
-        seen[qid] = number
+        qid = _unique_id(record, "query_id", "query", seen, number, origin)
         text = record.text if "text" in getattr(record, "_fields", ()) else record.default_text()
         if not isinstance(text, str) or not text.strip():
             raise DataError(origin, f"query '{qid}' has no text", number, "text")
