@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from garen_infer.cli import run_config_from
+    from garen_infer.config import run_config_from
     from garen_infer.config import load_preset
     from garen_infer.data import load_dataset
     from garen_infer.index.folder import IndexFolder

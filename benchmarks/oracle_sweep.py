@@ -121,7 +121,7 @@ class Sweep:
 
     def run(self, name: str, method, sigma: float, nav: str | None) -> tuple[str, dict, dict]:
         """One run folder (re-read when finished); returns its column name, metrics and per-query values."""
-        from garen_infer.cli import run_config_from
+        from garen_infer.config import run_config_from
         from garen_infer.evaluate import per_query
         from garen_infer.trec import read_run
         from garen_infer.llm.roles import Roles

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
 
-from garen_infer.errors import GarenError
+from garen_infer.config import load_preset, run_config_from
+from garen_infer.errors import GarenError, storage_refusal
 from garen_infer.writer_lock import writer_lock
 
 
 def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> None:
-    parser.add_argument("--dataset", required=dataset_required, help="beir:<folder>[:split] | bright:<task>[:long][@source][@revision] | jsonl:<corpus>[,<queries>[,<qrels>]] | stdlib-docs")
+    parser.add_argument("--dataset", required=dataset_required, help="beir:<folder>[:split] | bright:<task>[:long][@source][@revision] | jsonl:<corpus>[,<queries>[,<qrels>]] | irds:<id> | stdlib-docs")
     parser.add_argument("--preset", default="cpu-default", help="a name in configs/ or a YAML path (default: cpu-default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a preset field, e.g. methods.garen.tau_switch=2")
     parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text (Cranfield has two)")
@@ -116,7 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_index(args) -> int:
-    from garen_infer.config import load_preset
     from garen_infer.data import load_dataset
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
@@ -135,26 +134,7 @@ def cmd_index(args) -> int:
     return 0
 
 
-def run_config_from(preset: dict, method: str, budget, limit=None, max_active=None, shard=None):
-    from garen_infer.runner import RunConfig
-    from garen_infer.shards import parse_shard
-
-    run_opts = dict(preset.get("run") or {})
-    if max_active is not None:
-        run_opts["max_active_queries"] = max_active
-    if limit is not None:
-        run_opts["limit"] = limit
-    if shard is not None:
-        run_opts["shard"] = str(parse_shard(shard))  # a malformed I/N is refused before anything loads
-    return RunConfig(
-        method=method, method_options=dict((preset.get("methods") or {}).get(method) or {}), budget=budget,
-        first_stage=dict(preset.get("first_stage") or {}), models=dict(preset.get("models") or {}),
-        **run_opts,
-    )
-
-
 def cmd_run(args) -> int:
-    from garen_infer.config import load_preset
     from garen_infer.data import load_dataset
     from garen_infer.index.folder import IndexFolder
     from garen_infer.llm.cache import NoCache, ResponseCache
@@ -257,10 +237,6 @@ def cmd_demo(args) -> int:
 
 
 WRITES = {"index": "index folder", "run": "run folder", "merge": "run folder"}  # commands that write the folder named by --out
-STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, what to do
-    errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)", errno.EFBIG: "allow larger files",
-    errno.EROFS: "choose a writable folder", errno.EACCES: "fix the permissions", errno.EPERM: "fix the permissions",
-}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,9 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"garen-infer {args.command}: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:
-        if err.errno not in STORAGE_ERRORS:
+        refusal = storage_refusal(err)
+        if refusal is None:
             raise
-        print(f"garen-infer {args.command}: error: {err.filename or 'output'}: {err.strerror}; outputs are written under a "
-              f"temporary name and renamed when complete, so nothing half-written was kept: {STORAGE_ERRORS[err.errno]} "
-              f"and run the same command again", file=sys.stderr)
+        print(f"garen-infer {args.command}: error: {refusal}", file=sys.stderr)
         return 2

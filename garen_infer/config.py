@@ -4,6 +4,7 @@ checked field by field (``garen_infer/settings.py``) as it loads, before any dat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -25,22 +26,50 @@ def preset_path(name_or_path: str) -> Path:
     raise GarenError(f"no preset '{name_or_path}': not a YAML file, and not one of {', '.join(known)} in {CONFIG_DIR}")
 
 
-def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] = ()) -> dict:
+def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] | Mapping = ()) -> dict:
+    """A preset, checked. ``overrides``: ``KEY=VALUE`` strings as ``--set`` takes them (values parsed as YAML), or
+    a mapping of keys to values already parsed (the Python API's ``{"methods.garen.tau_switch": 2}``)."""
     preset = read_yaml_mapping(preset_path(name_or_path), overrides)
     check_preset(preset)
     return preset
 
 
-def read_yaml_mapping(path: Path, overrides: list[str] = ()) -> dict:
-    """A YAML file holding a mapping (a preset, a bench file), with ``--set`` overrides applied."""
+def run_config_from(preset: dict, method: str, budget: int | None = None, limit: int | None = None, max_active: int | None = None,
+                    shard: str | None = None):
+    """The one way a preset becomes a run's configuration, whichever door asked (CLI, Python API, PyTerrier,
+    bench, demo): the method's options, the first stage, the models and the preset's run section, with
+    ``budget``, ``limit``, ``max_active`` (queries in flight) and ``shard`` ("I/N") overriding the preset where given."""
+    from garen_infer.runner import RunConfig
+    from garen_infer.shards import parse_shard
+
+    run_opts = dict(preset.get("run") or {})
+    if max_active is not None:
+        run_opts["max_active_queries"] = max_active
+    if limit is not None:
+        run_opts["limit"] = limit
+    if shard is not None:
+        run_opts["shard"] = str(parse_shard(shard))  # a malformed I/N is refused before anything loads
+    return RunConfig(
+        method=method, method_options=dict((preset.get("methods") or {}).get(method) or {}), budget=budget,
+        first_stage=dict(preset.get("first_stage") or {}), models=dict(preset.get("models") or {}),
+        **run_opts,
+    )
+
+
+def read_yaml_mapping(path: Path, overrides: list[str] | Mapping = ()) -> dict:
+    """A YAML file holding a mapping (a preset, a bench file), with ``--set`` overrides (or a mapping) applied."""
     try:
         mapping = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise GarenError(f"{path}: not valid YAML ({err})") from err
     if not isinstance(mapping, dict):
         raise GarenError(f"{path}: expected a mapping at the top level")
-    for item in overrides:
-        apply_override(mapping, item)
+    if isinstance(overrides, Mapping):
+        for key, value in overrides.items():
+            set_field(mapping, str(key), value, f"override '{key}'")
+    else:
+        for item in overrides:
+            apply_override(mapping, item)
     return mapping
 
 
@@ -94,14 +123,22 @@ def apply_override(preset: dict, item: str) -> None:
     key, sep, raw = item.partition("=")
     if not sep or not key:
         raise GarenError(f"--set '{item}': expected KEY=VALUE, e.g. methods.garen.tau_switch=2")
-    node = preset
-    *parents, leaf = key.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise GarenError(f"--set '{item}': '{part}' is not a section")
     try:
-        node[leaf] = yaml.safe_load(raw)
+        value = yaml.safe_load(raw)
     except yaml.YAMLError as err:
         problem = str(getattr(err, "problem", None) or err).strip()
         raise GarenError(f"--set '{item}': the value '{raw}' is not valid YAML ({problem})") from None
+    set_field(preset, key, value, f"--set '{item}'")
+
+
+def set_field(preset: dict, key: str, value, where: str) -> None:
+    """``set_field(p, "methods.garen.tau_switch", 2, ...)`` sets p["methods"]["garen"]["tau_switch"] = 2."""
+    node = preset
+    *parents, leaf = key.split(".")
+    if not leaf or not all(parents):
+        raise GarenError(f"{where}: expected a dotted key such as methods.garen.tau_switch")
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise GarenError(f"{where}: '{part}' is not a section")
+    node[leaf] = value

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from garen_infer.config import load_preset
+from garen_infer.config import load_preset, run_config_from
 from garen_infer.data.stdlib_docs import load_stdlib_docs
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.stages import IndexConfig
@@ -24,7 +24,6 @@ Next steps
 
 
 def run_demo(out: Path | None = None, method: str = "garen") -> int:
-    from garen_infer.cli import run_config_from
     from garen_infer.runner import execute
 
     out = out or Path(os.environ.get("GAREN_CACHE_DIR") or Path.home() / ".cache" / "garen") / "demo"

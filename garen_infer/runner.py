@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Iterator
 
 from tqdm.auto import tqdm
 
@@ -118,48 +119,16 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     wall = 0.0
     if todo:
         if roles is None:
-            from garen_infer.llm.cache import ResponseCache
-            from garen_infer.llm.roles import build_roles
-
-            needed = {r: config.models[r] for r in method.roles if r in config.models}
-            missing = [r for r in method.roles if r not in config.models]
-            if missing:
-                raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-            roles = build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(), dataset.name,
-                                dataset=dataset)
-        if roles.query_encoder is None:  # the index's own embedding model, for a method that encodes its query (RGS)
-            from garen_infer.llm.roles import QueryEncoder
-
-            roles = replace(roles, query_encoder=QueryEncoder(index))
-        # excluded ids leave the first stage before any method sees it, unless the method keeps them (RGS's code)
-        exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in todo]
-        first = first_stage(index, [q.text for q in todo], FirstStageConfig(**config.first_stage), exclude)
-        kind = FirstStageConfig(**config.first_stage).kind
-        states = [QueryState(q, rows, budget, first_stage_kind=kind) for q, rows in zip(todo, first)]
-        scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
-        doc_ids = index.doc_ids
+            roles = model_roles(method, config, dataset, index, cache)
+        states = query_states(dataset, index, config, method, budget, todo)
         start = time.perf_counter()
-        with open(trace_path, "a", encoding="utf-8") as trace, tqdm(total=len(todo), desc=f"{config.method}", unit="query") as bar:
+        with open(trace_path, "a", encoding="utf-8") as trace:
             try:
-                doc_index = dataset.doc_index
-                for finished in scheduler.run(states, method.search):
-                    gold = {doc_index[d] for d, rel in dataset.qrels.get(finished.state.query.id, {}).items() if rel > 0}
-                    if gold:
-                        method.diagnose(finished.state, gold)
-                    record = {
-                        "qid": finished.state.query.id,
-                        "ranking": [doc_ids[r] for r in finished.ranking],
-                        "ledger": finished.ledger.summary(),
-                        "seconds": round(finished.seconds, 4),
-                        "trace": finished.state.trace,
-                    }
-                    if gold and index.has("knn_graph"):  # Fig. 4/8: hops from the first-stage top 20, Hit@100
-                        record["reach"] = reach(index.knn_graph, finished.state.first_stage, gold, finished.ranking)
+                for record in answer_queries(dataset, index, config, method, states, roles):
                     trace.write(json.dumps(record, ensure_ascii=False) + "\n")
                     trace.flush()
                     os.fsync(trace.fileno())
                     done[record["qid"]] = record
-                    bar.update(1)
             except KeyboardInterrupt:
                 raise GarenError(f"interrupted: {len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
             except GarenError as err:
@@ -173,6 +142,67 @@ def run_queries(dataset: Dataset, config: RunConfig) -> list:
     """The judged queries a run answers, in the dataset's order: the first ``limit``, then this shard of them."""
     queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
     return parse_shard(config.shard).select(queries) if config.shard else queries
+
+
+def model_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
+    """The models a configured method asks for, loaded once: a run builds them for its queries, a Python
+    ``Retriever`` for every search it answers."""
+    from garen_infer.llm.cache import ResponseCache
+    from garen_infer.llm.roles import build_roles
+
+    missing = [r for r in method.roles if r not in config.models]
+    if missing:
+        raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
+    needed = {r: config.models[r] for r in method.roles}
+    return build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(),
+                       dataset.name, dataset=dataset)
+
+
+def query_states(dataset: Dataset, index, config: RunConfig, method, budget, queries, first=None) -> list[QueryState]:
+    """Each query with its first-stage ranking (corpus rows, excluded ids dropped unless the method keeps them, as
+    RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
+    the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
+    kind = FirstStageConfig(**config.first_stage).kind
+    exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
+    if first is None:
+        first = first_stage(index, [q.text for q in queries], FirstStageConfig(**config.first_stage), exclude)
+    elif exclude is not None:
+        first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
+    return [QueryState(q, list(rows), budget, first_stage_kind=kind) for q, rows in zip(queries, first)]
+
+
+def answer_queries(dataset: Dataset, index, config: RunConfig, method, states: list[QueryState], roles) -> Iterator[dict]:
+    """One trace record per query (ranking as document ids, ledger, method diagnostics), each as it finishes.
+    Diagnostics that need relevance judgements are added for the queries ``dataset.qrels`` judges."""
+    if roles.query_encoder is None:  # the index's own embedding model, for a method that encodes its query (RGS)
+        from garen_infer.llm.roles import QueryEncoder
+
+        roles = replace(roles, query_encoder=QueryEncoder(index))
+    scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
+    doc_ids, doc_index = index.doc_ids, dataset.doc_index
+    with tqdm(total=len(states), desc=f"{config.method}", unit="query") as bar:
+        for finished in scheduler.run(states, method.search):
+            gold = {doc_index[d] for d, rel in dataset.qrels.get(finished.state.query.id, {}).items() if rel > 0}
+            if gold:
+                method.diagnose(finished.state, gold)
+            record = {
+                "qid": finished.state.query.id,
+                "ranking": [doc_ids[r] for r in finished.ranking],
+                "ledger": finished.ledger.summary(),
+                "seconds": round(finished.seconds, 4),
+                "trace": finished.state.trace,
+            }
+            if gold and index.has("knn_graph"):  # Fig. 4/8: hops from the first-stage top 20, Hit@100
+                record["reach"] = reach(index.knn_graph, finished.state.first_stage, gold, finished.ranking)
+            bar.update(1)
+            yield record
+
+
+def scored_rankings(rankings: dict[str, list[str]], dataset: Dataset) -> dict[str, dict[str, float]]:
+    """Each ranking as document -> score, strictly decreasing with rank (``run.trec``'s scores), BRIGHT's excluded
+    ids removed (``evaluate.remove_excluded``, the one place that happens)."""
+    scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
+    return remove_excluded(scored, dataset)
 
 
 def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None) -> dict:
@@ -195,8 +225,7 @@ def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict,
     """``run.trec`` and ``metrics.json`` from the finished records (``done``: qid -> trace record) of ``queries``;
     ``label`` (a partial merge's) leads metrics.json."""
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
-    scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
-    kept = remove_excluded(scored, dataset)
+    kept = scored_rankings(rankings, dataset)
     write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in rankings.items()}, tag=f"{method}.{RUN_TAG}" if simulation else method)
     metrics = {**(label or {}), "dataset": dataset.name, "method": method}
     if simulation:

@@ -123,7 +123,7 @@ def read_trec(path):
 
 
 def run_method(name, budget, dataset, index, out):
-    from garen_infer.cli import run_config_from
+    from garen_infer.config import run_config_from
     from garen_infer.llm.cache import NoCache
     from garen_infer.llm.roles import build_roles
     from garen_infer.runner import execute
@@ -177,7 +177,7 @@ def test_method_conformance(name, budget, tiny_dataset, tiny_index, request, tmp
 
 def test_garen_with_the_connectivity_navigator_needs_no_navigator_model(full_index, tiny_dataset, tmp_path):
     """A variant that makes no navigator calls runs with only a reranker configured."""
-    from garen_infer.cli import run_config_from
+    from garen_infer.config import run_config_from
     from garen_infer.llm.cache import NoCache
     from garen_infer.runner import execute
 

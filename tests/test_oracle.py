@@ -78,7 +78,7 @@ def test_a_noiseless_oracle_orders_by_grade_and_is_the_limit_of_small_noise(tiny
 
 def test_the_pointwise_oracle_reranker_orders_windows_as_the_listwise_one(tiny_dataset, tiny_index, tmp_path):
     """``mode: pointwise`` scores each document with the reranker's own draws, so past sigma 0 both modes agree."""
-    from garen_infer.cli import run_config_from
+    from garen_infer.config import run_config_from
     from garen_infer.config import load_preset
     from garen_infer.llm.pointwise import PointwiseReranker
     from garen_infer.runner import execute
@@ -142,7 +142,7 @@ def test_batching_across_queries_does_not_change_an_oracle_run(tiny_dataset, ful
 
 # ---- the judgments reach the oracle only -----------------------------------------------------------------------
 def run(dataset, index, method, out, **run_options):
-    from garen_infer.cli import run_config_from
+    from garen_infer.config import run_config_from
     from garen_infer.config import load_preset
     from garen_infer.llm.cache import NoCache
     from garen_infer.runner import execute
@@ -274,7 +274,7 @@ def test_every_output_of_a_simulated_run_says_so(tiny_dataset, full_index, beir_
 
 
 def test_roles_passed_in_label_the_run_even_when_the_config_does_not_name_them(tiny_dataset, tiny_index, tmp_path):
-    from garen_infer.cli import run_config_from
+    from garen_infer.config import run_config_from
     from garen_infer.config import load_preset
     from garen_infer.runner import execute
 

@@ -76,7 +76,7 @@ def test_answers_from_the_response_cache_count_as_cache_hits_with_their_tokens()
 
 # ---- through the scheduler, the ledger and every method that reranks ------------------------------------------
 def run(method, dataset, index, out, models=None, roles=None, budget=8, overrides=()):
-    from garen_infer.cli import run_config_from
+    from garen_infer.config import run_config_from
     from garen_infer.runner import execute
 
     preset = load_preset("cpu-default", list(overrides))

@@ -4,6 +4,7 @@
 - ``bright:<task>[:long][@<source>][@<revision>]`` (source: hub name or local copy; default ``xlangai/BRIGHT``;
   revision: a commit, branch or tag of the hub dataset, which pins a figure to one version of BRIGHT)
 - ``jsonl:<corpus.jsonl>[,<queries.jsonl>[,<qrels.tsv>]]``
+- ``irds:<id>``: a collection ir_datasets knows (``irds:beir/scifact/test``, ``irds:cranfield``)
 - ``stdlib-docs``: the embedded demo corpus, built from this Python's own standard-library documentation
 """
 
@@ -31,6 +32,10 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
             raise DataError(spec, f"unknown BRIGHT variant '{variant}' (only 'long')")
         source, revision = source_and_revision(pin)
         return load_bright(task, long_documents=variant == "long", source=source, revision=revision)
+    if kind == "irds" and rest:
+        from garen_infer.data.irds import load_irds
+
+        return load_irds(rest, allow_empty_docs)
     if kind == "jsonl" and rest:
         from garen_infer.data.jsonl import load_jsonl
 
@@ -43,7 +48,7 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
         from garen_infer.data.beir import load_beir
 
         return load_beir(*location, allow_empty_docs)
-    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, jsonl:<corpus>[,<queries>[,<qrels>]] or stdlib-docs")
+    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
 
 
 def beir_location(spec: str) -> tuple[str, str] | None:
@@ -54,6 +59,6 @@ def beir_location(spec: str) -> tuple[str, str] | None:
             folder, _, split = rest.rpartition(":")
             return folder, split
         return rest, "test"
-    if kind not in ("bright", "jsonl") and spec != "stdlib-docs" and Path(spec).is_dir():
+    if kind not in ("bright", "jsonl", "irds") and spec != "stdlib-docs" and Path(spec).is_dir():
         return spec, "test"
     return None

@@ -166,6 +166,12 @@ class IndexFolder:
                 other = [key for key, value in wanted.items() if built.get(key) != value]
                 log(f"[index] {name}: already built with these params, kept" if not other else
                     f"[index] {name}: already built; {', '.join(other)} only change(s) how it runs, not the result: kept")
+                note = STAGES[name].complete(folder, dataset) if STAGES[name].complete else None
+                if note:  # files a later version writes with the stage: record them, so the seal covers them too
+                    log(f"[index] {name}: {note}")
+                    unsealed = {k: v for k, v in recorded.items() if k not in ("files", "seal")}
+                    folder.manifest["stages"][name] = folder.sealed_entry(name, unsealed)
+                    folder._save_manifest()
                 continue
             if recorded:
                 log(f"[index] {name}: params changed, rebuilding")

@@ -7,8 +7,9 @@ against exact search on a seeded sample of rows goes into the manifest. IVF is d
 seeded and each query's search is independent of the others.
 
 Stored in pyterrier_adaptive's ``np_topk`` layout so other tools can read it: ``edges.u32.np`` (n x k neighbour
-rows, row-major uint32), ``weights.f16.np`` (cosines), ``pt_meta.json``. Rows with fewer than k neighbours are
-padded with self-loops of weight 0, as pyterrier does.
+rows, row-major uint32), ``weights.f16.np`` (cosines), ``docnos.npids`` (row <-> document id, an npids lookup) and
+``pt_meta.json``; ``pt.Artifact.load(index/knn_graph)`` opens it as pyterrier_adaptive's ``NpTopKCorpusGraph``.
+Rows with fewer than k neighbours are padded with self-loops of weight 0, as pyterrier does.
 """
 
 from __future__ import annotations
@@ -123,12 +124,17 @@ class KnnGraph:
             fault_point("knn_graph:batch")
         return cls(neighbours, weights)
 
-    def save(self, folder: Path) -> None:
+    def save(self, folder: Path, doc_ids: list[str]) -> None:
+        """Write the graph; ``doc_ids`` (the corpus order of its rows) become its ``docnos.npids``."""
+        if len(doc_ids) != len(self.neighbours):
+            raise GarenError(f"{folder}: a graph of {len(self.neighbours)} rows cannot be saved with {len(doc_ids)} document ids")
         with atomic_path(folder) as tmp:
             tmp.mkdir()
             self.neighbours.astype(np.uint32).tofile(tmp / "edges.u32.np")
             self.weights.astype(np.float16).tofile(tmp / "weights.f16.np")
-            meta = {"type": "corpus_graph", "format": "np_topk", "doc_count": int(len(self.neighbours)), "k": int(self.k)}
+            write_docnos(tmp / DOCNOS, doc_ids)
+            meta = {"type": "corpus_graph", "format": "np_topk", "package_hint": "pyterrier-adaptive",
+                    "doc_count": int(len(self.neighbours)), "k": int(self.k)}
             (tmp / "pt_meta.json").write_text(json.dumps(meta))
 
     @classmethod
@@ -138,6 +144,27 @@ class KnnGraph:
         neighbours = np.fromfile(folder / "edges.u32.np", dtype=np.uint32).reshape(n, k)
         weights = np.fromfile(folder / "weights.f16.np", dtype=np.float16).reshape(n, k)
         return cls(neighbours, weights)
+
+
+DOCNOS = "docnos.npids"
+
+
+def write_docnos(path: Path, doc_ids: list[str]) -> None:
+    """The npids lookup pyterrier_adaptive reads a graph's document ids from."""
+    from npids import Lookup
+
+    Lookup.build(doc_ids, path, return_self=False)
+
+
+def add_missing_docnos(folder: Path, doc_ids: list[str]) -> bool:
+    """Give a graph written before ``docnos.npids`` was its file the lookup, without rebuilding the graph (a few
+    seconds for a million ids); False when it already has one. Call it under the index folder's writer lock."""
+    path = Path(folder) / DOCNOS
+    if path.is_file():
+        return False
+    with atomic_path(path) as tmp:
+        write_docnos(tmp, doc_ids)
+    return True
 
 
 def _without_self(ids: np.ndarray, sims: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -190,7 +190,7 @@ def _build_index(dataset, entry: DatasetEntry, presets: list[dict], log) -> None
 def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict, dataset, index, limit,
                 budgets=None) -> list[CellPlan]:
     """The entry's cells on this dataset, one per budget (``budgets``: only these; None stands for 'no budget')."""
-    from garen_infer.cli import run_config_from
+    from garen_infer.config import run_config_from
     from garen_infer.methods.base import get_method
     from garen_infer.runner import configure_method
 

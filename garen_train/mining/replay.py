@@ -12,7 +12,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from garen_infer.append_log import read_finished
-from garen_infer.cli import run_config_from
+from garen_infer.config import run_config_from
 from garen_infer.data.dataset import Dataset
 from garen_infer.llm.roles import ScoreJob, build_roles
 from garen_infer.methods.base import Method, get_method, make_config

@@ -61,7 +61,7 @@ def write_index(path: str | Path, vectors: np.ndarray, graph: KnnGraph | None = 
     save_array(path / "embeddings.npy", vectors)
     start = time.perf_counter()
     graph = graph if graph is not None else KnnGraph.build(vectors, k)
-    graph.save(path / "knn_graph")
+    graph.save(path / "knn_graph", doc_ids)
     built = time.strftime("%Y-%m-%dT%H:%M:%S")
     stages = {
         "embeddings": {"params": {"model": "synthetic"}, "info": {"dim": int(vectors.shape[1])}, "built": built},

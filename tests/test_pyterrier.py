@@ -1,0 +1,111 @@
+"""PyTerrier integration: each method as a pt.Transformer (retriever-style and reranking-style) whose pt.Experiment
+numbers equal ``garen-infer eval``'s, and the index's k-NN graph read by pyterrier_adaptive as its corpus graph."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+import pytest
+from pyterrier.measures import R, nDCG
+
+import garen_infer as gi
+from garen_infer.cli import main
+from garen_infer.pyterrier import BM25, GAREN, Method, Rerank, SlideGAR
+
+BUDGET = 8
+
+
+@pytest.fixture(scope="module")
+def index(full_index, tiny_dataset):
+    return gi.Index.open(full_index.path, tiny_dataset)
+
+
+def cli_ndcg(method: str, beir_dir, index_path, out, capsys) -> dict:
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index_path), "--method", method, "--budget", str(BUDGET),
+                 "--out", str(out), "--no-cache"]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--dataset", str(beir_dir), "--run", str(out / "run.trec"), "--measures", "nDCG@10", "R@100"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_experiment_equals_garen_infer_eval(index, beir_dir, tmp_path, capsys):
+    bm25 = BM25(index)
+    systems = {
+        "bm25": bm25,
+        "rerank": bm25 >> Rerank(index, budget=BUDGET, cache=False),
+        "slidegar": bm25 >> SlideGAR(index, budget=BUDGET, cache=False),
+        "garen": bm25 >> GAREN(index, budget=BUDGET, cache=False),
+        "garen-from-queries": GAREN(index, budget=BUDGET, cache=False),  # retriever-style: its own first stage
+    }
+    table = pt.Experiment(list(systems.values()), index.topics(), index.qrels(), eval_metrics=[nDCG @ 10, R @ 100],
+                          names=list(systems)).set_index("name")
+    for name in systems:
+        method = name.removesuffix("-from-queries")
+        expected = cli_ndcg(method, beir_dir, index.path, tmp_path / name, capsys)
+        assert table.loc[name, "nDCG@10"] == pytest.approx(expected["nDCG@10"], abs=1e-12), name
+        assert table.loc[name, "R@100"] == pytest.approx(expected["R@100"], abs=1e-12), name
+    assert table.loc["garen", "nDCG@10"] != table.loc["bm25", "nDCG@10"]  # the reranking stages did something
+
+
+def test_a_first_stage_from_elsewhere_is_the_one_used(index):
+    given = pd.DataFrame({"qid": "q1", "query": "why do volcanoes erupt lava and ash", "docno": ["py4", "pho2", "vol3", "py1"],
+                          "score": [4.0, 3.0, 2.0, 1.0], "rank": [0, 1, 2, 3]})
+    topics = given[["qid", "query"]].drop_duplicates()
+    kept = (pt.Transformer.from_df(given) >> BM25(index))(topics)
+    assert list(kept.docno) == ["py4", "pho2", "vol3", "py1"] and list(kept["rank"]) == [0, 1, 2, 3]
+    reranked = (pt.Transformer.from_df(given) >> Rerank(index, budget=4, cache=False))(topics)
+    assert set(reranked.docno) == {"py4", "pho2", "vol3", "py1"} and reranked.docno.iloc[0] == "vol3"  # the volcano first
+    assert list(reranked.columns) == ["qid", "query", "docno", "score", "rank"]
+
+
+def test_transformers_follow_pyterrier_conventions(index):
+    garen = GAREN(index, budget=BUDGET, cache=False)
+    assert pt.inspect.transformer_outputs(garen, ["qid", "query"]) == ["qid", "query", "docno", "score", "rank"]
+    assert pt.inspect.transformer_outputs(garen, ["qid", "query", "docno", "score", "rank"]) == ["qid", "query", "docno", "score", "rank"]
+    assert list(garen(pd.DataFrame(columns=["qid", "query"])).columns) == ["qid", "query", "docno", "score", "rank"]
+    with pytest.raises(pt.validate.InputValidationError):
+        garen(pd.DataFrame({"qid": ["q1"], "text": ["no query column"]}))
+    out = garen.search("python dictionary key lookup", qid="mine")
+    assert set(out.qid) == {"mine"} and list(out["rank"]) == list(range(len(out))) and out.score.is_monotonic_decreasing
+    assert garen.ledger.loc[0, "qid"] == "mine" and garen.ledger.loc[0, "budget_used"] <= BUDGET
+    assert Method(index, "slidegar", budget=4, cache=False).retriever.config.method == "slidegar"
+    with pytest.raises(gi.GarenError, match="unknown method"):
+        Method(index, "nope")
+
+
+# ---- the k-NN graph as pyterrier_adaptive's corpus graph ------------------------------------------------------------
+def assert_same_neighbours(graph, folder) -> None:
+    import pyterrier_adaptive
+
+    assert isinstance(graph, pyterrier_adaptive.NpTopKCorpusGraph)
+    ours, doc_ids = folder.knn_graph, folder.doc_ids
+    for row, docno in enumerate(doc_ids):
+        neighbours, weights = graph.neighbours(docno, weights=True)
+        assert list(neighbours) == [doc_ids[n] for n in ours.neighbours[row]]
+        assert np.array_equal(np.asarray(weights), ours.weights[row])
+        assert list(graph.neighbours(row)) == list(ours.neighbours[row])
+
+
+def test_pyterrier_adaptive_loads_the_knn_graph(tiny_index):
+    assert_same_neighbours(pt.Artifact.load(str(tiny_index.path / "knn_graph")), tiny_index)
+
+
+def test_an_older_index_gains_the_docnos_without_a_rebuild(tiny_index, tiny_dataset, index_config, tmp_path):
+    from garen_infer.index.folder import IndexFolder
+
+    path = tmp_path / "older"
+    shutil.copytree(tiny_index.path, path)
+    (path / "knn_graph" / "docnos.npids").unlink()  # as an index built before the graph wrote it
+    with pytest.raises(Exception):
+        pt.Artifact.load(str(path / "knn_graph"))
+    edges = (path / "knn_graph" / "edges.u32.np").stat().st_mtime_ns
+    log = []
+    folder = IndexFolder.build(tiny_dataset, path, index_config, log=log.append)
+    assert "[index] knn_graph: already built with these params, kept" in log
+    assert any("knn_graph: docnos.npids added" in line for line in log)
+    assert (path / "knn_graph" / "edges.u32.np").stat().st_mtime_ns == edges  # the graph itself untouched
+    assert_same_neighbours(pt.Artifact.load(str(path / "knn_graph")), folder)
