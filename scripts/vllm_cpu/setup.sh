@@ -31,13 +31,14 @@ TEST_PKGS=(
   "ir-measures==0.4.3"
   "pytrec-eval-terrier==0.5.11"
   "lightning==2.6.6"
+  "npids==0.1.3"         # the k-NN graph stage writes docnos.npids
 )
 START=$(date +%s)
 
 if [[ "${1:-}" == "--force" ]]; then rm -rf "$VENV"; fi
 
 install_project() {
-  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures, lightning" >/dev/null 2>&1; then
+  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures, lightning, npids" >/dev/null 2>&1; then
     return 0
   fi
   echo "[setup] installing the project (--no-deps) and the engine-test packages"
