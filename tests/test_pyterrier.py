@@ -99,7 +99,10 @@ def test_an_older_index_gains_the_docnos_without_a_rebuild(tiny_index, tiny_data
 
     path = tmp_path / "older"
     shutil.copytree(tiny_index.path, path)
-    (path / "knn_graph" / "docnos.npids").unlink()  # as an index built before the graph wrote it
+    (path / "knn_graph" / "docnos.npids").unlink()  # as an index built before the graph wrote it, which also
+    manifest = json.loads((path / "manifest.json").read_text())  # recorded no files and no seal
+    manifest["stages"]["knn_graph"] = {k: v for k, v in manifest["stages"]["knn_graph"].items() if k not in ("files", "seal")}
+    (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(Exception):
         pt.Artifact.load(str(path / "knn_graph"))
     edges = (path / "knn_graph" / "edges.u32.np").stat().st_mtime_ns
@@ -109,3 +112,4 @@ def test_an_older_index_gains_the_docnos_without_a_rebuild(tiny_index, tiny_data
     assert any("knn_graph: docnos.npids added" in line for line in log)
     assert (path / "knn_graph" / "edges.u32.np").stat().st_mtime_ns == edges  # the graph itself untouched
     assert_same_neighbours(pt.Artifact.load(str(path / "knn_graph")), folder)
+    assert "docnos.npids" in str(json.loads((path / "manifest.json").read_text())["stages"]["knn_graph"]["files"])  # sealed again
