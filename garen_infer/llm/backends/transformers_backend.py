@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
+from garen_infer.llm.backends.chat_format import render_chat, use_chat_template, yes_no_token_ids
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_text, yes_no_logits, yes_probability
 from garen_infer.llm.exported_models import weights_tag
@@ -42,6 +42,7 @@ class TransformersBackend:
     max_length: int = 8192  # Qwen3-Reranker truncation length
     gguf_file: str | None = None  # set by itself for a packaged GGUF model (garen_infer.packaged_models)
     lora: str | None = None  # a PEFT adapter folder (e.g. exported by garen-train)
+    chat_template: str | None = None  # a Jinja file (or the template text) for checkpoints that lack one
     trust_remote_code: bool = False
 
     def __post_init__(self):
@@ -54,6 +55,7 @@ class TransformersBackend:
             gpu_bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
             self.dtype = "bfloat16" if gpu_bf16 else "float32"
         self.tokenizer, net = load_causal_lm(self.model, self.gguf_file, self.dtype, self.trust_remote_code)
+        use_chat_template(self.tokenizer, self.model, self.chat_template)
         if self.lora:
             from peft import PeftModel
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
+from garen_infer.llm.backends.chat_format import render_chat, use_chat_template, yes_no_token_ids
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import PROMPT_TAIL_TOKENS, prompt_text, token_ids
 from garen_infer.llm.exported_models import weights_tag
@@ -90,9 +90,7 @@ class VllmBackend:
         self.tokenizer = AutoTokenizer.from_pretrained(
             kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
         )
-        if self.chat_template:
-            path = Path(self.chat_template)
-            self.tokenizer.chat_template = path.read_text(encoding="utf-8") if path.is_file() else self.chat_template
+        use_chat_template(self.tokenizer, self.model, self.chat_template)
         self._context = self.llm.llm_engine.model_config.max_model_len
         self.id = f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
 
