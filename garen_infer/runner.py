@@ -158,10 +158,32 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
                 raise GarenError(f"{err}\n{len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
         wall = time.perf_counter() - start
 
-    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls, simulation)
+    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls, simulation, log)
 
 
-def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None) -> dict:
+def truncations(ledgers: list[dict]) -> dict:
+    """Prompts cut to fit a model's limit over the whole run, in all and per role (ledgers written before the
+    count existed read as 0)."""
+    roles: dict[str, int] = {}
+    for ledger in ledgers:
+        for role, cost in ledger.get("roles", {}).items():
+            roles[role] = roles.get(role, 0) + cost.get("truncated_prompts", 0)
+    return {"truncated_prompts": sum(roles.values()), "truncated_prompts_by_role": {r: n for r, n in roles.items() if n},
+            "truncated_tokens": sum(l.get("truncated_tokens", 0) for l in ledgers)}
+
+
+def truncation_report(metrics: dict) -> str:
+    """The run's one line about cut prompts: a healthy run says 0."""
+    n = metrics["truncated_prompts"]
+    if not n:
+        return "[run] prompts cut to fit a model's limit: 0"
+    by_role = ", ".join(f"{role} {count}" for role, count in metrics["truncated_prompts_by_role"].items())
+    return (f"[run] prompts cut to fit a model's limit: {n} ({by_role}; {metrics['truncated_tokens']} tokens cut from their "
+            "middles); raise max_model_len or max_length in the model spec, or show fewer words per passage")
+
+
+def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None,
+            log=print) -> dict:
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
     scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
     kept = remove_excluded(scored, dataset)
@@ -179,6 +201,8 @@ def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict,
     n = max(len(ledgers), 1)
     for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
         metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
+    metrics.update(truncations(ledgers))
+    log(truncation_report(metrics))
     metrics["mean_seconds_in_flight"] = round(sum(done[q.id]["seconds"] for q in queries) / n, 4)
     metrics.update(mean_cost(ledgers, prices_for(config.models)))  # Table 7's dollars, for priced models
     by_hops = hit_by_hops([done[q.id].get("reach") for q in queries])

