@@ -12,7 +12,7 @@ from garen_infer.llm.backends.chat_format import render_chat, use_chat_template,
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import (backend_settings, encode_left_padded, prompt_limit, prompt_text, yes_no_logits,
                                                      yes_probability)
-from garen_infer.llm.exported_models import weights_tag
+from garen_infer.llm.exported_models import trained_prompt_length, weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.packaged_models import resolve
 
@@ -67,6 +67,8 @@ class TransformersBackend:
             net = PeftModel.from_pretrained(net, self.lora)
         self.net = net.to(self.device).eval()
         self._context = getattr(net.config.get_text_config(), "max_position_embeddings", None)
+        if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
+            self.max_length = trained_prompt_length(self.model, self.lora)
         self.id = (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
                    + backend_settings(min(filter(None, (self.max_length, self._context)), default=None)))
 

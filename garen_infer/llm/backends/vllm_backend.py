@@ -26,7 +26,7 @@ from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import render_chat, use_chat_template, yes_no_token_ids
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import backend_settings, prompt_limit, prompt_text, token_ids
-from garen_infer.llm.exported_models import weights_tag
+from garen_infer.llm.exported_models import trained_prompt_length, weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
 TOP_LOGPROBS = 20  # Qwen3-Reranker's vLLM code asks for 20
@@ -94,6 +94,8 @@ class VllmBackend:
         )
         use_chat_template(self.tokenizer, self.model, self.chat_template)
         self._context = self.llm.llm_engine.model_config.max_model_len
+        if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
+            self.max_length = trained_prompt_length(self.model, self.lora)
         self.id = (f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
                    + backend_settings(min(self.max_length or self._context, self._context), self.yes_no_logprobs))
 
