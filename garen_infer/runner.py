@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -33,6 +34,11 @@ from garen_infer.settings import Count
 from garen_infer.shards import parse_shard
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
+
+
+def to_stderr(line: str) -> None:
+    """Where a run's messages go by default: stdout is the metrics' (``garen-infer run`` prints them as JSON)."""
+    print(line, file=sys.stderr)
 
 
 @dataclass
@@ -76,13 +82,13 @@ def configure_method(dataset: Dataset, index, config: RunConfig):
     return method_cls, options, method, budget
 
 
-def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
     """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
     with writer_lock(out, "run folder"):
         return _execute(dataset, index, config, out, roles, cache, log)
 
 
-def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
     out = Path(out)
     method_cls, options, method, budget = configure_method(dataset, index, config)
     resolved = {
@@ -135,7 +141,7 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
                 raise GarenError(f"{err}\n{len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
         wall = time.perf_counter() - start
 
-    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls, simulation)
+    return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls, simulation, log)
 
 
 def run_queries(dataset: Dataset, config: RunConfig) -> list:
@@ -205,9 +211,31 @@ def scored_rankings(rankings: dict[str, list[str]], dataset: Dataset) -> dict[st
     return remove_excluded(scored, dataset)
 
 
-def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None) -> dict:
+def truncations(ledgers: list[dict]) -> dict:
+    """Prompts cut to fit a model's limit over the whole run, in all and per role (ledgers written before the
+    count existed read as 0)."""
+    roles: dict[str, int] = {}
+    for ledger in ledgers:
+        for role, cost in ledger.get("roles", {}).items():
+            roles[role] = roles.get(role, 0) + cost.get("truncated_prompts", 0)
+    return {"truncated_prompts": sum(roles.values()), "truncated_prompts_by_role": {r: n for r, n in roles.items() if n},
+            "truncated_tokens": sum(l.get("truncated_tokens", 0) for l in ledgers)}
+
+
+def truncation_report(metrics: dict) -> str:
+    """The run's one line about cut prompts: a healthy run says 0."""
+    n = metrics["truncated_prompts"]
+    if not n:
+        return "[run] prompts cut to fit a model's limit: 0"
+    by_role = ", ".join(f"{role} {count}" for role, count in metrics["truncated_prompts_by_role"].items())
+    return (f"[run] prompts cut to fit a model's limit: {n} ({by_role}; {metrics['truncated_tokens']} tokens cut from their "
+            "middles); raise max_model_len or max_length in the model spec, or show fewer words per passage")
+
+
+def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None,
+            log=to_stderr) -> dict:
     write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
-    return write_results(dataset, config.method, out, queries, done, wall, fresh, method_cls, simulation, config.models)
+    return write_results(dataset, config.method, out, queries, done, wall, fresh, method_cls, simulation, config.models, log=log)
 
 
 def write_trace_in_order(path: Path, records: list[dict]) -> None:
@@ -221,7 +249,7 @@ def write_trace_in_order(path: Path, records: list[dict]) -> None:
 
 
 def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict, wall: float, fresh: int, method_cls,
-                  simulation=None, models=None, label: dict | None = None) -> dict:
+                  simulation=None, models=None, label: dict | None = None, log=to_stderr) -> dict:
     """``run.trec`` and ``metrics.json`` from the finished records (``done``: qid -> trace record) of ``queries``;
     ``label`` (a partial merge's) leads metrics.json."""
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
@@ -240,6 +268,8 @@ def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict,
     n = max(len(ledgers), 1)
     for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
         metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
+    metrics.update(truncations(ledgers))
+    log(truncation_report(metrics))
     metrics["mean_seconds_in_flight"] = round(sum(done[q.id]["seconds"] for q in queries) / n, 4)
     metrics.update(mean_cost(ledgers, prices_for(models or {})))  # Table 7's dollars, for priced models
     by_hops = hit_by_hops([done[q.id].get("reach") for q in queries])

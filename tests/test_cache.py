@@ -46,7 +46,7 @@ def chats():
 
 
 def test_backend_loads_the_saved_model(backend, tiny_model_dir):
-    assert backend.id == f"transformers:{tiny_model_dir}"
+    assert backend.id == f"transformers:{tiny_model_dir}|prompt<=4096"  # the model's context bounds its prompts
     assert (backend.device, backend.dtype) == ("cpu", "float32")
     assert backend.tokenizer.padding_side == "left"
 
@@ -97,6 +97,17 @@ def test_yes_no_scores_are_cached(backend, tmp_path):
     assert [c.score for c in second] == [c.score for c in first]
     cached.score_yes_no(prompts, "")  # another assistant prefix is another prompt
     assert counting.prompts == 4
+
+
+def test_a_replayed_answer_to_a_cut_prompt_still_counts_its_cut(backend, tmp_path):
+    counting = CountingBackend(backend)
+    cached = CachedBackend(counting, ResponseCache(tmp_path / "c.sqlite"))
+    prompts = [yes_no("volcano", "lava " * 5000), yes_no("python", "dict")]
+    first = cached.score_yes_no(prompts, PREFIX)
+    second = cached.score_yes_no(prompts, PREFIX)
+    assert all(c.cached for c in second) and [c.truncated_tokens for c in second] == [c.truncated_tokens for c in first]
+    assert first[0].truncated_tokens > 0 == first[1].truncated_tokens
+    assert cached.truncated_prompts == 2  # once per answer handed out
 
 
 def test_duplicates_in_one_batch_are_computed_once(backend, tmp_path):

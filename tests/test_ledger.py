@@ -47,12 +47,14 @@ def test_unlimited_budget():
 def test_record_sums_per_role():
     ledger = QueryLedger(budget=100)
     ledger.record("reranker", Completion(text="[1] > [2]", input_tokens=100, output_tokens=10, seconds=0.5))
-    ledger.record("reranker", Completion(text="[2] > [1]", input_tokens=120, output_tokens=12, cached=True))
+    ledger.record("reranker", Completion(text="[2] > [1]", input_tokens=120, output_tokens=12, cached=True, truncated_tokens=40))
     ledger.record("navigator", Completion(score=0.9, input_tokens=30, output_tokens=1, seconds=0.25))
     summary = ledger.summary()
     assert summary["roles"]["reranker"] == {
         "requests": 2, "model_calls": 1, "cache_hits": 1, "input_tokens": 220, "output_tokens": 22, "seconds": 0.5,
+        "truncated_prompts": 1, "truncated_tokens": 40,  # a replayed answer to a cut prompt is still one
     }
+    assert (summary["truncated_prompts"], summary["truncated_tokens"]) == (1, 40)
     assert summary["roles"]["navigator"]["model_calls"] == 1
     assert (summary["requests"], summary["model_calls"], summary["cache_hits"]) == (3, 2, 1)
     assert (summary["input_tokens"], summary["output_tokens"], summary["model_seconds"]) == (250, 23, 0.75)

@@ -135,6 +135,16 @@ def test_label_matching_exact_then_spaced_or_capitalised_then_minus_ten():
     assert label_logprob([("maybe", -0.1)], "no") == -10.0
 
 
+def test_a_label_missing_from_the_top_logprobs_never_outranks_a_listed_one(server, backend):
+    """A model sure of neither label: "no" is the answer at -12, "yes" is not listed, so it is at most -12. Counting
+    it as -10 (Qwen3-Reranker's constant) would rank this document as relevant."""
+    listed = [(f"w{i}", -1.0 - i * 0.5) for i in range(19)] + [("no", -12.0)]
+    server.answer((200, logprob_answer("no", -12.0, listed)))
+    [out] = backend.score_yes_no([CHAT], "")
+    assert out.score <= 0.5
+    assert label_logprob(listed, "yes") == -12.0
+
+
 def test_a_server_without_logprobs_is_a_clear_error(server, backend):
     server.answer((200, chat_answer("yes")))
     with pytest.raises(GarenError, match="returned no logprobs"):

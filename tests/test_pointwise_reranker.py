@@ -165,6 +165,25 @@ def test_an_llm_yes_no_model_reranks_through_the_response_cache(tiny_dataset, ti
     assert same == order and completion.cached
 
 
+def test_cut_prompts_are_counted_in_the_ledger_and_metrics_and_reported_once(tiny_dataset, tiny_index, tiny_model_dir, tmp_path):
+    """A navigator-style yes/no reranker whose max_length is below the prompts' length: each cut request is counted
+    in its query's ledger and in metrics.json, and the run says so in one line at the end."""
+    spec = {"mode": "pointwise", "backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "max_length": 140}
+    roles = build_roles({"reranker": spec}, [d.full_text for d in tiny_dataset.documents], tiny_index, NoCache())
+    lines: list[str] = []
+    from garen_infer.cli import run_config_from
+    from garen_infer.runner import execute
+
+    config = run_config_from(load_preset("cpu-default", []), "rerank", 4)
+    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=roles, cache=NoCache(), log=lines.append)
+    trace = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
+    per_query = [r["ledger"]["roles"]["reranker"]["truncated_prompts"] for r in trace]
+    assert metrics["truncated_prompts"] == sum(per_query) > 0 and metrics["truncated_prompts_by_role"] == {"reranker": sum(per_query)}
+    assert metrics["truncated_tokens"] == sum(r["ledger"]["truncated_tokens"] for r in trace) > 0
+    reports = [line for line in lines if "prompts cut to fit" in line]
+    assert len(reports) == 1 and reports[0].startswith(f"[run] prompts cut to fit a model's limit: {metrics['truncated_prompts']} (reranker")
+
+
 def test_the_embedding_scorer_reads_corpus_vectors_from_the_index(tiny_dataset, tiny_index):
     texts = [d.full_text for d in tiny_dataset.documents]
     seeded = EmbeddingYesNoScorer(tiny_index.embedder, texts, tiny_index.embeddings)

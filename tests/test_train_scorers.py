@@ -125,7 +125,7 @@ def _export_scores_as_the_module(checkpoint, out, prefix: str = QWEN3_ASSISTANT_
     manifest = json.loads((out / "manifest.json").read_text())
     chats = [yes_no(q, t) for q, t in PAIRS]
     for name in ("transformers_merged", "transformers_adapter"):
-        spec = {k: v for k, v in manifest["use"][name].items() if k not in ("backend", "assistant_prefix")}
+        spec = {k: v for k, v in manifest["use"][name].items() if k not in ("backend", "assistant_prefix", "instruction", "prompt_text")}
         backend = TransformersBackend(device="cpu", **spec)
         assert manifest["parts"]["adapter" if "lora" in spec else "merged"]["weights_sha256"][:12] in backend.id
         got = [c.score for c in backend.score_yes_no(chats, prefix)]
@@ -133,6 +133,34 @@ def _export_scores_as_the_module(checkpoint, out, prefix: str = QWEN3_ASSISTANT_
         print(f"{name}: max |dP(yes)| vs the trained module = {gap:.2e}")
         assert gap <= TOLERANCE
     return manifest
+
+
+def test_inference_prompts_an_export_in_the_layout_it_was_trained_on_and_refuses_another(lm_run, tmp_path):
+    """Training rendered the yes/no chat in its job's prompt_text ("plain" here); inference's default is "paper".
+    Loaded from the export, the navigator takes the layout (and the prompt length) from the manifest and scores as
+    the trained module; a preset that names another layout is refused in one line instead of scored."""
+    from garen_infer.errors import GarenError
+    from garen_infer.llm.cache import NoCache
+    from garen_infer.llm.roles import build_roles
+
+    checkpoint, out = lm_run / "ckpt" / "epoch=1.ckpt", tmp_path / "navigator"
+    module = load_module(checkpoint)
+    assert module.hparams.prompt_text == "plain"
+    expected = _probabilities(module, PAIRS)
+    assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
+    manifest = json.loads((out / "merged" / "manifest.json").read_text())
+    assert manifest["scoring"]["prompt_text"] == "plain"
+    assert json.loads((out / "manifest.json").read_text())["use"]["vllm_adapter"]["prompt_text"] == "plain"
+
+    navigator = {"backend": "transformers", "model": str(out / "merged"), "device": "cpu"}
+    scorer = build_roles({"navigator": navigator}, [], None, NoCache()).scorer("navigator")
+    assert scorer.text == "plain" and scorer.backend.backend.max_length == manifest["scoring"]["max_length"]
+    got = [c.score for c in scorer.score([ScoreJob(q, t) for q, t in PAIRS])]
+    assert max(abs(a - b) for a, b in zip(got, expected)) <= TOLERANCE
+
+    with pytest.raises(GarenError, match=r"^models\.navigator\.prompt_text: 'paper' is not what .*merged was trained with \('plain'\)") as refused:
+        build_roles({"navigator": {**navigator, "prompt_text": "paper"}}, [], None, NoCache())
+    assert "\n" not in str(refused.value)
 
 
 def test_lora_export_scores_as_the_trained_module(lm_run, tmp_path):

@@ -29,7 +29,7 @@ from garen_infer.index.groups_format import Groups, write_groups  # noqa: F401 -
 from garen_infer.index.partition import kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
 from garen_infer.index.summaries import ExtractiveSummarizer, fit_documents, parse_summary
-from garen_infer.llm.json_generation import generate_json, stage_generator
+from garen_infer.llm.json_generation import generate_json, release_stage_generator, stage_generator
 from garen_infer.llm.model_specs import SUMMARIZER_SPEC
 from garen_infer.settings import Count, NonNegative, Positive, Probability, execution_only
 
@@ -71,7 +71,7 @@ def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
     raise GarenError(f"unknown group construction '{params.construction}' (leiden, kmeans or random)")
 
 
-def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], partial: Path) -> tuple[list[dict], dict]:
+def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], partial: Path, stage_name: str) -> tuple[list[dict], dict]:
     texts = [d.full_text for d in dataset.documents]
     extractive = ExtractiveSummarizer(texts, folder.embeddings)
     done: dict[int, dict] = read_finished(partial, "group")
@@ -97,7 +97,8 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
             out.flush()
             fault_point("groups:summary-batch")
             bar.update(len(batch))
-    info = {"summarizer": params.summarizer.get("model", "extractive"), "summary_fallbacks": fallbacks}
+    info = {"summarizer": params.summarizer.get("model", "extractive"), "summary_fallbacks": fallbacks,
+            **release_stage_generator(generator, stage_name)}
     return [done[g] for g in range(len(groups))], info
 
 
@@ -120,7 +121,7 @@ def summarize_groups(folder, dataset, params: GroupParams, stage_name: str, grou
     for stale in folder.path.glob(f".{stage_name}.*.partial.jsonl"):
         if stale != partial:
             stale.unlink()
-    return _summarize(folder, dataset, params, groups, partial)
+    return _summarize(folder, dataset, params, groups, partial, stage_name)
 
 
 def finish_summaries(folder, stage_name: str) -> None:

@@ -37,7 +37,7 @@ class SemanticTreeParams:
 
 def _build(folder, dataset, params: SemanticTreeParams) -> dict:
     from garen_infer.index.tree_describe import NodeDescriber
-    from garen_infer.llm.json_generation import stage_generator
+    from garen_infer.llm.json_generation import release_stage_generator, stage_generator
 
     start = time.perf_counter()
     texts = [d.full_text for d in dataset.documents]
@@ -64,6 +64,7 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
         builder = TopDownBuilder(texts, vectors, generator, params)
         root, levels = builder.build()
         info.update(summarizer=generator.name, **vars(builder.stats))
+    info.update(release_stage_generator(generator, "semantic_tree"))
     tree = SemanticTree.from_built(root, {**info, "max_children": params.max_children})
     doc_ids = dataset.doc_ids
     with atomic_path(folder.path / "semantic_tree") as tmp:

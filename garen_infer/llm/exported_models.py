@@ -8,6 +8,9 @@ Hashing reads the weights once per process (sha256 runs at a few hundred MB/s to
 0.6B model, up to a minute for an 8B one on a slow CPU); a file whose name, size, inode, mtime and ctime are
 unchanged (any write or rename changes ctime) is not hashed again in the same process. Any other folder, or a hub
 id, gets an empty tag and an unchanged id.
+
+A trained yes/no scorer's manifest also says how it was prompted (``scoring``: layout, instruction, assistant
+prefix, prompt length); inference prompts it the same way and refuses a role spec that says otherwise.
 """
 
 from __future__ import annotations
@@ -59,6 +62,27 @@ def current_digest(folder: str | Path) -> str:
     if identity not in _digests:
         _digests[identity] = weights_digest(folder)
     return _digests[identity]
+
+
+TRAINED_FORMATS = ("peft-adapter", "hf-merged")  # the parts that hold trained weights (not the untouched base)
+# How exports written before ``prompt_text`` was recorded were prompted: training's layout then.
+UNRECORDED_SCORING = {"prompt_text": "plain"}
+
+
+def trained_scoring(spec: dict) -> tuple[str, dict] | None:
+    """(folder, how it was prompted in training) when the spec's adapter (``lora``) or ``model`` is a trained part of
+    a ``garen-train export``; None otherwise."""
+    for folder in (spec.get("lora"), spec.get("model")):
+        manifest = read_manifest(folder)
+        if manifest and manifest.get("format") in TRAINED_FORMATS and isinstance(manifest.get("scoring"), dict):
+            return str(folder), {**UNRECORDED_SCORING, **manifest["scoring"]}
+    return None
+
+
+def trained_prompt_length(model: str, lora: str | None) -> int | None:
+    """The prompt length a trained export was trained with (its prompts were cut to it), or None."""
+    trained = trained_scoring({"model": model, "lora": lora})
+    return trained[1].get("max_length") if trained else None
 
 
 def weights_tag(folder: str | Path | None) -> str:

@@ -7,12 +7,15 @@ can take its explicit, counted fallback."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Callable
 
 from tqdm.auto import tqdm
 
 from garen_infer.llm.types import Chat
+
+log = logging.getLogger(__name__)
 
 
 def repaired_json(text: str):
@@ -34,6 +37,19 @@ def stage_generator(spec: dict, folder, doc_texts: list[str]):
     from garen_infer.llm.roles import build_roles
 
     return build_roles({"generator": spec}, doc_texts, folder, ResponseCache()).generator
+
+
+def release_stage_generator(generator, stage: str) -> dict:
+    """Once a stage is done with its generator: the prompts the model had to cut, reported once and returned for the
+    manifest, and the model freed (its GPU memory too) before the next stage loads its own."""
+    if generator is None:
+        return {}
+    cut = generator.backend.truncated_prompts
+    if cut:
+        log.warning("%s: %d prompts were cut in the middle to fit the summarizer's limit; raise its max_model_len or "
+                    "max_length, or show fewer words per document", stage, cut)
+    generator.backend.close()
+    return {"truncated_prompts": cut}
 
 
 def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], object], retries: int, batch_size: int = 32,

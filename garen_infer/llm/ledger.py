@@ -20,6 +20,8 @@ class RoleCost:
     input_tokens: int = 0
     output_tokens: int = 0
     seconds: float = 0.0
+    truncated_prompts: int = 0  # requests whose prompt lost its middle to fit the model's limit (cache hits included)
+    truncated_tokens: int = 0  # prompt tokens those cuts removed
 
 
 @dataclass
@@ -45,6 +47,8 @@ class QueryLedger:
         cost.input_tokens += completion.input_tokens
         cost.output_tokens += completion.output_tokens
         cost.seconds += completion.seconds
+        cost.truncated_prompts += completion.truncated_tokens > 0
+        cost.truncated_tokens += completion.truncated_tokens
 
     def summary(self) -> dict:
         total = RoleCost()
@@ -60,5 +64,7 @@ class QueryLedger:
             "input_tokens": total.input_tokens,
             "output_tokens": total.output_tokens,
             "model_seconds": round(total.seconds, 4),
+            "truncated_prompts": total.truncated_prompts,
+            "truncated_tokens": total.truncated_tokens,
             "roles": {role: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in vars(c).items()} for role, c in self.roles.items()},
         }

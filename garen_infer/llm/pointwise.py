@@ -43,6 +43,7 @@ class PointwiseReranker:
             text=" > ".join(f"[{i + 1}]" for i in order),
             input_tokens=sum(c.input_tokens for c in paid),
             output_tokens=sum(c.output_tokens for c in paid),
+            truncated_tokens=sum(c.truncated_tokens for c in paid),
             cached=all(c.cached for c in paid),  # nothing reached a model (also true when nothing was new)
             seconds=sum(c.seconds for c in paid),
             extra={"scored": len(paid), "reused": len(rows) - len(paid)},

@@ -19,6 +19,7 @@ import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
+from garen_infer.llm.exported_models import trained_scoring
 from garen_infer.llm.permutation import parse_permutation
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
                                      PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
@@ -199,7 +200,7 @@ class Roles:
         return self.scorers[role]
 
 
-def build_scorer(spec: dict, doc_texts: list[str], index, backend_for):
+def build_scorer(spec: dict, doc_texts: list[str], index, backend_for, role: str = "navigator"):
     """A yes/no scorer from a role spec. Every scorer role and the pointwise reranker build theirs here, so a
     scorer backend added here serves both."""
     kind = spec.get("backend", "embedding")
@@ -207,8 +208,29 @@ def build_scorer(spec: dict, doc_texts: list[str], index, backend_for):
         return EmbeddingYesNoScorer(index.embedder, doc_texts, index.embeddings)
     if kind == "cross-encoder":
         return CrossEncoderScorer(backend_for(spec))
-    return LLMYesNoScorer(backend_for(spec), spec.get("instruction", DEFAULT_INSTRUCTION), spec.get("assistant_prefix", QWEN3_ASSISTANT_PREFIX),
-                          spec.get("prompt_text", "paper"))
+    return LLMYesNoScorer(backend_for(spec), **yes_no_prompting(spec, role))
+
+
+YES_NO_PROMPTING = {"instruction": DEFAULT_INSTRUCTION, "assistant_prefix": QWEN3_ASSISTANT_PREFIX, "text": "paper"}
+
+
+def yes_no_prompting(spec: dict, role: str) -> dict:
+    """How a yes/no scorer prompts: the role spec's settings, else, for a model trained by ``garen-train``, the ones
+    it was trained with (its export manifest), else the paper's. A spec that contradicts the training is refused:
+    the model would be scored on a prompt it never saw."""
+    trained = trained_scoring(spec)
+    out = {}
+    for name, default in YES_NO_PROMPTING.items():
+        key = "prompt_text" if name == "text" else name  # the spec's field name
+        if trained and key in spec and spec[key] != trained[1][key]:
+            raise GarenError(f"models.{role}.{key}: {_short(spec[key])} is not what {trained[0]} was trained with "
+                             f"({_short(trained[1][key])}); drop {key} from models.{role} to prompt it as trained")
+        out[name] = spec.get(key, trained[1][key] if trained else default)
+    return out
+
+
+def _short(value: str) -> str:
+    return repr(value if len(value) <= 40 else value[:37] + "...")
 
 
 def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset_name: str = ""):
@@ -216,7 +238,7 @@ def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset
     if mode == "pointwise":
         from garen_infer.llm.pointwise import PointwiseReranker
 
-        return PointwiseReranker(build_scorer(spec, doc_texts, index, backend_for), doc_texts)
+        return PointwiseReranker(build_scorer(spec, doc_texts, index, backend_for, "reranker"), doc_texts)
     if mode != "listwise":
         raise GarenError(f"models.reranker.mode '{mode}' is not one of {', '.join(RERANKER_MODES)}")
     if spec.get("backend") == "cross-encoder":
@@ -276,5 +298,5 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
             else:
                 roles.agent = LLMToolChat(backend_for(spec), _sampling(spec))
         else:
-            roles.scorers[role] = build_scorer(spec, doc_texts, index, backend_for)
+            roles.scorers[role] = build_scorer(spec, doc_texts, index, backend_for, role)
     return roles

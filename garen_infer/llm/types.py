@@ -20,12 +20,14 @@ class SamplingParams:
 
 @dataclass
 class Completion:
-    """One model answer with its cost. ``score`` is P(yes) for yes/no scoring, else None."""
+    """One model answer with its cost. ``score`` is P(yes) for yes/no scoring, else None. ``truncated_tokens``: how
+    many prompt tokens the backend cut (from the middle) to fit the model's limit; ``input_tokens`` is what was left."""
 
     text: str = ""
     score: float | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    truncated_tokens: int = 0
     cached: bool = False
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)

@@ -2,7 +2,8 @@
 GPUs; SmolLM2-135M-Instruct from its packaged GGUF on CPU).
 
 The module scores a (query, text) pair exactly as garen_infer's ``LLMYesNoScorer`` on the transformers backend:
-the Qwen3-Reranker chat (``garen_infer.llm.prompts.yes_no``), the model's chat template, the assistant prefix,
+the Qwen3-Reranker chat (``garen_infer.llm.prompts.yes_no``) in the job's ``prompt_text`` layout with its
+``instruction``, the model's chat template, the assistant prefix,
 the same tokenisation and middle truncation, and the [no, yes] logits at the last position. Its relevance
 logit is log P(yes) - log P(no), so sigmoid(logit) is the backend's P(yes).
 
@@ -25,7 +26,7 @@ from garen_infer.index.atomic import atomic_path
 from garen_infer.llm.backends.chat_format import yes_no_token_ids
 from garen_infer.llm.backends.transformers_backend import load_causal_lm
 from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_text, yes_log_odds, yes_no_logits
-from garen_infer.llm.prompts import DEFAULT_INSTRUCTION, QWEN3_ASSISTANT_PREFIX, yes_no
+from garen_infer.llm.prompts import DEFAULT_INSTRUCTION, QWEN3_ASSISTANT_PREFIX, template, yes_no
 from garen_infer.packaged_models import resolve
 from garen_train.scorers.base import Objective, PairScorer
 from garen_train.scorers.export_folder import export_target, write_manifest
@@ -44,6 +45,9 @@ class YesNoLoRAScorer(PairScorer):
         gguf_file: str | None = None,
         dtype: str = "float32",  # weights of the frozen base; "bfloat16" on GPUs (LoRA weights stay float32)
         instruction: str = DEFAULT_INSTRUCTION,  # GAREN Table 10 navigator prompt
+        # the yes/no chat's layout (llm/prompts.py): "plain" = Qwen3-Reranker's own, "paper" = GAREN App. G as
+        # printed (garen-paper's navigator). Written into the export, whose role spec and inference use it.
+        prompt_text: str = "plain",
         assistant_prefix: str = QWEN3_ASSISTANT_PREFIX,
         max_length: int = 512,  # prompt tokens; longer prompts lose their middle, as at inference
         lora_r: int = 16,
@@ -56,6 +60,7 @@ class YesNoLoRAScorer(PairScorer):
     ):
         super().__init__(objective)
         self.save_hyperparameters()
+        template("", prompt_text)  # an unknown layout is refused before the model loads
         from peft import LoraConfig, get_peft_model
 
         self.tokenizer, base = load_causal_lm(model, gguf_file, dtype, trust_remote_code)
@@ -72,8 +77,9 @@ class YesNoLoRAScorer(PairScorer):
         self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `model`
 
     def relevance_logits(self, queries: list[str], texts: list[str]) -> torch.Tensor:
-        prompts = [prompt_text(self.tokenizer, yes_no(q, t, self.hparams.instruction), self.hparams.assistant_prefix) for q, t in zip(queries, texts)]
-        input_ids, mask, _ = encode_left_padded(self.tokenizer, prompts, self.hparams.max_length, self.device)
+        prompts = [prompt_text(self.tokenizer, yes_no(q, t, self.hparams.instruction, self.hparams.prompt_text), self.hparams.assistant_prefix)
+                   for q, t in zip(queries, texts)]
+        input_ids, mask, _, _ = encode_left_padded(self.tokenizer, prompts, self.hparams.max_length, self.device)
         return yes_log_odds(yes_no_logits(self.net, input_ids, mask, self.yes, self.no))
 
     def parameter_groups(self) -> list[dict]:
@@ -96,8 +102,8 @@ class YesNoLoRAScorer(PairScorer):
         out = export_target(args.out)
         gguf = resolve(self.hparams.model, self.hparams.gguf_file)[1]
         scoring = {
-            "instruction": self.hparams.instruction, "assistant_prefix": self.hparams.assistant_prefix,
-            "max_length": self.hparams.max_length,
+            "prompt_text": self.hparams.prompt_text, "instruction": self.hparams.instruction,
+            "assistant_prefix": self.hparams.assistant_prefix, "max_length": self.hparams.max_length,
         }
         dtype = getattr(torch, args.dtype) if args.dtype else None
         self.net.eval()
@@ -155,7 +161,7 @@ def _usage(out: Path, parts: dict, base: str, scoring: dict, lora_r: int) -> dic
     """Model specs for garen-infer configs (and the vllm serve line) that load this export."""
     from garen_infer.llm.backends.vllm_backend import LORA_RANKS  # constants only; vllm is not imported
 
-    role = {"max_length": scoring["max_length"]}
+    role = {"max_length": scoring["max_length"], "prompt_text": scoring["prompt_text"]}
     if scoring["instruction"] != DEFAULT_INSTRUCTION:
         role["instruction"] = scoring["instruction"]
     if scoring["assistant_prefix"] != QWEN3_ASSISTANT_PREFIX:

@@ -14,10 +14,16 @@ def _max_gap(a, b) -> float:
     return max(abs(x.score - y.score) for x, y in zip(a, b))
 
 
+def _top20(offline):
+    top20 = copy.copy(offline)  # shares the engine
+    top20.yes_no_logprobs = "top20"
+    return top20
+
+
 def test_top20_scores_match_transformers(offline, transformers_backend):
     """Qwen3-Reranker's vLLM recipe (allowed_token_ids + top-20 logprobs) on prompts where both labels are top-20."""
     chats = [plain_yes_no(q, d) for q, d in PAIRS]
-    ours = offline.score_yes_no(chats, JSON_PREFIX)
+    ours = _top20(offline).score_yes_no(chats, JSON_PREFIX)
     ref = transformers_backend.score_yes_no(chats, JSON_PREFIX)
     gap = _max_gap(ours, ref)
     print(f"top20: max |dP(yes)| vLLM vs transformers ({ENGINE_DTYPE}, {len(chats)} prompts) = {gap:.4f}")
@@ -28,26 +34,25 @@ def test_top20_scores_match_transformers(offline, transformers_backend):
 
 def test_label_id_scores_match_transformers_on_qwen3_prompts(offline, transformers_backend):
     """With logprob_token_ids both labels are exact, so even Qwen3's prompt (labels far outside the top 20 for
-    this base model) gives the transformers softmax over [no, yes]."""
-    exact = copy.copy(offline)  # shares the engine
-    exact.yes_no_logprobs = "label_ids"
+    this base model) gives the transformers softmax over [no, yes]. It is the default where vLLM has it."""
+    assert offline.yes_no_logprobs == "label_ids"
     chats = [yes_no(q, d) for q, d in PAIRS]
-    ours = exact.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)
+    ours = offline.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)
     ref = transformers_backend.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)
     gap = _max_gap(ours, ref)
     print(f"label_ids: max |dP(yes)| vLLM vs transformers ({ENGINE_DTYPE}, {len(chats)} prompts) = {gap:.4f}")
     assert gap <= TOLERANCE
 
 
-def test_top20_recipe_counts_a_missing_label_as_minus_ten(offline):
-    """On Qwen3's prompt this base model ranks both labels beyond 1,000: only the sampled label is listed, the
-    other gets -10, so P(yes) = sigmoid(+-(logprob + 10)), the clamp Qwen3's own vLLM code applies."""
-    import math
-
-    scores = [c.score for c in offline.score_yes_no([yes_no(q, d) for q, d in PAIRS[:2]], QWEN3_ASSISTANT_PREFIX)]
-    for p in scores:
-        listed = -10.0 - math.log(max(p, 1 - p) / min(p, 1 - p))  # the listed label's logprob implied by p
-        assert -14.0 < listed < -10.0  # a real logprob of about -11 against the clamped -10
+def test_top20_recipe_never_ranks_a_missing_label_above_the_listed_one(offline):
+    """On Qwen3's prompt this base model ranks both labels beyond 1,000: only the sampled label is listed, at about
+    -11. Qwen3's constant -10 for the other would put the missing label above it and turn the score around; the
+    missing label counts as the lowest listed logprob instead, so the score never leans the other way than the
+    exact one (label_ids)."""
+    chats = [yes_no(q, d) for q, d in PAIRS]
+    clamped = [c.score for c in _top20(offline).score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)]
+    exact = [c.score for c in offline.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)]
+    assert all((p - 0.5) * (q - 0.5) >= 0 for p, q in zip(clamped, exact)), (clamped, exact)
 
 
 def test_greedy_text_equals_transformers(offline, transformers_backend):
@@ -65,6 +70,11 @@ def test_greedy_text_equals_transformers(offline, transformers_backend):
 
 
 def test_over_long_prompt_is_cut_to_fit_the_context(offline):
+    """Unset, max_length follows max_model_len minus the answer's tokens; the cut is counted and the limit is in the
+    backend id (so in every cache key)."""
     long_doc = " ".join(["the volcano erupted and ash covered the town"] * 400)  # ~3,600 tokens > 2,048
     [answer] = offline.generate([[{"role": "user", "content": long_doc + "\nSummarise."}]], SamplingParams(max_tokens=4))
-    assert 2048 - 4 - 1 <= answer.input_tokens <= 2048 - 4
+    assert 2048 - 4 - 1 <= answer.input_tokens <= 2048 - 4 and answer.truncated_tokens > 1000
+    [score] = offline.score_yes_no([yes_no("volcano", long_doc)], QWEN3_ASSISTANT_PREFIX)
+    assert score.input_tokens == 2048 - 1 and score.truncated_tokens > 1000
+    assert offline.max_length is None and "|prompt<=2048|yes_no=label_ids" in offline.id

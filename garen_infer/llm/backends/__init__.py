@@ -28,10 +28,12 @@ class Backend(Protocol):
 
 
 class CachedBackend:
-    """Answers from the cache where it can and sends only the misses, in one batch, to the backend."""
+    """Answers from the cache where it can and sends only the misses, in one batch, to the backend.
+    ``truncated_prompts`` counts the answers it gave (cached or not) to prompts the backend had to cut."""
 
     def __init__(self, backend: Backend, cache):
         self.backend, self.cache, self.id = backend, cache, backend.id
+        self.truncated_prompts = 0
 
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
         keys = [cache_key(self.id, "generate", chat, vars(params)) for chat in chats]
@@ -67,11 +69,19 @@ class CachedBackend:
         for key in keys:
             answer = fresh.pop(key, None)  # the first asker pays; repeats are hits
             out.append(answer if answer is not None else Completion(**stored[key], cached=True))
+        self.truncated_prompts += sum(a.truncated_tokens > 0 for a in out)
         return out
+
+    def close(self) -> None:
+        """Free the model now (its GPU memory too), where the backend can."""
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
 
 
 def _to_json(c: Completion) -> dict:
-    return {"text": c.text, "score": c.score, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "extra": c.extra}
+    return {"text": c.text, "score": c.score, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+            "truncated_tokens": c.truncated_tokens, "extra": c.extra}
 
 
 # Backend name -> (module, class). A backend's settings are the fields of its config class, declared there and

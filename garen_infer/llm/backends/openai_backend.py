@@ -3,7 +3,8 @@
 - ``generate``: POST {base_url}/chat/completions per chat, up to ``concurrency`` requests in flight at once.
 - ``score_yes_no``: the same endpoint with ``max_tokens`` 1 and ``top_logprobs`` 20 (Qwen3-Reranker's vLLM
   recipe, anchors.md sec. 7). The answer token's listed alternatives give log P(yes) and log P(no); P(yes) is
-  normalised over the two, and a label missing from the list counts as -10, as in Qwen3's code.
+  normalised over the two, and a label missing from the list counts as -10, as in Qwen3's code (or as the lowest
+  listed logprob when that is lower, so that a missing label never outranks a listed one).
   Label matching: Qwen3-Reranker scores the bare lowercase tokens "yes" and "no"; an entry whose token is
   exactly that is used when listed, so scores equal the offline backends'. Otherwise the best-ranked entry
   that equals the label after stripping whitespace and lowercasing (" yes", "Yes", "NO") stands in, so
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.replicas import ReplicaPool
-from garen_infer.llm.backends.vllm_backend import MISSING_LOGPROB, TOP_LOGPROBS, yes_probability  # no vllm import
+from garen_infer.llm.backends.vllm_backend import MISSING_LOGPROB, TOP_LOGPROBS, unlisted_logprob, yes_probability  # no vllm import
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import execution_only
 
@@ -238,12 +239,13 @@ def replica_urls(base_url) -> list[str]:
 
 def label_logprob(entries: list[tuple[str, float]], label: str) -> float:
     """The logprob of ``label`` among (token, logprob) alternatives: the exact token if listed, else the
-    best-ranked token equal to it after stripping whitespace and lowercasing, else -10."""
+    best-ranked token equal to it after stripping whitespace and lowercasing, else -10 or the lowest listed
+    logprob if that is lower (a missing label never outranks a listed one)."""
     exact = [lp for token, lp in entries if token == label]
     if exact:
         return max(exact)
     loose = [lp for token, lp in entries if token.strip().lower() == label]
-    return max(loose) if loose else MISSING_LOGPROB
+    return max(loose) if loose else unlisted_logprob(lp for _, lp in entries)
 
 
 def openai_messages(chat: Chat) -> Chat:

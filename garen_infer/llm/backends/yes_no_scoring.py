@@ -3,6 +3,7 @@ garen_train trains through, so a trained navigator is scored at inference exactl
 
     prompt_text(tokenizer, chat, prefix)      the chat rendered by the model's template + the assistant prefix
     encode_left_padded(tokenizer, texts, n)   token ids without extra special tokens, cut in the middle, left padded
+    prompt_limit(cap, context, answer)        the prompt tokens a backend keeps: its context minus the answer's
     yes_no_logits(net, ids, mask, yes, no)    the [no, yes] logits at the last position (differentiable)
     yes_log_odds(pair) / yes_probability(pair)  logit(yes) - logit(no), and P(yes) = softmax over [no, yes]
 
@@ -12,6 +13,7 @@ sigmoid(log-odds) is that same P(yes). torch is imported by the caller (this mod
 
 from __future__ import annotations
 
+from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import render_chat
 from garen_infer.llm.types import Chat
 
@@ -31,21 +33,43 @@ def truncate_middle(ids: list[int], max_length: int) -> list[int]:
     return ids[: max_length - PROMPT_TAIL_TOKENS] + ids[-PROMPT_TAIL_TOKENS:]
 
 
-def token_ids(tokenizer, text: str, max_length: int) -> list[int]:
-    # chat templates already write any BOS token into the text
-    return truncate_middle(tokenizer(text, add_special_tokens=False).input_ids, max_length)
+def token_ids(tokenizer, text: str, max_length: int | None) -> tuple[list[int], int]:
+    """The prompt's ids (no extra special tokens: chat templates already write any BOS token into the text), cut in
+    the middle to ``max_length`` (None: whole), and how many tokens the cut removed."""
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    kept = ids if max_length is None else truncate_middle(ids, max_length)
+    return kept, len(ids) - len(kept)
 
 
-def encode_left_padded(tokenizer, texts: list[str], max_length: int, device="cpu"):
-    """(input_ids, attention_mask, lengths): left padding puts every prompt's last token in the last column."""
+def prompt_limit(cap: int | None, context: int | None, answer_tokens: int, who: str) -> int | None:
+    """Prompt tokens kept: the model's context minus the answer's tokens, and at most ``cap`` (a backend's
+    ``max_length``) when set; None when neither bounds it."""
+    limits = [n for n in (cap, None if context is None else context - answer_tokens) if n is not None]
+    if not limits:
+        return None
+    if min(limits) <= PROMPT_TAIL_TOKENS:
+        raise GarenError(f"{who}: {answer_tokens} answer tokens leave no room for a prompt in a context of {context} tokens"
+                         f"{'' if cap is None else f' (max_length {cap})'}")
+    return min(limits)
+
+
+def backend_settings(prompt_cap: int | None, yes_no_logprobs: str | None = None) -> str:
+    """What a local backend adds to its id besides the weights: the prompt limit (tokens kept at most before the
+    answer's are taken off) and how yes/no logprobs are read, since both change answers."""
+    return f"|prompt<={prompt_cap or 'any'}" + (f"|yes_no={yes_no_logprobs}" if yes_no_logprobs else "")
+
+
+def encode_left_padded(tokenizer, texts: list[str], max_length: int | None, device="cpu"):
+    """(input_ids, attention_mask, lengths, cut tokens): left padding puts every prompt's last token in the last
+    column."""
     import torch
 
-    rows = [token_ids(tokenizer, text, max_length) for text in texts]
+    rows, cuts = zip(*(token_ids(tokenizer, text, max_length) for text in texts))
     width = max(len(r) for r in rows)
     pad = tokenizer.pad_token_id
     input_ids = [[pad] * (width - len(r)) + r for r in rows]
     mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
-    return torch.tensor(input_ids, device=device), torch.tensor(mask, device=device), [len(r) for r in rows]
+    return torch.tensor(input_ids, device=device), torch.tensor(mask, device=device), [len(r) for r in rows], list(cuts)
 
 
 def yes_no_logits(net, input_ids, attention_mask, yes: int, no: int):
