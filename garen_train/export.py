@@ -61,7 +61,21 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="garen-train export", parents=[first], description=__doc__)
     type(module).add_export_arguments(parser)
     args = parser.parse_args(argv)
-    import json
-
-    print(json.dumps(module.export(args), indent=2, default=str))
+    print(how_to_load(module.export(args), args))
     return 0
+
+
+def how_to_load(manifest: dict, args: argparse.Namespace) -> str:
+    """What ``garen-train export`` prints: where the export is and the role specs (or index stage) that load it;
+    the rest of the manifest (data, validation figures, digests) stays in the manifest file."""
+    import yaml
+
+    if "stage" in manifest:  # a learned groups stage, written into an index folder
+        return (f"{manifest['index']}: stage '{manifest['stage']}' written to manifest.json "
+                f"({manifest['info']['groups']} groups); use it with --set methods.garen.groups={manifest['stage']}")
+    lines = [f"{Path(args.out).resolve()}: exported (manifest.json holds the rest); load it with a role spec "
+             f"(models.<role>: ..., e.g. navigator, or reranker with mode: pointwise):"]
+    for name, spec in manifest.get("use", {}).items():
+        text = spec if isinstance(spec, str) else yaml.safe_dump(spec, default_flow_style=True, width=10**6, sort_keys=False).strip()
+        lines.append(f"  {name}: {text}")
+    return "\n".join(lines)

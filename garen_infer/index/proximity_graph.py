@@ -34,6 +34,7 @@ import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
+from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.stages import Stage, register
 from garen_infer.settings import AtLeast, Count, NonNegative
 
@@ -170,12 +171,13 @@ class ProximityGraph:
             scratch = Path(tempfile.mkdtemp(prefix=".diskann.", dir=tmp.parent))
             start = time.perf_counter()
             try:
-                diskannpy.build_async_index(
-                    data=np.ascontiguousarray(vectors[order]), distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
-                    graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
-                    graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
-                    max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
-                )
+                with elapsed_bar(f"proximity graph (DiskANN, {n} documents)"):
+                    diskannpy.build_async_index(
+                        data=np.ascontiguousarray(vectors[order]), distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
+                        graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
+                        graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
+                        max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
+                    )
             except Exception as err:  # noqa: BLE001 - the Rust side reports a failed write as a plain Exception
                 found = re.search(r"\(os error (\d+)\)", str(err))
                 if found is None:

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
+from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.semantic_tree import SemanticTree
 from garen_infer.index.stages import Stage, register
 from garen_infer.settings import AtLeast, Count, NonNegative
@@ -49,7 +50,8 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
 
         describer = NodeDescriber(texts, vectors, generator, params.retries, params.batch_size, params.summary_max_words)
         embed = lambda descs: folder.embedder.encode_documents(descs, show_progress=False)  # noqa: E731
-        root = build_bottom_up(vectors, texts, describer, embed, params.max_children, params.seed)
+        with elapsed_bar(f"semantic tree (bottom-up, {len(texts)} documents)") as bar:
+            root = build_bottom_up(vectors, texts, describer, embed, params.max_children, params.seed, log=bar.write)
         info.update(summarizer=describer.name, description_fallbacks=describer.fallbacks)
     else:
         from garen_infer.index.tree_top_down import TopDownBuilder

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from garen_infer.append_log import read_finished
 from garen_infer.errors import GarenError
 from garen_infer.report.bench_config import BenchConfig, DatasetEntry, MethodEntry
@@ -55,6 +57,9 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
                          f"skip_unavailable: true to list them in the report instead")
     queries_run = model_calls = 0
     matrices = []
+    runnable = [p for *_, plans in prepared for p in plans if not p.problem]
+    finished = sum((p.folder / "metrics.json").is_file() for p in runnable)  # re-read only: left out of the ETA
+    cells = tqdm(total=len(runnable), initial=finished, desc="bench", unit="cell")
     for entry, dataset, index, plans in prepared:
         matrix = DatasetMatrix(entry.name, dataset.name, len(dataset.documents), len(dataset.judged_queries()), str(index.path),
                                labels=[e.label for e in entries], budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
@@ -64,10 +69,14 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
             if plan.problem:
                 matrix.skipped.append(Skipped(plan.entry.label, plan.budget, plan.problem))
                 continue
+            done_before = (plan.folder / "metrics.json").is_file()
+            cells.set_description(f"bench: {entry.name} {plan.entry.label}{'' if plan.budget is None else f' @{plan.budget}'}")
             ran, calls = _run_cell(dataset, index, plan, cache, log)
             queries_run, model_calls = queries_run + ran, model_calls + calls
+            cells.update(0 if done_before else 1)
             log(f"[bench] {entry.name} {plan.folder.name}: {ran} queries run now, {calls} model calls")
         matrices.append((matrix, dataset, index, plans))
+    cells.close()
     if limit:
         config = replace(config, report=config.report.with_name(f"{config.report.name}.first{limit}"))
     report = write_report(config, matrices, log, command)
