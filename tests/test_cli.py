@@ -207,10 +207,12 @@ def test_usage_errors_exit_2(capsys):
     assert "required" in capsys.readouterr().err
 
 
-def test_index_json_stays_parseable_when_diskann_prints(beir_dir, tmp_path, capfd):
-    """DiskANN's native code writes its own lines to file descriptor 1; --json's stdout is the JSON alone."""
+def test_index_json_stays_parseable_when_stages_print(beir_dir, tmp_path, capfd):
+    """DiskANN's native code writes its own lines to file descriptor 1, the bottom-up tree one line per layer:
+    both go to stderr, and --json's stdout is the JSON alone."""
     preset = tmp_path / "graph.yaml"
-    preset.write_text("index:\n  embeddings: {}\n  proximity_graph: {}\n")
+    preset.write_text("index:\n  embeddings: {}\n  proximity_graph: {}\n  semantic_tree: {max_children: 3}\n")
     assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(tmp_path / "i"), "--json"]) == 0
     out, err = capfd.readouterr()
-    assert set(json.loads(out)["stages"]) == {"embeddings", "proximity_graph"} and "Index build completed" in err
+    assert set(json.loads(out)["stages"]) == {"embeddings", "proximity_graph", "semantic_tree"}
+    assert "Index build completed" in err and "[semantic_tree] bottom-up layer 1" in err

@@ -8,6 +8,7 @@ The manifest says who wrote the descriptions and counts every fallback.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
@@ -51,7 +52,8 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
         describer = NodeDescriber(texts, vectors, generator, params.retries, params.batch_size, params.summary_max_words)
         embed = lambda descs: folder.embedder.encode_documents(descs, show_progress=False)  # noqa: E731
         with elapsed_bar(f"semantic tree (bottom-up, {len(texts)} documents)") as bar:
-            root = build_bottom_up(vectors, texts, describer, embed, params.max_children, params.seed, log=bar.write)
+            root = build_bottom_up(vectors, texts, describer, embed, params.max_children, params.seed,
+                                   log=lambda line: bar.write(line, file=sys.stderr))  # stdout: the summary or --json
         info.update(summarizer=describer.name, description_fallbacks=describer.fallbacks)
     else:
         from garen_infer.index.tree_top_down import TopDownBuilder
