@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 2/3 figures: index build time and bm25 / rerank / slidegar / garen (+ ablations) on SciFact (test) and
+# Index build time and bm25 / rerank / slidegar / garen (+ ablations) on SciFact (test) and
 # Cranfield at budget 100, CPU default preset. Usage: bash benchmarks/baselines.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."

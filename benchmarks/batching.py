@@ -41,7 +41,7 @@ def default_method() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=f"beir:{REPO.parent / 'shared' / 'data' / 'scifact'}")
-    ap.add_argument("--index", default="/tmp/idx/scifact", help="an index folder with bm25, knn_graph (+ groups for garen)")
+    ap.add_argument("--index", default="indexes/scifact", help="an index folder with bm25, knn_graph (+ groups for garen)")
     ap.add_argument("--method", default=default_method())
     ap.add_argument("--model", default=str(Path.home() / ".cache" / "garen" / "gemma3-270m-hf"))
     ap.add_argument("--prompt", default="garen", help="listwise prompt: garen | rankgpt")

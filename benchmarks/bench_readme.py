@@ -1,7 +1,7 @@
 """Regenerate the README's results section from a real bench report, in one command:
 
     .venv/bin/python benchmarks/bench_readme.py [--config configs/bench/cpu-default.yaml] [--set KEY=VALUE ...]
-                                                [--prebuilt /work/idx] [--note "..."]
+                                                [--prebuilt DIR] [--note "..."]
 
 1. Index folders of the bench file that do not exist yet are copied from ``--prebuilt/<dataset>`` when that exists
    (embedding SciFact costs minutes of CPU, copying costs none); the bench then adds any stage the preset lacks.

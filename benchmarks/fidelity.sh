@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12 before/after table: every method at budget 100, cpu-default, on SciFact (test) and Cranfield.
+# Before/after table of two code versions: every method at budget 100, cpu-default, on SciFact (test) and Cranfield.
 # Usage: bash benchmarks/fidelity.sh CODE_DIR INDEX_ROOT OUT_DIR [EXTRA --set ARGS...]
 #   CODE_DIR: the garen checkout whose code runs (PYTHONPATH); INDEX_ROOT holds scifact/ and cranfield/ indexes.
 # Prints one line per run (benchmarks/report.py). Runs are resumable; reruns reuse the response cache.

@@ -7,8 +7,7 @@ process: its wall time and peak RSS (``wait4``) are the stage's, including loadi
 ``corpus only`` row measures alone. The k-NN graph is timed both ways below the exact threshold (exact and IVF);
 above it (400K) only IVF, the default there. Growth exponents are least-squares slopes of log time on log n.
 
-    flock /work/bench.lock nice -n 5 python benchmarks/index_scale.py --sizes 50000 100000 200000 400000 \\
-        --work /tmp/index-scale > /work/logs/harden-scale.log 2>&1 &
+    python benchmarks/index_scale.py --sizes 50000 100000 200000 400000 --work SCRATCH_DIR
 """
 
 from __future__ import annotations

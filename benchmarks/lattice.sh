@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 10 figures: LATTICE and LATTICE++ next to retrieve-and-rerank and GAREN at an equal observation budget of
+# LATTICE and LATTICE++ next to retrieve-and-rerank and GAREN at an equal observation budget of
 # 100 documents (GAREN App. B.2), on SciFact (test) and Cranfield, CPU default preset; the semantic tree's build
 # time and shape. LATTICE without a budget (the paper's 20 iterations) and with calibrated path relevance too.
 # Usage: bash benchmarks/lattice.sh [OUT_DIR] [PREBUILT_INDEX_DIR]
@@ -11,7 +11,7 @@ OUT=${1:-benchmarks/out}
 PREBUILT=${2:-}
 BIN=${BIN:-.venv/bin}
 export HF_HUB_OFFLINE=1 GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-$OUT/cache}
-DATA=${GAREN_DATA:-../shared/data}  # the shared corpora (from a worktree: GAREN_DATA=/work/shared/data)
+DATA=${GAREN_DATA:-../shared/data}  # a folder holding scifact/ and cranfield/
 declare -A SPEC=([scifact]="beir:$DATA/scifact:test" [cranfield]="beir:$DATA/cranfield:test")
 extra_for() { [ "$1" = cranfield ] && echo "--allow-empty-docs" || true; }
 for ds in cranfield scifact; do  # the comparison at 100 documents first

@@ -7,7 +7,7 @@ either a real model or the oracle. It prints, per sigma, the rule's pairwise acc
 the accuracy measured on the first stage's top documents, and each method's nDCG@10 and R@100. It also writes
 summary.json and summary.md to --out.
 
-    python benchmarks/oracle_sweep.py --dataset beir:../shared/data/scifact:test --index /work/idx/scifact \
+    python benchmarks/oracle_sweep.py --dataset beir:../shared/data/scifact:test --index indexes/scifact \
         --out runs/oracle-scifact --navigators embedding oracle
 
 Navigators (``--navigators``, any of):

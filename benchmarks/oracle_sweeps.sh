@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15 figures, a SIMULATION (the oracle backend plays the reranker): every method against reranker quality on
+# The oracle sweeps, a SIMULATION (the oracle backend plays the reranker): every method against reranker quality on
 # SciFact and Cranfield test at budget 100, GAREN's navigator real (MiniLM) and simulated; then SciFact with the
 # simulated navigator's sigma held at 0.3 and at 1.0 while the reranker's varies.
 #

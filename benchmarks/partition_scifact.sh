@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 9 figures: GAREN on SciFact test at budget 100 (App. C.2 protocol: every construction has Leiden's number of
+# GAREN per group construction on SciFact test at budget 100 (App. C.2 protocol: every construction has Leiden's number of
 # groups) with Leiden, learned soft (overlapping), k-means and random groups, cpu-default models; the soft
 # partition's training and export cost; partition quality and App. C.3 counts from one report command; and the
 # check that a disjoint export (anchor 100, one group per document) reproduces the Leiden run.
 # Usage: [DATA=../shared/data] [LIMIT=N] [NAVIGATOR=DIR] bash benchmarks/partition_scifact.sh [OUT_DIR] [PREBUILT_CPU_DEFAULT_SCIFACT_INDEX]
 # LIMIT: GAREN on the first N test queries only (a quick look; the protocol is all 300)
-# NAVIGATOR: a cross-encoder navigator exported by `garen-train export` (issue 8's benchmarks/train_navigator.sh);
+# NAVIGATOR: a cross-encoder navigator exported by `garen-train export` (e.g. from benchmarks/train_navigator.sh);
 #   the four constructions are then run a second time with it. With cpu-default alone the navigator, the reranker
 #   and the k-NN graph are one MiniLM cosine, so no grouping can show what navigation adds.
 set -euo pipefail

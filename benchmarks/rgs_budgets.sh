@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 CLI=${CLI:-.venv/bin/garen-infer}
 PY=${PY:-.venv/bin/python}
 DATASET=${DATASET:-beir:../shared/data/scifact:test}
-INDEX=${INDEX:-/tmp/idx/scifact}
+INDEX=${INDEX:-indexes/scifact}
 RUNS=${RUNS:-/tmp/runs}
 BUDGETS=${BUDGETS:-100 300 500}
 export GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-/tmp/garen-cache}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8's benchmark: train the CPU navigator and pointwise reranker on mined SciFact train pairs, then compare them
+# Train the CPU navigator and pointwise reranker on mined SciFact train pairs, then compare them
 # with the CPU default's zero-shot MiniLM on the SciFact test split:
 #   (a) navigator alone: AUC and gold-group recall@20 on every group GAREN scored for each test query;
 #   (b) GAREN, rerank, SlideGAR and RGS at budget 100: cpu-default vs the trained pointwise reranker (and, for

@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--force", action="store_true", help="rebuild every stage even if the manifest says it is built")
     index.add_argument("--verify", action="store_true", help="build nothing: read every file of the index and compare it "
                        "with the digest its manifest records (with --dataset, check the corpus too)")
+    index.add_argument("--json", action="store_true", help="print what was built as JSON (each stage's action, seconds, "
+                       "bytes and manifest entry) instead of the table")
 
     run = sub.add_parser("run", help="run a method and write run.trec, metrics.json and trace.jsonl")
     _common(run)
@@ -117,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_index(args) -> int:
     from garen_infer.data import load_dataset
+    from garen_infer.index.build_summary import summary, summary_table
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
 
@@ -129,8 +132,10 @@ def cmd_index(args) -> int:
         raise GarenError("the following arguments are required: --dataset (only 'index --verify' reads no dataset)")
     preset = load_preset(args.preset, args.overrides)
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
-    folder = IndexFolder.build(dataset, args.out, IndexConfig.from_dict(preset.get("index", {})), force=args.force)
-    print(json.dumps(folder.manifest["stages"], indent=2))
+    folder = IndexFolder.build(dataset, args.out, IndexConfig.from_dict(preset.get("index", {})), force=args.force,
+                               log=lambda line: print(line, file=sys.stderr))
+    facts = summary(folder)
+    print(json.dumps(facts, indent=2) if args.json else summary_table(facts))
     return 0
 
 

@@ -18,7 +18,9 @@ init_args: ...}``), so one entry point serves every job and a new job is a modul
 
 from __future__ import annotations
 
+import functools
 import importlib
+import logging
 import sys
 from pathlib import Path
 
@@ -48,6 +50,31 @@ def resumed_checkpoint(argv: list[str]) -> Path | None:
     return None
 
 
+class _Drop(logging.Filter):
+    """Drops the log records whose message contains ``marker``; keeps every other line of the logger."""
+
+    def __init__(self, marker: str):
+        super().__init__()
+        self.marker = marker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.marker not in str(record.msg)
+
+
+@functools.cache  # once per process: the filters stay on their loggers
+def quiet_libraries() -> None:
+    """A fit prints the job's own progress and metrics, not the libraries' chatter: transformers' per-model load
+    report (a table of the keys a fresh head initialises, expected for every scorer) and its "Loading weights" bars,
+    and Lightning's tips ("try installing litlogger / litmodels")."""
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    for name in ("transformers.modeling_utils", "transformers.modeling_layers", "transformers.integrations.peft"):
+        logging.getLogger(name).addFilter(_Drop("LOAD REPORT"))
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).addFilter(_Drop("Tip:"))
+
+
 def run_lightning(argv: list[str]):
     """LightningCLI in subclass mode: the config picks the module and data classes. A checkpoint to resume from
     is read without running code from it first (Lightning then reads it with torch's weights-only loader too)."""
@@ -62,12 +89,23 @@ def run_lightning(argv: list[str]):
     if resumed is not None:
         read_checkpoint(resumed, mmap=True, offer_trust=False)
 
+    class GarenCLI(LightningCLI):
+        def before_instantiate_classes(self) -> None:
+            """A logger given no ``save_dir`` (``garen_train.loggers``) writes under ``trainer.default_root_dir``."""
+            trainer = (self.config[self.subcommand] if self.subcommand else self.config).trainer
+            for logger in trainer.logger if isinstance(trainer.logger, list) else [trainer.logger]:
+                init_args = getattr(logger, "init_args", None)
+                if init_args is not None and "save_dir" in init_args and init_args.save_dir is None:
+                    init_args.save_dir = trainer.default_root_dir or "."
+
+    quiet_libraries()
+
     # LightningCLI reads sys.argv (and warns if args= is also given). argv[0] stays the real script: DDP starts
     # the other processes by running it again with these arguments.
     saved = sys.argv
     sys.argv = [saved[0] if saved and saved[0] else "garen-train", *argv]
     try:
-        return LightningCLI(
+        return GarenCLI(
             LightningModule, LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
             save_config_kwargs={"overwrite": True},
         )

@@ -71,10 +71,13 @@ def main(argv: list[str]) -> int:
     hub.add_arguments(parser)
     args = parser.parse_args(argv)
     hub.check_arguments(args)
-    import json
-
     manifest = module.export(args)
-    print(json.dumps({**manifest, **hub.share(manifest, args)}, indent=2, default=str))  # the model card, the upload
+    shared = hub.share(manifest, args)  # the model card, and the upload when asked for
+    print(how_to_load(manifest, args))
+    if shared.get("model_card"):
+        print(f"model card: {shared['model_card']}")
+    if shared.get("pushed"):
+        print(f"pushed to {shared['pushed']['url']} (commit {shared['pushed']['commit']})")
     return 0
 
 
@@ -90,3 +93,19 @@ def _common_options(first: argparse.ArgumentParser) -> argparse.ArgumentParser:
         epilog="Each job adds its own options (--out, --format, --index, ...): "
         "'garen-train export --checkpoint CKPT -h' lists those of CKPT's job.",
     )
+
+
+def how_to_load(manifest: dict, args: argparse.Namespace) -> str:
+    """What ``garen-train export`` prints: where the export is and the role specs (or index stage) that load it;
+    the rest of the manifest (data, validation figures, digests) stays in the manifest file."""
+    import yaml
+
+    if "stage" in manifest:  # a learned groups stage, written into an index folder
+        return (f"{manifest['index']}: stage '{manifest['stage']}' written to manifest.json "
+                f"({manifest['info']['groups']} groups); use it with --set methods.garen.groups={manifest['stage']}")
+    lines = [f"{Path(args.out).resolve()}: exported (manifest.json holds the rest); load it with a role spec "
+             f"(models.<role>: ..., e.g. navigator, or reranker with mode: pointwise):"]
+    for name, spec in manifest.get("use", {}).items():
+        text = spec if isinstance(spec, str) else yaml.safe_dump(spec, default_flow_style=True, width=10**6, sort_keys=False).strip()
+        lines.append(f"  {name}: {text}")
+    return "\n".join(lines)

@@ -121,12 +121,15 @@ def test_rerun_makes_no_model_call_and_changes_no_run(bench, monkeypatch):
     assert run_bench(config, ResponseCache(tmp / "cache.sqlite"), log=lambda *_: None).queries_run == 0
 
 
-def test_fresh_run_folders_are_answered_from_the_cache(bench, far_dataset_dir, full_index, tiny_model_dir, tmp_path):
+def test_fresh_run_folders_are_answered_from_the_cache(bench, far_dataset_dir, full_index, tiny_model_dir, tmp_path, capsys):
     tmp, _, _, _ = bench
     config = load_bench_config(bench_file(tmp_path, far_dataset_dir, full_index.path, tiny_model_dir))
     config.methods = [m for m in config.methods if m != "all" and m.label == "rerank-llm"]  # the LLM cell only
+    capsys.readouterr()
     outcome = run_bench(config, ResponseCache(tmp / "cache.sqlite"), log=lambda *_: None)
     assert outcome.queries_run == 5 and outcome.model_calls == 0
+    progress = capsys.readouterr().err  # the bar over cells names the one running (dataset, method, budget)
+    assert "bench: tiny rerank-llm @8" in progress and "1/1 [" in progress
     records = [json.loads(l) for l in (tmp_path / "runs" / "tiny" / "rerank-llm@8" / "trace.jsonl").read_text().splitlines()]
     assert all(r["ledger"]["model_calls"] == 0 and r["ledger"]["cache_hits"] == r["ledger"]["requests"] > 0 for r in records)
     before = (tmp / "runs" / "tiny" / "rerank-llm@8" / "run.trec").read_text()

@@ -48,8 +48,31 @@ def test_index_again_keeps_built_stages(cli_index, beir_dir, tmp_path, capsys):
     preset.write_text("index:\n  bm25: {variant: bm25s, k1: 1.2, b: 0.75}\n")
     capsys.readouterr()
     assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(cli_index)]) == 0
-    out = capsys.readouterr().out
-    assert "[index] bm25: already built with these params, kept" in out
+    captured = capsys.readouterr()
+    assert "[index] bm25: already built with these params, kept" in captured.err
+    assert [line.split()[:3] for line in captured.out.splitlines()[2:-1]] == [
+        ["bm25", "kept", "-"], ["embeddings", "kept", "-"], ["knn_graph", "kept", "-"]]
+
+
+def test_index_prints_each_stage_with_its_time_and_size_and_the_facts_as_json(beir_dir, tmp_path, capsys):
+    from garen_infer.index.build_summary import size_text
+
+    preset, out = tmp_path / "bm25-only.yaml", tmp_path / "index"
+    preset.write_text("index:\n  bm25: {variant: bm25s, k1: 1.2, b: 0.75}\n")
+    assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(out), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)  # stdout is the JSON alone: the stage log goes to stderr
+    bm25 = facts["stages"]["bm25"]
+    on_disk = sum(f.stat().st_size for f in (out / "bm25").rglob("*") if f.is_file())
+    assert (facts["index"], facts["corpus"]["doc_count"]) == (str(out), 12)
+    assert bm25["action"] == "built" and bm25["seconds"] >= 0 and bm25["bytes"] == on_disk > 0
+    assert bm25["params"] == json.loads((out / "manifest.json").read_text())["stages"]["bm25"]["params"]
+
+    assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(out), "--force"]) == 0
+    header, columns, row, total = capsys.readouterr().out.splitlines()
+    assert header == f"{out}: tiny/test, 12 documents" and columns.split() == ["stage", "time", "size"]
+    assert row.split()[:2] == ["bm25", "rebuilt"] and row.endswith(size_text(on_disk))
+    assert total.split()[0] == "total" and total.endswith(size_text(on_disk))
+    assert [size_text(n) for n in (999, 1000, 4_250_000, 3 * 10**12)] == ["999 B", "1.0 KB", "4.2 MB", "3000.0 GB"]
 
 
 @pytest.mark.parametrize("method", ["bm25", "rerank", "slidegar"])
@@ -254,3 +277,14 @@ def test_a_corpus_files_extension_holding_a_path_is_refused(extension, beir_dir,
     assert one_error_line(capsys, "index") == (f"garen-infer index: error: invalid setting index.corpus_files: extension {extension!r} "
                                                "must be a file name ending such as '.txt' (letters, digits, '.', '_' or '-', at most 16), not a path")
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "i").exists()
+
+
+def test_index_json_stays_parseable_when_stages_print(beir_dir, tmp_path, capfd):
+    """DiskANN's native code writes its own lines to file descriptor 1, the bottom-up tree one line per layer:
+    both go to stderr, and --json's stdout is the JSON alone."""
+    preset = tmp_path / "graph.yaml"
+    preset.write_text("index:\n  embeddings: {}\n  proximity_graph: {}\n  semantic_tree: {max_children: 3}\n")
+    assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(tmp_path / "i"), "--json"]) == 0
+    out, err = capfd.readouterr()
+    assert set(json.loads(out)["stages"]) == {"embeddings", "proximity_graph", "semantic_tree"}
+    assert "Index build completed" in err and "[semantic_tree] bottom-up layer 1" in err

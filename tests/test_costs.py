@@ -1,4 +1,4 @@
-"""Issue 12 item 12: dollars per query (Table 7), Hit@100 by hop distance (Fig. 4/8), averaging over seeds."""
+"""Dollars per query (Table 7), Hit@100 by hop distance (Fig. 4/8), averaging over seeds."""
 
 from __future__ import annotations
 

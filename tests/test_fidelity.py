@@ -1,4 +1,4 @@
-"""Issue 12: BRIGHT as published. Each test pins one fidelity fix on a hand-built case."""
+"""BRIGHT as published. Each test pins one fidelity fix on a hand-built case."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12 items 8 and 9: GAREN's expansion order past the first-stage depth and the document-level cap."""
+"""GAREN's expansion order past the first-stage depth and the document-level cap."""
 
 from __future__ import annotations
 

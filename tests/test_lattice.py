@@ -17,8 +17,8 @@ from garen_infer.llm.requests import Generate, ScoreYesNo
 from garen_infer.llm.types import Completion
 from garen_infer.methods.base import QueryState
 from garen_infer.methods.lattice import Lattice, LatticeConfig
-from garen_infer.methods.lattice_search_tree import SearchTree
-from garen_infer.methods.lattice_slates import gmm_threshold, parse_slate_scores, reference_leaves
+from garen_infer.methods.lattice.search_tree import SearchTree
+from garen_infer.methods.lattice.slates import gmm_threshold, parse_slate_scores, reference_leaves
 
 #  node ids (depth-first pre-order):
 #  0 root
@@ -269,7 +269,7 @@ def test_reference_leaf_sampling_is_reproducible_under_a_seed():
 
 # ---- LATTICE++ -------------------------------------------------------------------------------------------------
 def test_fusion_min_max_normalises_each_system():
-    from garen_infer.methods.lattice_fusion import fuse
+    from garen_infer.methods.lattice.fusion import fuse
 
     lattice = [(0, 0.9), (1, 0.5), (2, 0.1)]
     bm25 = [(2, 12.0), (3, 4.0)]

@@ -1,4 +1,4 @@
-"""GAREN's prompts are App. G's text byte for byte (issue 12, item 10): checked against the paper when
+"""GAREN's prompts are App. G's text byte for byte: checked against the paper when
 ../shared/reference/papers/garen-paper.txt is present, and against a pinned hash always."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12 items 5, 6 and 13: RGS's paper neighbour filter, the author's listwise prompt and answer rule, the
+"""RGS's paper neighbour filter, the author's listwise prompt and answer rule, the
 author's SlideGAR variant and DiskANN's start point."""
 
 from __future__ import annotations

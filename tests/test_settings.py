@@ -176,7 +176,7 @@ def test_values_are_converted_as_yaml_gives_them():
     assert params.max_group_size == 20 and isinstance(params.max_group_size, int)
 
 
-# ---- the three defects of issue 14, through the CLI ----------------------------------------------------------------
+# ---- three defects once found, through the CLI ---------------------------------------------------------------------
 def _one_line(capsys) -> str:
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+import yaml
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.roles import ScoreJob
@@ -172,7 +173,7 @@ def test_lora_export_scores_as_the_trained_module(lm_run, tmp_path):
     assert adapter_config["base_model_name_or_path"] == str(manifest["use"]["transformers_adapter"]["model"])
 
 
-def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_role(tiny_pairs, tiny_bert_dir, beir_dir, full_index, tmp_path):
+def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_role(tiny_pairs, tiny_bert_dir, beir_dir, full_index, tmp_path, capsys):
     from garen_infer.llm.cache import ResponseCache
     from garen_infer.llm.roles import build_roles
 
@@ -181,9 +182,12 @@ def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_ro
     checkpoint = tmp_path / "ckpt" / "epoch=0.ckpt"
     expected = _probabilities(load_module(checkpoint), PAIRS)
     out = tmp_path / "reranker"
+    capsys.readouterr()
     assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["max_length"] == 64 and manifest["use"]["cross_encoder"] == {"backend": "cross-encoder", "model": str(out)}
+    where, spec = capsys.readouterr().out.splitlines()  # the specs that load it, not the manifest
+    assert where.startswith(f"{out}: exported") and yaml.safe_load(spec) == {"cross_encoder": manifest["use"]["cross_encoder"]}
 
     roles = build_roles({"navigator": manifest["use"]["cross_encoder"]}, [], None, ResponseCache(tmp_path / "cache.sqlite"))
     scorer = roles.scorer("navigator")

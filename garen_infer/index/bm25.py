@@ -74,7 +74,8 @@ def tokenize(texts: list[str], params: Bm25Params, show_progress: bool = False) 
     import bm25s
 
     stopwords = list(LUCENE_STOPWORDS) if params.stopwords == "lucene" else (params.stopwords or None)
-    return bm25s.tokenize(texts, stopwords=stopwords, stemmer=stem, return_ids=False, show_progress=show_progress)
+    # bm25s's own bars (split, stem) stay hidden: one stage line and its time say enough for a pass of seconds
+    return bm25s.tokenize(texts, stopwords=stopwords, stemmer=stem, return_ids=False, show_progress=False)
 
 
 class Bm25Index:
@@ -94,7 +95,7 @@ class Bm25Index:
             # Python's hash seed, so the saved index would differ from process to process
             vocab: dict[str, int] = {}
             ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
-            retriever.index((ids, vocab), show_progress=True)
+            retriever.index((ids, vocab), show_progress=False)  # its three internal bars, hidden likewise
             return cls(params, retriever)
         if params.variant == "bright":
             return cls(params, _LuceneQ.fit(tokens, params.k1, params.b))

@@ -62,6 +62,7 @@ def same_result(params_type: type, recorded: dict, wanted: dict) -> bool:
 class IndexFolder:
     def __init__(self, path: Path, manifest: dict):
         self.path, self.manifest = Path(path), manifest
+        self.build_actions: dict[str, tuple[str, float]] = {}  # stage -> (built | rebuilt, seconds) by the last build
 
     # ---- opening and building -------------------------------------------------------------------------------
     @classmethod
@@ -180,7 +181,9 @@ class IndexFolder:
                 folder._forget_dependents(name)
                 folder._save_manifest()
             log(f"[index] {name}: building")
+            start = time.perf_counter()
             info = STAGES[name].build(folder, dataset, params)
+            folder.build_actions[name] = ("rebuilt" if recorded else "built", round(time.perf_counter() - start, 2))
             folder.manifest["stages"][name] = folder.sealed_entry(name, {"params": wanted, "info": info, "built": time.strftime("%Y-%m-%dT%H:%M:%S")})
             folder._forget_dependents(name)
             folder._save_manifest()

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from garen_infer.errors import GarenError
 
@@ -82,18 +83,21 @@ def leiden_groups(neighbours, weights, *, max_group_size=20, resolution=1.0, ran
         raise GarenError(f"unknown group cap_rule '{cap_rule}' ({' or '.join(CAP_RULES)})")
     small_enough = max_group_size - 1 if cap_rule == "graspologic" else max_group_size
     n = len(neighbours)
-    queue = _leiden_once(list(range(n)), _undirected_edges(neighbours, weights), backend, resolution, randomness, seed)
     final: list[list[int]] = []
-    while queue:
-        group = queue.pop()
-        if len(group) <= small_enough:
-            final.append(group)
-            continue
-        parts = _leiden_once(group, _undirected_edges(neighbours, weights, np.array(group)), backend, resolution, randomness, seed)
-        if len(parts) <= 1:  # Leiden finds no non-trivial split (e.g. near-duplicates): keep it large (App. F)
-            final.append(group)
-        else:
-            queue.extend(parts)
+    with tqdm(total=n, desc="leiden groups", unit="doc") as placed:  # documents in a group that is final
+        queue = _leiden_once(list(range(n)), _undirected_edges(neighbours, weights), backend, resolution, randomness, seed)
+        while queue:
+            group = queue.pop()
+            if len(group) <= small_enough:
+                final.append(group)
+                placed.update(len(group))
+                continue
+            parts = _leiden_once(group, _undirected_edges(neighbours, weights, np.array(group)), backend, resolution, randomness, seed)
+            if len(parts) <= 1:  # Leiden finds no non-trivial split (e.g. near-duplicates): keep it large (App. F)
+                final.append(group)
+                placed.update(len(group))
+            else:
+                queue.extend(parts)
     return sorted(final, key=lambda g: g[0])
 
 

@@ -23,8 +23,10 @@ import os
 import re
 import shutil
 import struct
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +36,7 @@ import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
+from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.stages import Stage, register
 from garen_infer.settings import AtLeast, Count, NonNegative
 
@@ -172,12 +175,13 @@ class ProximityGraph:
             scratch = Path(tempfile.mkdtemp(prefix=".diskann.", dir=tmp.parent))
             start = time.perf_counter()
             try:
-                diskannpy.build_async_index(
-                    data=np.ascontiguousarray(vectors[order]), distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
-                    graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
-                    graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
-                    max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
-                )
+                with elapsed_bar(f"proximity graph (DiskANN, {n} documents)"), native_stdout_to_stderr():
+                    diskannpy.build_async_index(
+                        data=np.ascontiguousarray(vectors[order]), distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
+                        graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
+                        graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
+                        max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
+                    )
             except Exception as err:  # noqa: BLE001 - the Rust side reports a failed write as a plain Exception
                 found = re.search(r"\(os error (\d+)\)", str(err))
                 if found is None:
@@ -216,6 +220,20 @@ class ProximityGraph:
         if len(offsets) != meta["doc_count"] + 1 or offsets[-1] != len(neighbours):
             raise GarenError(f"{folder}: the neighbour lists do not match meta.json; rebuild the proximity graph")
         return cls(folder, offsets, neighbours, meta)
+
+
+@contextmanager
+def native_stdout_to_stderr():
+    """DiskANN's Rust code prints its own lines ("Batch insert completed", ...) to file descriptor 1, where
+    ``garen-infer index --json`` writes its JSON: they go to stderr while it runs."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _build_proximity_graph(folder, dataset, params: ProximityGraphParams) -> dict:

@@ -8,12 +8,14 @@ The manifest says who wrote the descriptions and counts every fallback.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
+from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.semantic_tree import SemanticTree
 from garen_infer.index.stages import Stage, register
 from garen_infer.llm.model_specs import SUMMARIZER_SPEC
@@ -50,7 +52,9 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
 
         describer = NodeDescriber(texts, vectors, generator, params.retries, params.batch_size, params.summary_max_words)
         embed = lambda descs: folder.embedder.encode_documents(descs, show_progress=False)  # noqa: E731
-        root = build_bottom_up(vectors, texts, describer, embed, params.max_children, params.seed)
+        with elapsed_bar(f"semantic tree (bottom-up, {len(texts)} documents)") as bar:
+            root = build_bottom_up(vectors, texts, describer, embed, params.max_children, params.seed,
+                                   log=lambda line: bar.write(line, file=sys.stderr))  # stdout: the summary or --json
         info.update(summarizer=describer.name, description_fallbacks=describer.fallbacks)
     else:
         from garen_infer.index.tree_top_down import TopDownBuilder

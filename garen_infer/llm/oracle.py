@@ -44,6 +44,7 @@ import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.settings import NonNegativeFloat, build
+from garen_infer.llm.pointwise import PointwiseReranker
 from garen_infer.llm.types import Completion
 
 BACKEND = "oracle"
@@ -150,8 +151,6 @@ def build_oracle(role: str, spec: dict, dataset, doc_texts: list[str] = ()):
     if mode not in ("listwise", "pointwise"):
         raise GarenError(f"models.reranker.mode '{mode}' is not one of listwise, pointwise")
     if mode == "pointwise":
-        from garen_infer.llm.pointwise import PointwiseReranker
-
         return PointwiseReranker(OracleYesNoScorer(judge), list(doc_texts))
     return OracleReranker(judge)
 

@@ -13,8 +13,7 @@ row of a window, as for a listwise reranker.
 
 from __future__ import annotations
 
-from garen_infer.llm.roles import ScoreJob
-from garen_infer.llm.types import Completion
+from garen_infer.llm.types import Completion, ScoreJob
 
 
 class PointwiseReranker:

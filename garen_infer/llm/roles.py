@@ -20,29 +20,13 @@ import numpy as np
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.exported_models import trained_scoring
+from garen_infer.llm.oracle import build_oracle
 from garen_infer.llm.permutation import parse_permutation
+from garen_infer.llm.pointwise import PointwiseReranker
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
                                      PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
 from garen_infer.llm.rgs_prompt import bright_task
-from garen_infer.llm.types import Chat, Completion, SamplingParams
-
-
-@dataclass(frozen=True)
-class RerankJob:
-    query: str
-    rows: tuple[int, ...]
-    query_id: str = ""  # who asks: only a backend that judges by identity (the oracle) reads it
-
-
-@dataclass(frozen=True)
-class ScoreJob:
-    """One (query, text) pair for a yes/no scorer. ``query_id`` and ``rows`` (the corpus rows the text stands for)
-    identify the pair for a backend that judges by identity (the oracle); model backends read the texts only."""
-
-    query: str
-    text: str
-    query_id: str = ""
-    rows: tuple[int, ...] = ()
+from garen_infer.llm.types import Chat, Completion, RerankJob, SamplingParams, ScoreJob
 
 
 class EmbeddingReranker:
@@ -236,8 +220,6 @@ def _short(value: str) -> str:
 def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset_name: str = ""):
     mode = spec.get("mode", "listwise")
     if mode == "pointwise":
-        from garen_infer.llm.pointwise import PointwiseReranker
-
         return PointwiseReranker(build_scorer(spec, doc_texts, index, backend_for, "reranker"), doc_texts)
     if mode != "listwise":
         raise GarenError(f"models.reranker.mode '{mode}' is not one of {', '.join(RERANKER_MODES)}")
@@ -280,8 +262,6 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
         if "mode" in spec and role != "reranker":
             raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
         if spec.get("backend") == "oracle":
-            from garen_infer.llm.oracle import build_oracle
-
             oracle = build_oracle(role, spec, dataset, doc_texts)
             if role == "reranker":
                 roles.reranker = oracle

@@ -18,6 +18,24 @@ class SamplingParams:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class RerankJob:
+    query: str
+    rows: tuple[int, ...]
+    query_id: str = ""  # who asks: only a backend that judges by identity (the oracle) reads it
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    """One (query, text) pair for a yes/no scorer. ``query_id`` and ``rows`` (the corpus rows the text stands for)
+    identify the pair for a backend that judges by identity (the oracle); model backends read the texts only."""
+
+    query: str
+    text: str
+    query_id: str = ""
+    rows: tuple[int, ...] = ()
+
+
 @dataclass
 class Completion:
     """One model answer with its cost. ``score`` is P(yes) for yes/no scoring, else None. ``truncated_tokens``: how

@@ -69,8 +69,8 @@ METHODS = {
     "rarg": "garen_infer.methods.rarg",
     "rarg+": "garen_infer.methods.rarg:RARG_PLUS",  # "module:attribute" when a module defines several methods
     "rarg++": "garen_infer.methods.rarg:RARG_PLUS_PLUS",
-    "lattice": "garen_infer.methods.lattice",
-    "lattice++": "garen_infer.methods.lattice_fusion",
+    "lattice": "garen_infer.methods.lattice.method",
+    "lattice++": "garen_infer.methods.lattice.fusion",
 }
 
 

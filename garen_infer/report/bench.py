@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from garen_infer.append_log import read_finished
 from garen_infer.errors import GarenError
 from garen_infer.report.bench_config import BenchConfig, DatasetEntry, MethodEntry
@@ -65,6 +67,9 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
         for number, plan in enumerate((p for *_, plans in prepared for p in plans), start=1):
             if not plan.problem and not (plan.folder / "metrics.json").is_file():
                 plan.problem = f"not finished: run it with --cell {number}"
+    runnable = [p for *_, plans in prepared for p in plans if not p.problem]
+    finished = sum((p.folder / "metrics.json").is_file() for p in runnable)  # re-read only: left out of the ETA
+    cells = tqdm(total=len(runnable), initial=finished, desc="bench", unit="cell")
     for entry, dataset, index, plans in prepared:
         matrix = DatasetMatrix(entry.name, dataset.name, len(dataset.documents), len(dataset.judged_queries()), str(index.path),
                                labels=[e.label for e in entries] + list(entry.runs), budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
@@ -77,10 +82,14 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
                 continue
             if collect:
                 continue
+            done_before = (plan.folder / "metrics.json").is_file()
+            cells.set_description(f"bench: {entry.name} {plan.entry.label}{'' if plan.budget is None else f' @{plan.budget}'}")
             ran, calls = _run_cell(dataset, index, plan, cache, log)
             queries_run, model_calls = queries_run + ran, model_calls + calls
+            cells.update(0 if done_before else 1)
             log(f"[bench] {entry.name} {plan.folder.name}: {ran} queries run now, {calls} model calls")
         matrices.append((matrix, dataset, index, plans))
+    cells.close()
     if limit:
         config = replace(config, report=config.report.with_name(f"{config.report.name}.first{limit}"))
     report = write_report(config, matrices, log, command)

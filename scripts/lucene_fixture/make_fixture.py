@@ -6,9 +6,9 @@ EnglishPossessiveFilter, LowerCaseFilter, Lucene's English stop set, PorterStemF
 driver LuceneTokens.java (beside this file) against a jar holding Lucene 9 and Anserini, e.g. the fat jar that
 ships inside the pyserini wheel (no Maven needed):
 
-    pip download --no-deps -d /tmp/pyserini pyserini==0.24.0
-    unzip -o /tmp/pyserini/pyserini-0.24.0-py3-none-any.whl 'pyserini/resources/jars/*' -d /tmp/pyserini
-    python scripts/lucene_fixture/make_fixture.py --jar /tmp/pyserini/pyserini/resources/jars/anserini-0.24.0-fatjar.jar
+    pip download --no-deps -d pyserini-wheel pyserini==0.24.0
+    unzip -o pyserini-wheel/pyserini-0.24.0-py3-none-any.whl 'pyserini/resources/jars/*' -d pyserini-wheel
+    python scripts/lucene_fixture/make_fixture.py --jar pyserini-wheel/pyserini/resources/jars/anserini-0.24.0-fatjar.jar
 
 ``--words FILE`` (one word a line) also records Lucene's Porter stem of each word (the ``stems`` table).
 ``--unicode`` instead rewrites garen_infer/index/lucene_unicode.py: Lucene's character tables are older than the

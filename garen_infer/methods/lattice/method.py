@@ -37,9 +37,9 @@ from garen_infer.index.semantic_tree import SemanticTree
 from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.requests import Generate, ScoreYesNo
 from garen_infer.methods.base import Method, QueryState, Search
-from garen_infer.methods.lattice_calibration import Calibration, CalibrationParams
-from garen_infer.methods.lattice_search_tree import SearchTree
-from garen_infer.methods.lattice_slates import Slate, parse_slate_scores, reference_leaves
+from garen_infer.methods.lattice.calibration import Calibration, CalibrationParams
+from garen_infer.methods.lattice.search_tree import SearchTree
+from garen_infer.methods.lattice.slates import Slate, parse_slate_scores, reference_leaves
 from garen_infer.settings import Count, NonNegative, NonNegativeFloat, Positive, Probability
 
 
