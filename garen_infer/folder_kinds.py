@@ -23,6 +23,7 @@ from garen_infer.llm.exported_models import KIND as EXPORT_KIND
 
 COMMANDS = {"index folder": "garen-infer index", "run folder": "garen-infer run", "mined folder": "garen-train mine",
             "export folder": "garen-train export"}
+LOCK_NAME = ".garen-writer.lock"  # the writer lock's file (writer_lock.py): in every kind of folder, owned by none
 MINED_FORMAT = "garen-mined-pairs/"  # the mined manifest's format, before its version
 
 
@@ -69,8 +70,6 @@ def refuse_foreign(folder: str | Path, kind: str) -> None:
 
 def refuse_unowned(folder: str | Path, kind: str) -> None:
     """For a command that replaces its folder as a whole: refuse a folder holding files it did not write."""
-    from garen_infer.writer_lock import LOCK_NAME
-
     refuse_foreign(folder, kind)
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from garen_infer.errors import GarenError
+from garen_infer.folder_kinds import COMMANDS, LOCK_NAME, refuse_foreign
 
-LOCK_NAME = ".garen-writer.lock"
 NO_LOCK_ENV = "GAREN_NO_LOCK"
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
@@ -47,7 +47,6 @@ def writer_lock(folder: str | Path, what: str = "folder"):
     ``GarenError`` naming the holder when another process, or another thread, writes the folder; the thread that
     holds it may enter again (the CLI locks before loading data, then the run locks the same folder). ``what``,
     when it is one of ``folder_kinds``' kinds, is also the kind of folder the holder writes: another's is refused."""
-    from garen_infer.folder_kinds import COMMANDS, refuse_foreign
     from garen_infer.index.atomic import remove_stale_temporaries
 
     folder = Path(folder)

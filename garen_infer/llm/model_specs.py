@@ -16,6 +16,8 @@ from garen_infer.settings import did_you_mean, identity, refuse_unknown, validat
 
 BUILT_IN = ("embedding", "oracle")  # roles played without a model backend: the index's embeddings, the simulation
 SUMMARY_ONLY = ("extractive",)  # a stage's summarizer that calls no model
+# what a role reads from its spec besides its backend's fields (llm/roles.py)
+ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
 
 
 def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
@@ -23,7 +25,6 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
     preset, e.g. ``models.reranker``). A stage's ``summarizer`` may be extractive and is that by default."""
     from garen_infer.llm.backends import BACKENDS, backend_class
     from garen_infer.llm.oracle import OracleSpec
-    from garen_infer.llm.roles import ROLE_KEYS
     from garen_infer.llm.types import SamplingParams
 
     if spec is None:

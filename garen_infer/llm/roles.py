@@ -20,6 +20,7 @@ import numpy as np
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.exported_models import trained_scoring
+from garen_infer.llm.model_specs import ROLE_KEYS, check_model_spec
 from garen_infer.llm.oracle import build_oracle
 from garen_infer.llm.permutation import parse_permutation
 from garen_infer.llm.pointwise import PointwiseReranker
@@ -156,7 +157,6 @@ class LLMToolChat:
 
 
 # ---- building roles from a config ----------------------------------------------------------------------------
-ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
 RERANKER_MODES = ("listwise", "pointwise")
 
 
@@ -253,7 +253,6 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
             backends[key] = CachedBackend(make_backend(backend_spec), cache)
         return backends[key]
 
-    from garen_infer.llm.model_specs import check_model_spec
 
     roles = Roles()
     for role, spec in (models or {}).items():
