@@ -19,7 +19,8 @@ Next steps
   BRIGHT      : garen-infer index --dataset bright:biology --out idx/biology   (downloads xlangai/BRIGHT through `datasets`)
                 garen-infer run   --dataset bright:biology --index idx/biology --method garen --out runs/biology-garen
   GPU presets : --preset garen-paper (Qwen3 models on vLLM); see docs/engines.md
-  Methods     : bm25, rerank, slidegar, garen, rgs     Score any run: garen-infer eval --dataset ... --run run.trec
+  Methods     : {methods}
+  Score a run : garen-infer eval --dataset ... --run run.trec
 """
 
 
@@ -38,8 +39,15 @@ def run_demo(out: Path | None = None, method: str = "garen") -> int:
     print(f"\nPer query: {metrics['mean_budget_used']:.0f} documents reranked, {metrics['mean_requests']:.1f} model requests "
           f"({metrics['mean_model_calls']:.1f} computed, {metrics['mean_cache_hits']:.1f} from the cache)")
     print(f"Run folder: {run_dir} (run.trec, metrics.json, trace.jsonl)")
-    print(NEXT_STEPS)
+    print(next_steps())
     return 0
+
+
+def next_steps() -> str:
+    """The closing hints; the method list is the registry's, so a new method shows up here without an edit."""
+    from garen_infer.methods.base import METHODS
+
+    return NEXT_STEPS.format(methods=", ".join(METHODS))
 
 
 def _show(dataset, index, run_dir: Path, method: str) -> None:
