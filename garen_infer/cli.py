@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-cache", action="store_true")
     jobs = bench.add_mutually_exclusive_group()
     jobs.add_argument("--plan", nargs="?", const="commands", choices=("commands", "slurm"),
-                      help="print one command per cell (or, with 'slurm', an array job script) and run nothing")
+                      help="print one command per cell (or, with 'slurm', an array job script) and run no cell (with build_index: true it builds the missing indexes first, so cells only read them)")
     jobs.add_argument("--cell", type=at_least_one, metavar="K", help="run cell K of --plan alone (no report)")
     jobs.add_argument("--collect", action="store_true", help="run nothing: write the report from the finished cells")
 
