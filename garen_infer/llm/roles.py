@@ -253,7 +253,8 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
         if spec.get("backend") == "oracle":
             from garen_infer.llm.oracle import build_oracle
 
-            oracle = build_oracle(role, spec, dataset, doc_texts)
+            correlated = spec.get("correlation") and index is not None and index.has("embeddings")
+            oracle = build_oracle(role, spec, dataset, doc_texts, index.embeddings if correlated else None)
             if role == "reranker":
                 roles.reranker = oracle
             else:
