@@ -23,13 +23,15 @@ from pathlib import Path
 
 
 def run_one(code: Path, args, out: Path) -> dict:
-    command = [sys.executable, "-m", "garen_infer", "run", "--dataset", args.dataset, "--index", args.index,
+    # the checkout first on the path (``python -m`` would put the working folder first, whatever PYTHONPATH says)
+    start = f"import sys; sys.path.insert(0, {str(code.resolve())!r}); from garen_infer.cli import main; sys.exit(main())"
+    command = [sys.executable, "-c", start, "run", "--dataset", args.dataset, "--index", args.index,
                "--method", "lattice", "--out", str(out), "--max-active-queries", "1", "--no-cache",
                *(["--allow-empty-docs"] if args.allow_empty_docs else []),
                *(["--budget", str(args.budget)] if args.budget else []),
                *(["--limit", str(args.limit)] if args.limit else []),
                *[arg for setting in args.set for arg in ("--set", setting)]]
-    env = {**os.environ, "PYTHONPATH": str(code.resolve()), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
     return json.loads((out / "metrics.json").read_text())
 
