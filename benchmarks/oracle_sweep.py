@@ -110,7 +110,7 @@ class Sweep:
         self.queries = dataset.judged_queries()[: args.limit] if args.limit else dataset.judged_queries()
         self.judged = Dataset(dataset.name, [], self.queries, {q.id: dataset.qrels[q.id] for q in self.queries})
         self.doc_texts = [d.full_text for d in dataset.documents]
-        self.oracle = {"backend": "oracle", "seed": args.seed, "gain": args.gain, "correlation": args.correlation}
+        self.oracle = {"backend": "oracle", "seed": args.seed, "gain": args.gain, **({"correlation": args.correlation} if args.correlation else {})}
         self.real_navigators = {  # built once: a real navigator's caches serve every sigma
             name: build_roles({"navigator": spec}, self.doc_texts, index, ResponseCache(args.cache)).scorer("navigator")
             for name, spec in ((n, navigator_spec(n)) for n in navigators) if spec["backend"] != "oracle"

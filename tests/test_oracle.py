@@ -114,6 +114,11 @@ def test_correlated_noise_needs_the_index_embeddings(tiny_dataset, tiny_index):
         build_roles({"reranker": {"backend": "oracle", "correlation": 0.5}}, [], None, None, dataset=tiny_dataset)
     built = build_roles({"reranker": {"backend": "oracle", "correlation": 0.5}}, [], tiny_index, None, dataset=tiny_dataset)
     assert built.reranker.name == "oracle(sigma=0.5,seed=0,gain=graded,correlation=0.5)"
+    from garen_infer.llm.oracle import banner, simulation_label
+
+    label = simulation_label({"reranker": {"backend": "oracle", "correlation": 0.5}})
+    assert label["roles"]["reranker"]["correlation"] == 0.5 and "reranker sigma=0.5 seed=0 gain=graded correlation=0.5" in banner(label)
+    assert "correlation" not in simulation_label({"reranker": {"backend": "oracle"}})["roles"]["reranker"]  # as before
     with pytest.raises(GarenError, match="correlation"):
         build_roles({"reranker": {"backend": "oracle", "correlation": 1.5}}, [], tiny_index, None, dataset=tiny_dataset)
 

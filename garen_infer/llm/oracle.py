@@ -207,16 +207,25 @@ def _oracle_of(played):
 
 
 # ---- labelling: a simulated run must never pass for model results ---------------------------------------------
+def _recorded(spec: OracleSpec) -> dict:
+    """The spec as a run records it; uniform noise (correlation 0) is recorded as before correlation existed, so
+    the run folders of uniform sweeps keep their configuration."""
+    fields = asdict(spec)
+    if not fields["correlation"]:
+        del fields["correlation"]
+    return fields
+
+
 def simulated_roles(models: dict, roles=None) -> dict[str, dict]:
     """Role -> oracle spec, for every role the config (or the roles actually passed in) plays with the oracle."""
-    found = {role: {**asdict(OracleSpec.from_models(role, spec)), **({"mode": spec["mode"]} if "mode" in spec else {})}
+    found = {role: {**_recorded(OracleSpec.from_models(role, spec)), **({"mode": spec["mode"]} if "mode" in spec else {})}
              for role, spec in (models or {}).items() if (spec or {}).get("backend") == BACKEND}
     if roles is not None:
         played = {"reranker": roles.reranker, **roles.scorers}
         for role, obj in played.items():
             if _oracle_of(obj) is not None:
                 pointwise = {"mode": "pointwise"} if _oracle_of(obj) is not obj else {}
-                found[role] = {**asdict(_oracle_of(obj).judge.spec), **pointwise}
+                found[role] = {**_recorded(_oracle_of(obj).judge.spec), **pointwise}
     return dict(sorted(found.items()))
 
 
