@@ -142,7 +142,8 @@ class Sweep:
         elif nav is not None:
             config.models["navigator"], roles.scorers["navigator"] = navigator_spec(nav), self.real_navigators[nav]
         folder = Path(self.args.out) / column.replace("[", ".").replace("]", "").replace("=", "-")
-        folder /= f"sigma-{sigma:g}" if roles.reranker else "no-reranker"
+        simulated = roles.reranker or nav == "oracle"  # a simulated navigator's noise follows sigma too (LATTICE)
+        folder /= f"sigma-{sigma:g}" if simulated else "no-reranker"
         metrics = execute(self.dataset, self.index, config, folder, roles=roles, log=lambda *_: None)
         print(f"[sweep] sigma={sigma:g} {column}: nDCG@10 {metrics['nDCG@10']:.4f}  R@100 {metrics['R@100']:.4f}", file=sys.stderr, flush=True)
         means = {m: round(metrics[m], 4) for m in MEASURES}
