@@ -321,6 +321,10 @@ def test_the_embedding_scorer_scores_an_internal_node_by_its_documents_centroid(
         assert scorer.score([job])[0].score == pytest.approx(expected, abs=1e-5)
         described = scorer.score([ScoreJob(query.text, job.text, query.id, job.rows, False)])[0].score
         assert described != pytest.approx(expected, abs=1e-3)  # what embedding the description would give
+    described_run = Lattice(LatticeConfig(slate_scorer="navigator", node_evidence="description"),
+                            TreeOnlyIndex(tmp_path, tiny_dataset.doc_ids), tiny_dataset.without_judgments())
+    _, requests = drive(described_run.search(QueryState(query, [], None)), lambda r: [0.5] * len(r.texts))
+    assert not any(r.by_documents for r in requests)  # node_evidence: description embeds the descriptions
     leaf = items[3]
     assert leaf.text == tiny_dataset.documents[leaf.rows[0]].full_text
     assert scorer.score([leaf])[0].score == pytest.approx((1 + vectors[leaf.rows[0]] @ q) / 2, abs=1e-5)

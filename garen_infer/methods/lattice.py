@@ -66,6 +66,9 @@ class LatticeConfig:
     calib_steps: NonNegative = 200  # full-batch steps per refit (reference; the paper says 100)
     calib_clip: Positive = 1.0
     slate_scorer: str = "generator"  # "generator": the JSON slate prompt; else a yes/no scorer role (P(yes) x 100)
+    node_evidence: Literal["documents", "description"] = "documents"  # what the embedding scorer reads for an
+    #   internal node: the normalised centroid of its documents' embeddings, or its description's embedding
+    #   (model scorers and the generator always read the description)
     relevance: Literal["auto", "stackexchange", "leetcode", "theorem", "pony", "generic"] = "auto"  # the prompt's
     #   relevance definition (prompts.LATTICE_RELEVANCE); auto: by BRIGHT task, "generic" outside BRIGHT
     max_desc_words: NonNegative = 0  # words of each candidate in the prompt; 0 = full text (reference default)
@@ -198,7 +201,8 @@ class Lattice(Method):
         # rows: what each item stands for, read by a backend that judges by identity (the simulated oracle) and,
         # by_documents, by the embedding scorer, which scores an internal node by its documents' centroid
         return ScoreYesNo(tuple(self.text(n) for n in items), role=self.config.slate_scorer, documents=documents,
-                          rows=tuple(self.tree.rows_under(n) for n in items), by_documents=True)
+                          rows=tuple(self.tree.rows_under(n) for n in items),
+                          by_documents=self.config.node_evidence == "documents")
 
     def read(self, answers: list, slates: list[Slate]) -> list[dict[int, float] | None]:
         """Per slate: item position -> score in [0, 1], or None if the answer is unusable."""
