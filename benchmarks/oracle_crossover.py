@@ -2,9 +2,9 @@
 
 Reads the summary.json of one or more ``oracle_sweep.py`` runs of one dataset (e.g. uniform and correlated noise,
 each labelled ``LABEL=PATH``), takes each row's measured pairwise accuracy and the paired nDCG@10 differences
-"GAREN - method" the sweep recorded, and prints, per noise model and method, the lowest measured accuracy from
-which GAREN's lead stays at or above ``--margin`` (linear interpolation between the swept points; "never" when it
-does not reach it, "always" when it holds at every point). It draws one figure: lead against accuracy, a line per
+"GAREN - method" the sweep recorded, and prints, per noise model and method, the ranges of measured accuracy
+(within the swept span) where GAREN's lead is at least ``--margin`` (linear interpolation between the swept
+points; "never" when nowhere). It draws one figure: lead against accuracy, a line per
 method, solid for the first summary, dashed for the next ones.
 
     python benchmarks/oracle_crossover.py uniform=runs/oracle-cranfield/summary.json \\
@@ -29,16 +29,25 @@ def leads(summary: dict, measure: str = "nDCG@10") -> dict[str, list[tuple[float
     return {method: sorted(points) for method, points in out.items()}
 
 
-def crossing(points: list[tuple[float, float, float]], margin: float) -> str:
-    """The lowest accuracy from which every swept point's lead is >= margin, interpolated with the point below."""
-    holding = [i for i in range(len(points)) if all(lead >= margin for _, lead, _ in points[i:])]
-    if not holding:
-        return "never"
-    first = holding[0]
-    if first == 0:
-        return f"always (from {points[0][0]:.3f})"
-    (a0, l0, _), (a1, l1, _) = points[first - 1], points[first]
-    return f"{a0 + (margin - l0) * (a1 - a0) / (l1 - l0):.3f}"
+def winning_ranges(points: list[tuple[float, float, float]], margin: float) -> str:
+    """The measured accuracies (within the swept span) at which the lead is >= margin, as intervals, the lead
+    interpolated linearly between swept points ("never" when none)."""
+    ranges, start = [], None
+    for i, (acc, lead, _) in enumerate(points):
+        if i == 0:
+            start = acc if lead >= margin else None
+            continue
+        acc0, lead0 = points[i - 1][:2]
+        if (lead0 >= margin) != (lead >= margin):
+            x = acc0 + (margin - lead0) * (acc - acc0) / (lead - lead0)
+            if lead >= margin:
+                start = x
+            else:
+                ranges.append((start, x))
+                start = None
+    if start is not None:
+        ranges.append((start, points[-1][0]))
+    return ", ".join(f"{a:.3f}-{b:.3f}" for a, b in ranges) or "never"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,11 +65,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         labelled.append((label, json.loads(Path(path).read_text())))
     print(f"SIMULATED rerankers (oracle); GAREN's nDCG@10 lead of {args.margin:g} from measured pairwise accuracy:")
-    print(f"{'noise':12} {'method':10} {'from accuracy':>16}   lead at each swept accuracy")
+    print(f"{'noise':12} {'method':10} {'lead >= margin at':>22}   lead at each swept accuracy")
     for label, summary in labelled:
         for method, points in leads(summary).items():
             swept = "  ".join(f"{acc:.3f}:{lead:+.3f}" for acc, lead, _ in points)
-            print(f"{label:12} {method:10} {crossing(points, args.margin):>16}   {swept}")
+            print(f"{label:12} {method:10} {winning_ranges(points, args.margin):>22}   {swept}")
     if args.figure:
         import matplotlib
 
