@@ -407,3 +407,21 @@ def test_the_sweep_takes_the_navigator_from_a_preset_or_simulates_it(beir_dir, f
     assert real["models"]["navigator"]["backend"] == "transformers" and set(real["simulation"]["roles"]) == {"reranker"}
     simulated = json.loads((out / "garen.nav-oracle" / "sigma-0.5" / "config.json").read_text())
     assert simulated["simulation"]["roles"]["navigator"]["sigma"] == 0
+
+
+def test_the_crossover_reads_where_garens_lead_holds():
+    """benchmarks/oracle_crossover.py: the accuracy ranges where the lead is >= the margin, interpolated between
+    swept points, including a lead that holds only at low accuracy (as against LATTICE)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("oracle_crossover", REPO / "benchmarks" / "oracle_crossover.py")
+    crossover = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(crossover)
+    rising = [(0.70, 0.00, 0.01), (0.80, 0.04, 0.01), (0.90, 0.10, 0.01)]
+    assert crossover.winning_ranges(rising, 0.02) == "0.750-0.900"
+    falling = [(0.70, 0.10, 0.01), (0.90, -0.02, 0.01), (0.99, -0.01, 0.01)]
+    assert crossover.winning_ranges(falling, 0.02) == "0.700-0.833"
+    assert crossover.winning_ranges([(0.8, 0.0, 0.0), (0.9, 0.01, 0.0)], 0.02) == "never"
+    summary = {"rows": [{"measured_pairwise_accuracy": 0.9, "versus": {"garen[nav=oracle] - rerank": {"nDCG@10": [0.05, 0.01]}}},
+                        {"measured_pairwise_accuracy": 0.8, "versus": {"garen[nav=oracle] - rerank": {"nDCG@10": [0.01, 0.01]}}}]}
+    assert crossover.leads(summary) == {"rerank": [(0.8, 0.01, 0.01), (0.9, 0.05, 0.01)]}
