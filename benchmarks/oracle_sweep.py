@@ -46,6 +46,8 @@ def parse_args(argv):
     ap.add_argument("--navigator-sigma", type=float, help="the simulated navigator's sigma (default: the reranker's)")
     ap.add_argument("--gain", default="graded", help="graded | binary (the oracle's gain)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--correlation", type=float, default=0.0,
+                    help="rho: the share of the oracle's noise that documents close in embedding space share (0 = uniform)")
     ap.add_argument("--budget", type=int, default=100)
     ap.add_argument("--pool", type=int, default=100, help="first-stage depth over which pairwise accuracy is measured")
     ap.add_argument("--preset", default="cpu-default", help="methods' options, first stage and run settings")
@@ -56,10 +58,11 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
-def sweep_methods(names):
-    """(name, method class) for each method to run; the registry's methods the sweep can fill by default."""
+def sweep_methods(names, preset: dict):
+    """(name, method class, its roles with the preset's options) for each method to run; the registry's methods
+    the sweep can fill by default."""
     from garen_infer.errors import GarenError
-    from garen_infer.methods.base import METHODS, get_method
+    from garen_infer.methods.base import METHODS, get_method, make_config
 
     chosen = []
     for name in names or list(METHODS):
@@ -68,12 +71,13 @@ def sweep_methods(names):
         except GarenError as err:  # registered, but its module is not in this version
             print(f"[sweep] skipping {name}: {err}", file=sys.stderr)
             continue
-        if not set(method.roles) <= PLAYABLE:
-            print(f"[sweep] skipping {name}: it needs {', '.join(sorted(set(method.roles) - PLAYABLE))}, which the oracle cannot play", file=sys.stderr)
+        roles = method.roles_for(make_config(method, dict((preset.get("methods") or {}).get(name) or {})))
+        if not set(roles) <= PLAYABLE:
+            print(f"[sweep] skipping {name}: it needs {', '.join(sorted(set(roles) - PLAYABLE))}, which the oracle cannot play", file=sys.stderr)
             continue
-        if names is None and "reranker" not in method.roles and name != "bm25":
+        if names is None and "reranker" not in roles and name != "bm25":
             continue
-        chosen.append((name, method))
+        chosen.append((name, method, roles))
     return chosen
 
 
@@ -106,7 +110,7 @@ class Sweep:
         self.queries = dataset.judged_queries()[: args.limit] if args.limit else dataset.judged_queries()
         self.judged = Dataset(dataset.name, [], self.queries, {q.id: dataset.qrels[q.id] for q in self.queries})
         self.doc_texts = [d.full_text for d in dataset.documents]
-        self.oracle = {"backend": "oracle", "seed": args.seed, "gain": args.gain}
+        self.oracle = {"backend": "oracle", "seed": args.seed, "gain": args.gain, **({"correlation": args.correlation} if args.correlation else {})}
         self.real_navigators = {  # built once: a real navigator's caches serve every sigma
             name: build_roles({"navigator": spec}, self.doc_texts, index, ResponseCache(args.cache)).scorer("navigator")
             for name, spec in ((n, navigator_spec(n)) for n in navigators) if spec["backend"] != "oracle"
@@ -119,7 +123,7 @@ class Sweep:
         built = build_roles({role: spec}, self.doc_texts, self.index, None, dataset=self.dataset)
         return spec, (built.reranker if role == "reranker" else built.scorer(role))
 
-    def run(self, name: str, method, sigma: float, nav: str | None) -> tuple[str, dict, dict]:
+    def run(self, name: str, roles_used: tuple[str, ...], sigma: float, nav: str | None) -> tuple[str, dict, dict]:
         """One run folder (re-read when finished); returns its column name, metrics and per-query values."""
         from garen_infer.config import run_config_from
         from garen_infer.evaluate import per_query
@@ -130,7 +134,7 @@ class Sweep:
         column = name if nav is None else f"{name}[nav={navigator_label(nav)}]"
         config = run_config_from(self.preset, name, self.args.budget, self.args.limit)
         config.models, roles = {}, Roles()
-        if "reranker" in method.roles:
+        if "reranker" in roles_used:
             config.models["reranker"], roles.reranker = self.oracle_role("reranker", sigma)
         if nav == "oracle":
             nav_sigma = sigma if self.args.navigator_sigma is None else self.args.navigator_sigma
@@ -138,7 +142,8 @@ class Sweep:
         elif nav is not None:
             config.models["navigator"], roles.scorers["navigator"] = navigator_spec(nav), self.real_navigators[nav]
         folder = Path(self.args.out) / column.replace("[", ".").replace("]", "").replace("=", "-")
-        folder /= f"sigma-{sigma:g}" if roles.reranker else "no-reranker"
+        simulated = roles.reranker or nav == "oracle"  # a simulated navigator's noise follows sigma too (LATTICE)
+        folder /= f"sigma-{sigma:g}" if simulated else "no-reranker"
         metrics = execute(self.dataset, self.index, config, folder, roles=roles, log=lambda *_: None)
         print(f"[sweep] sigma={sigma:g} {column}: nDCG@10 {metrics['nDCG@10']:.4f}  R@100 {metrics['R@100']:.4f}", file=sys.stderr, flush=True)
         means = {m: round(metrics[m], 4) for m in MEASURES}
@@ -159,20 +164,21 @@ def main(argv=None) -> int:
         dataset = load_dataset(args.dataset, args.allow_empty_docs)
         index = IndexFolder.open(args.index, dataset)
         preset = load_preset(args.preset)
-        methods = sweep_methods(args.methods)
-        sweep = Sweep(args, dataset, index, preset, args.navigators if any("navigator" in m.roles for _, m in methods) else [])
+        methods = sweep_methods(args.methods, preset)
+        sweep = Sweep(args, dataset, index, preset, args.navigators if any("navigator" in roles for *_, roles in methods) else [])
         queries = sweep.queries
         depth = {**(preset.get("first_stage") or {}), "depth": args.pool}
         pools = dict(zip((q.id for q in queries), first_stage(index, [q.text for q in queries], FirstStageConfig(**depth))))
         rows, columns = [], {}
         for sigma in args.sigmas:
             judge = sweep.oracle_role("reranker", sigma)[1].judge
-            row = {"sigma": sigma, "expected_pairwise_accuracy": round(expected_pairwise_accuracy(sigma), 4),
+            uniform = not args.correlation  # the stated accuracy of correlated noise depends on the pool: measured only
+            row = {"sigma": sigma, "expected_pairwise_accuracy": round(expected_pairwise_accuracy(sigma), 4) if uniform else None,
                    "measured_pairwise_accuracy": round(pairwise_accuracy(judge, pools), 4), "runs": {}}
             values = {}
-            for name, method in methods:
-                for nav in args.navigators if "navigator" in method.roles else [None]:
-                    column, row["runs"][column], values[column] = sweep.run(name, method, sigma, nav)
+            for name, _, roles in methods:
+                for nav in args.navigators if "navigator" in roles else [None]:
+                    column, row["runs"][column], values[column] = sweep.run(name, roles, sigma, nav)
                     columns[column] = name
             baselines = [b for against in args.against for b in values if columns[b] == against]
             row["versus"] = {f"{a} - {b}": {m: paired(values[a][m], values[b][m]) for m in MEASURES}
@@ -220,13 +226,16 @@ def format_versus(summary: dict) -> str:
 
 def format_table(summary: dict, columns: list[str]) -> str:
     """A markdown table: one row per sigma, nDCG@10 / R@100 per method."""
-    head = [f"SIMULATED reranker (oracle: {summary['simulation']['roles']['reranker']['gain']} gain + sigma * N(0,1)); "
+    rho = summary["simulation"]["roles"]["reranker"].get("correlation", 0.0)
+    noise = f"noise correlation {rho:g} * cos between neighbours" if rho else "uniform noise"
+    head = [f"SIMULATED reranker (oracle: {summary['simulation']['roles']['reranker']['gain']} gain + sigma * N(0,1), {noise}); "
             f"{summary['dataset']}, {summary['queries']} queries, budget {summary['budget']}; "
             f"measured accuracy over the first stage's top {summary['pool']}", ""]
     header = ["sigma", "acc (1 grade)", "acc measured"] + [f"{c} nDCG@10 / R@100" for c in columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in summary["rows"]:
-        cells = [f"{row['sigma']:g}", f"{row['expected_pairwise_accuracy']:.4f}", f"{row['measured_pairwise_accuracy']:.4f}"]
+        expected = row["expected_pairwise_accuracy"]
+        cells = [f"{row['sigma']:g}", "-" if expected is None else f"{expected:.4f}", f"{row['measured_pairwise_accuracy']:.4f}"]
         cells += [f"{row['runs'][c]['nDCG@10']:.4f} / {row['runs'][c]['R@100']:.4f}" if c in row["runs"] else "-" for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(head + lines)

@@ -124,7 +124,8 @@ class Scheduler:
         for item, pos, req in group:
             item.ledger.admit_documents(req.documents)  # refuses before any model call would exceed the budget
             item.answers[pos] = []
-        flat = [(item, pos, ScoreJob(item.state.query.text, text, item.state.query.id, req.rows[i] if req.rows else ()))
+        flat = [(item, pos, ScoreJob(item.state.query.text, text, item.state.query.id, req.rows[i] if req.rows else (),
+                         req.by_documents))
                 for item, pos, req in group for i, text in enumerate(req.texts)]
         for chunk in _chunks(flat, self.max_batch):
             completions = scorer.score([job for _, _, job in chunk])

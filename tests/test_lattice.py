@@ -149,27 +149,37 @@ def test_search_by_hand(make_lattice):
     state_ = state()
     rows, requests = drive(lattice.search(state_), scripted)
     texts = [list(r.texts) for r in requests]
-    assert all(isinstance(r, ScoreYesNo) and r.role == "navigator" for r in requests)
-    assert texts[0] == ["topic A", "topic B"]  # iteration 1 expands the root alone, no reference at the root
-    # iteration 2: beam = A (path 0.9), B (0.65); each internal slate ends with the best depth-1 node, A
-    assert texts[1] == ["cluster A1", "cluster A2", "topic A", "cluster B1", "cluster B2", "topic A"]
-    # paths now: A1 0.9, B1 0.575, A2 0.55, B2 0.05 (gated): beam = A1, B1; no leaf reached yet, no references
+    assert all(isinstance(r, ScoreYesNo) and r.role == "navigator" and r.by_documents for r in requests)
+    # a pointwise scorer's slates carry no references: its scores cannot change with the slate
+    assert texts[0] == ["topic A", "topic B"]  # iteration 1 expands the root alone
+    assert texts[1] == ["cluster A1", "cluster A2", "cluster B1", "cluster B2"]  # beam = A (path 0.9), B (0.65)
+    # paths now: A1 0.9, B1 0.575, A2 0.55, B2 0.05 (gated): beam = A1, B1
     assert texts[2] == ["doc a1", "doc a2", "doc a3", "doc b1", "doc b2"]
-    # iteration 4: A2 and B2, each with the five leaves reached so far as references (<= 10: all of them)
-    references = {"doc a1", "doc a2", "doc a3", "doc b1", "doc b2"}
-    assert texts[3][:2] == ["doc a4", "doc a5"] and set(texts[3][2:7]) == references
-    assert texts[3][7:9] == ["doc b3", "doc b4"] and texts[3][2:7] == texts[3][9:]  # one draw per iteration
+    assert texts[3] == ["doc a4", "doc a5", "doc b3", "doc b4"]
     assert len(requests) == 4  # then the frontier is empty
+    assert [r.rows for r in requests][1] == ((0, 1, 2), (3, 4), (5, 6), (7, 8))  # what each node stands for
     assert sorted(rows) == list(range(9)) and rows[0] == 0  # a1: top of the best cluster
     assert [r.documents for r in requests] == [(), (), (0, 1, 2, 5, 6), (3, 4, 7, 8)]
     assert state_.trace["beams"] == [[0], [1, 9], [2, 10], [6, 13]] and state_.trace["stop"] == "frontier"
+
+
+def test_pointwise_scores_are_not_recalibrated(make_lattice):
+    """Without references the per-slate biases of the calibration would absorb the differences between slates;
+    a pointwise score is the same in any slate, so it is its own calibrated score:
+    final(leaf) = (1 - alpha) * path(parent) + alpha * score(leaf)."""
+    scored, _ = drive(make_lattice().traverse(state()), scripted)
+    final = dict(scored)  # corpus row -> score
+    assert final[0] == pytest.approx(0.5 * 0.9 + 0.5 * 0.9)  # a1 under A1 (path 0.9)
+    assert final[6] == pytest.approx(0.5 * 0.575 + 0.5 * 0.2)  # b2 under B1 (path 0.575)
+    assert final[4] == pytest.approx(0.5 * 0.55 + 0.5 * 0.1)  # a5 under A2 (path 0.5 * 0.2 + 0.5 * 0.9)
+    assert final[8] == pytest.approx(0.5 * 0.05 + 0.5 * 0.5)  # b4 under B2 (0.05: gated, not smoothed)
 
 
 def test_num_iters_and_beam_size_bound_the_calls(make_lattice):
     _, requests = drive(make_lattice(num_iters=2).search(state()), scripted)
     assert len(requests) == 2
     _, requests = drive(make_lattice(beam_size=1).search(state()), scripted)
-    assert [len(r.texts) for r in requests][:2] == [2, 3]  # one slate per iteration: A's children + reference
+    assert [len(r.texts) for r in requests][:2] == [2, 2]  # one slate per iteration: A's children
 
 
 def test_excluded_documents_are_never_shown_nor_returned(make_lattice):
@@ -203,9 +213,12 @@ _CANDIDATE = re.compile(r"^\[(\d+)\]\. (.*)$", re.MULTILINE)
 
 def scripted_llm(chat) -> str:
     """Reads the candidates off the prompt and answers the paper's JSON with the scripted scores."""
-    candidates = _CANDIDATE.findall(chat[-1]["content"])
-    scores = [[int(i), round(100 * SCORES[text])] for i, text in candidates]
+    scores = [[int(i), round(100 * SCORES[text])] for i, text in _CANDIDATE.findall(chat[-1]["content"])]
     return json.dumps({"reasoning": "scripted", "ranking": [i for i, _ in sorted(scores, key=lambda p: -p[1])], "relevance_scores": scores})
+
+
+def candidates(chat) -> list[str]:
+    return [text for _, text in _CANDIDATE.findall(chat[-1]["content"])]
 
 
 def test_llm_path_sends_json_slate_prompts_and_reaches_the_same_leaves(make_lattice):
@@ -218,8 +231,18 @@ def test_llm_path_sends_json_slate_prompts_and_reaches_the_same_leaves(make_latt
     assert "[0]. topic A" in first and "[1]. topic B" in first and "the query" in first
     assert "relevance_scores" in requests[2].chats[0][0]["content"] and "heading" in requests[2].chats[0][0]["content"]
     assert "heading" not in first  # the internal prompt lacks the leaf prompt's extra rule
+    texts = [[candidates(chat) for chat in r.chats] for r in requests]
+    assert texts[0] == [["topic A", "topic B"]]  # no reference at the root
+    # iteration 2: beam = A (path 0.9), B (0.65); each internal slate ends with the best depth-1 node, A
+    assert texts[1] == [["cluster A1", "cluster A2", "topic A"], ["cluster B1", "cluster B2", "topic A"]]
+    assert texts[2] == [["doc a1", "doc a2", "doc a3"], ["doc b1", "doc b2"]]  # no leaf reached yet
+    # iteration 4: A2 and B2, each with the five leaves reached so far as references (<= 10: all of them)
+    references = {"doc a1", "doc a2", "doc a3", "doc b1", "doc b2"}
+    (a2, b2) = texts[3]
+    assert a2[:2] == ["doc a4", "doc a5"] and set(a2[2:]) == references
+    assert b2[:2] == ["doc b3", "doc b4"] and a2[2:] == b2[2:]  # one draw per iteration
     scorer_rows, _ = drive(make_lattice().search(state()), scripted)
-    assert rows == scorer_rows  # the same scores through either path give the same search
+    assert sorted(rows) == sorted(scorer_rows)  # the same scores reach the same leaves (ranked after calibration)
 
 
 def test_a_failed_answer_leaves_the_node_on_the_frontier(make_lattice):
@@ -279,3 +302,43 @@ def test_fusion_min_max_normalises_each_system():
     assert fused[1] == pytest.approx(0.6 * 0.5 + 0.2 * 1.0)
     assert fused[2] == pytest.approx(0.6 * 0.0 + 0.2 * 1.0 + 0.2 * 0.5)
     assert fused[3] == pytest.approx(0.0)
+
+
+# ---- the CPU stand-in: the embedding scorer judges a node by what lies beneath it -------------------------------
+def test_the_embedding_scorer_scores_an_internal_node_by_its_documents_centroid(tiny_dataset, tiny_index, tmp_path):
+    """LATTICE with the embedding navigator (cpu-default) and the index's MiniLM, on a tree of the tiny corpus's
+    three topics: an internal node is scored (1 + cos(query, normalised centroid of its documents' vectors)) / 2,
+    not by embedding its description; a document by its own vector."""
+    from garen_infer.llm.roles import ScoreJob, build_scorer
+
+    topics = [BuiltNode(f"topic {t}: a description", "hand", list(range(4 * t, 4 * t + 4))) for t in range(3)]
+    (tmp_path / "semantic_tree").mkdir()
+    SemanticTree.from_built(BuiltNode("", "root", topics)).save(tmp_path / "semantic_tree", tiny_dataset.doc_ids)
+    lattice = Lattice(LatticeConfig(slate_scorer="navigator"), TreeOnlyIndex(tmp_path, tiny_dataset.doc_ids),
+                      tiny_dataset.without_judgments())
+    scorer = build_scorer({"backend": "embedding"}, [d.full_text for d in tiny_dataset.documents], tiny_index, None)
+    query = tiny_dataset.queries[0]
+    items = []
+
+    def answer(request):
+        jobs = [ScoreJob(query.text, t, query.id, rows, request.by_documents) for t, rows in zip(request.texts, request.rows)]
+        items.extend(jobs)
+        return [c.score for c in scorer.score(jobs)]
+
+    drive(lattice.search(QueryState(query, [], None)), answer)
+    vectors = np.asarray(tiny_index.embeddings, dtype=np.float64)
+    q = np.asarray(tiny_index.embedder.query_vectors([query.text])[0], dtype=np.float64)
+    assert [job.rows for job in items[:3]] == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 10, 11)]
+    for job in items[:3]:
+        centroid = vectors[list(job.rows)].mean(axis=0)
+        expected = (1 + centroid @ q / np.linalg.norm(centroid)) / 2
+        assert scorer.score([job])[0].score == pytest.approx(expected, abs=1e-5)
+        described = scorer.score([ScoreJob(query.text, job.text, query.id, job.rows, False)])[0].score
+        assert described != pytest.approx(expected, abs=1e-3)  # what embedding the description would give
+    described_run = Lattice(LatticeConfig(slate_scorer="navigator", node_evidence="description"),
+                            TreeOnlyIndex(tmp_path, tiny_dataset.doc_ids), tiny_dataset.without_judgments())
+    _, requests = drive(described_run.search(QueryState(query, [], None)), lambda r: [0.5] * len(r.texts))
+    assert not any(r.by_documents for r in requests)  # node_evidence: description embeds the descriptions
+    leaf = items[3]
+    assert leaf.text == tiny_dataset.documents[leaf.rows[0]].full_text
+    assert scorer.score([leaf])[0].score == pytest.approx((1 + vectors[leaf.rows[0]] @ q) / 2, abs=1e-5)

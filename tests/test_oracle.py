@@ -54,6 +54,75 @@ def test_the_rule_gives_the_stated_pairwise_accuracy_for_graded_judgments():
     assert pairwise_accuracy(binary, {"q": list(range(2400))}) == pytest.approx(expected_pairwise_accuracy(1.0), abs=0.015)
 
 
+# ---- correlated noise: documents close in embedding space share their errors ---------------------------------
+def clustered_pool(queries: int = 200, clusters: int = 6, per_cluster: int = 10, dim: int = 24, seed: int = 0):
+    """Documents in tight clusters of embedding space; each query judges half of every cluster relevant (grade 1),
+    so its pairs mix near neighbours and strangers."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim)) * 3
+    vectors = np.repeat(centres, per_cluster, axis=0) + rng.standard_normal((clusters * per_cluster, dim))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    doc_ids = [f"d{i}" for i in range(len(vectors))]
+    qrels = {f"q{k}": {d: 1 for d in rng.choice(doc_ids, size=len(doc_ids) // 2, replace=False)} for k in range(queries)}
+    return qrels, doc_ids, vectors
+
+
+def test_correlated_noise_has_the_stated_correlation():
+    """corr(z_a, z_b) = rho * cos(u_a, u_b) over the centred directions, and z stays N(0, 1)."""
+    import numpy as np
+
+    from garen_infer.llm.oracle import centred_directions
+
+    _, doc_ids, vectors = clustered_pool()
+    judge = NoisyJudge({}, doc_ids, OracleSpec(sigma=1.0, correlation=0.6), "reranker", vectors)
+    u = centred_directions(vectors)
+    near, far = (0, 1), (0, 59)  # same cluster; another cluster
+    draws = np.array([[judge.draw(f"q{k}", (r,)) for r in (0, 1, 59)] for k in range(4000)])
+    assert draws.std(axis=0) == pytest.approx([1, 1, 1], abs=0.05)
+    for (a, b), column in ((near, 1), (far, 2)):
+        stated = 0.6 * float(u[a] @ u[b])
+        assert np.corrcoef(draws[:, 0], draws[:, column])[0, 1] == pytest.approx(stated, abs=0.05)
+    assert 0.6 * float(u[0] @ u[1]) > 0.4  # the built case has near neighbours that share most of their noise
+
+
+@pytest.mark.parametrize("sigma,rho", [(0.5, 0.5), (1.0, 0.8)])
+def test_correlated_noise_gives_its_stated_pairwise_accuracy(sigma, rho):
+    """The measured pairwise accuracy over every query's pool lands within 0.02 of the stated one: the mean over
+    the pairs of Phi(1 / (sigma sqrt(2 (1 - rho cos(u_a, u_b))))), above the uniform noise's Phi(1 / (sigma sqrt 2))."""
+    import numpy as np
+
+    from garen_infer.llm.oracle import centred_directions
+
+    qrels, doc_ids, vectors = clustered_pool()
+    judge = NoisyJudge(qrels, doc_ids, OracleSpec(sigma=sigma, seed=5, correlation=rho), "reranker", vectors)
+    u = centred_directions(vectors)
+    rows = list(range(len(doc_ids)))
+    stated = []
+    for qid, judged in qrels.items():
+        relevant = [r for r in rows if doc_ids[r] in judged]
+        other = [r for r in rows if doc_ids[r] not in judged]
+        c = rho * (u[relevant] @ u[other].T)
+        stated.extend(expected_pairwise_accuracy(sigma, 1.0, x) for x in c.ravel())
+    target = float(np.mean(stated))
+    assert pairwise_accuracy(judge, {qid: rows for qid in qrels}) == pytest.approx(target, abs=0.02)
+
+
+def test_correlated_noise_needs_the_index_embeddings(tiny_dataset, tiny_index):
+    with pytest.raises(GarenError, match="models.reranker.correlation: correlated noise follows the index's embeddings"):
+        build_roles({"reranker": {"backend": "oracle", "correlation": 0.5}}, [], None, None, dataset=tiny_dataset)
+    built = build_roles({"reranker": {"backend": "oracle", "correlation": 0.5}}, [], tiny_index, None, dataset=tiny_dataset)
+    assert built.reranker.name == "oracle(sigma=0.5,seed=0,gain=graded,correlation=0.5)"
+    from garen_infer.llm.oracle import banner, simulation_label
+
+    label = simulation_label({"reranker": {"backend": "oracle", "correlation": 0.5}})
+    assert label["roles"]["reranker"]["correlation"] == 0.5 and "reranker sigma=0.5 seed=0 gain=graded correlation=0.5" in banner(label)
+    assert "correlation" not in simulation_label({"reranker": {"backend": "oracle"}})["roles"]["reranker"]  # as before
+    with pytest.raises(GarenError, match="correlation"):
+        build_roles({"reranker": {"backend": "oracle", "correlation": 1.5}}, [], tiny_index, None, dataset=tiny_dataset)
+
+
 def test_the_stated_accuracies():
     assert expected_pairwise_accuracy(0.0) == 1.0
     assert expected_pairwise_accuracy(0.5) == pytest.approx(0.9214, abs=1e-4)
@@ -338,3 +407,21 @@ def test_the_sweep_takes_the_navigator_from_a_preset_or_simulates_it(beir_dir, f
     assert real["models"]["navigator"]["backend"] == "transformers" and set(real["simulation"]["roles"]) == {"reranker"}
     simulated = json.loads((out / "garen.nav-oracle" / "sigma-0.5" / "config.json").read_text())
     assert simulated["simulation"]["roles"]["navigator"]["sigma"] == 0
+
+
+def test_the_crossover_reads_where_garens_lead_holds():
+    """benchmarks/oracle_crossover.py: the accuracy ranges where the lead is >= the margin, interpolated between
+    swept points, including a lead that holds only at low accuracy (as against LATTICE)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("oracle_crossover", REPO / "benchmarks" / "oracle_crossover.py")
+    crossover = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(crossover)
+    rising = [(0.70, 0.00, 0.01), (0.80, 0.04, 0.01), (0.90, 0.10, 0.01)]
+    assert crossover.winning_ranges(rising, 0.02) == "0.750-0.900"
+    falling = [(0.70, 0.10, 0.01), (0.90, -0.02, 0.01), (0.99, -0.01, 0.01)]
+    assert crossover.winning_ranges(falling, 0.02) == "0.700-0.833"
+    assert crossover.winning_ranges([(0.8, 0.0, 0.0), (0.9, 0.01, 0.0)], 0.02) == "never"
+    summary = {"rows": [{"measured_pairwise_accuracy": 0.9, "versus": {"garen[nav=oracle] - rerank": {"nDCG@10": [0.05, 0.01]}}},
+                        {"measured_pairwise_accuracy": 0.8, "versus": {"garen[nav=oracle] - rerank": {"nDCG@10": [0.01, 0.01]}}}]}
+    assert crossover.leads(summary) == {"rerank": [(0.8, 0.01, 0.01), (0.9, 0.05, 0.01)]}

@@ -45,6 +45,33 @@ def test_loading_a_bad_tree_names_file_and_line(tmp_path):
         SemanticTree.load(tmp_path, {"d0": 0, "d1": 1, "d2": 2})
 
 
+def walk(tree: SemanticTree, node: int) -> list[int]:
+    """The rows beneath ``node`` by walking its subtree, to check the pre-order slices against."""
+    if tree.is_leaf(node):
+        return [int(tree.row[node])]
+    return [row for child in tree.children[node] for row in walk(tree, child)]
+
+
+def test_a_nodes_documents_are_one_pre_order_slice():
+    deep = BuiltNode("", "root", [BuiltNode("a", "x", [BuiltNode("a1", "x", [4, 0]), 2, BuiltNode("a2", "x", [])]),
+                                  5, BuiltNode("b", "x", [BuiltNode("b1", "x", [1, 3])])])
+    tree = SemanticTree.from_built(deep)
+    assert tree.check_preorder() is None
+    for node in range(len(tree)):
+        assert list(tree.rows_under(node)) == walk(tree, node) and tree.leaf_count[node] == len(walk(tree, node))
+    assert tree.rows_under(0) == (4, 0, 2, 5, 1, 3) and tree.rows_under(6) == ()  # a2 has no documents
+
+
+def test_a_tree_file_out_of_pre_order_is_refused(tmp_path):
+    small_tree().save(tmp_path, ["d0", "d1", "d2"])
+    lines = (tmp_path / "nodes.jsonl").read_text().splitlines()
+    root = json.loads(lines[0])
+    root["children"] = [4, 1]  # the document before the subtree that precedes it in the file
+    (tmp_path / "nodes.jsonl").write_text("\n".join([json.dumps(root)] + lines[1:]) + "\n")
+    with pytest.raises(GarenError, match=r"nodes.jsonl, line 1: node 0's children are not numbered in depth-first pre-order; rebuild"):
+        SemanticTree.load(tmp_path, {"d0": 0, "d1": 1, "d2": 2})
+
+
 def test_outline_shows_the_top_levels():
     text = small_tree().outline(["d0", "d1", "d2"], max_depth=1)
     assert text.splitlines()[1:] == ["[0] (root)  (2 children, 3 documents)", "  [1] rocks: about rocks  (2 children, 2 documents)", "  [4] doc d2"]

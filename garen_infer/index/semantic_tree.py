@@ -82,25 +82,54 @@ class SemanticTree:
     def leaf_nodes(self) -> np.ndarray:
         return np.flatnonzero(self.row >= 0)
 
+    @cached_property
+    def subtree_end(self) -> np.ndarray:
+        """Pre-order puts a node's subtree at node ids [node, subtree_end[node]): the end is the largest end among
+        its children, found by one pass from the last node up."""
+        end = np.arange(1, len(self) + 1)
+        for node in range(len(self) - 1, 0, -1):
+            up = self.parent[node]
+            end[up] = max(end[up], end[node])
+        return end
+
+    @cached_property
+    def leaves_before(self) -> np.ndarray:
+        """How many leaves precede each node id in pre-order (one entry more, for the end)."""
+        return np.concatenate([[0], np.cumsum(self.row >= 0)])
+
+    @cached_property
+    def leaf_rows(self) -> np.ndarray:
+        """The documents' corpus rows in pre-order: a node's documents are one contiguous slice of it."""
+        return self.row[self.row >= 0]
+
+    def rows_beneath(self, node: int) -> np.ndarray:
+        """The corpus rows of the documents beneath ``node`` (itself, for a leaf), in pre-order: a view, no walk."""
+        before = self.leaves_before
+        return self.leaf_rows[before[node] : before[self.subtree_end[node]]]
+
     def rows_under(self, node: int) -> tuple[int, ...]:
-        """The corpus rows of the documents beneath ``node`` (itself, for a leaf), in pre-order; iterative, as in
-        ``from_built``, so a deep tree cannot hit the recursion limit."""
-        rows, stack = [], [node]
-        while stack:
-            here = stack.pop()
-            if self.row[here] >= 0:
-                rows.append(int(self.row[here]))
-            else:
-                stack.extend(reversed(self.children[here]))
-        return tuple(rows)
+        return tuple(self.rows_beneath(node).tolist())
 
     @cached_property
     def leaf_count(self) -> np.ndarray:
-        """Documents beneath each node (pre-order: children come after their parent, so sum from the end)."""
-        count = (self.row >= 0).astype(np.int64)
-        for node in range(len(self) - 1, 0, -1):
-            count[self.parent[node]] += count[node]
-        return count
+        """Documents beneath each node."""
+        return self.leaves_before[self.subtree_end] - self.leaves_before[:-1]
+
+    def check_preorder(self) -> int | None:
+        """The first node whose children do not follow it as consecutive subtrees (None when the numbering is
+        depth-first pre-order, which the row slices above rely on)."""
+        end = self.subtree_end
+        for node in range(len(self)):
+            if node and not 0 <= self.parent[node] < node:
+                return node
+            expected = node + 1
+            for child in self.children[node]:
+                if child != expected or self.parent[child] != node:
+                    return node
+                expected = int(end[child])
+            if expected != end[node]:
+                return node
+        return None
 
     def shape(self) -> dict:
         fanout = np.array([len(c) for c, r in zip(self.children, self.row) if r < 0] or [0])
@@ -157,7 +186,11 @@ class SemanticTree:
                         source.append(str(record.get("source", "")))
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
                     raise GarenError(f"{path}, line {line_no}: {err}") from None
-        return cls(np.array(parent, np.int32), children, np.array(row, np.int32), np.array(depth, np.int32), desc, source, meta)
+        tree = cls(np.array(parent, np.int32), children, np.array(row, np.int32), np.array(depth, np.int32), desc, source, meta)
+        bad = tree.check_preorder()
+        if bad is not None:
+            raise GarenError(f"{path}, line {bad + 1}: node {bad}'s children are not numbered in depth-first pre-order; rebuild the stage")
+        return tree
 
     # ---- looking at it --------------------------------------------------------------------------------------
     def outline(self, doc_ids: list[str], max_depth: int = 2, width: int = 100) -> str:

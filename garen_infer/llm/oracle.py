@@ -26,6 +26,20 @@ Quality: documents whose gains differ by delta come out in the right order with 
 Phi(delta / (sigma * sqrt 2)) (the difference of two independent N(0, sigma^2) draws is N(0, 2 sigma^2)). For
 binary judgments: sigma 0.25 -> 0.998, 0.5 -> 0.921, 1 -> 0.760, 2 -> 0.638. ``pairwise_accuracy`` measures it.
 
+Correlated noise (``correlation: rho`` > 0). A real reranker's errors are not independent across documents: it
+over- or under-rates whole regions of embedding space at once, so a method that expands the neighbours of a
+document it was wrongly shown meets neighbours wrongly rated the same way. With rho > 0 the draw is
+
+    z(q, D) = sqrt(1 - rho) * e(q, D) + sqrt(rho) * g_q . u_D
+
+e is the draw above, g_q ~ N(0, I) a random direction per (seed, role, query), and u_D the unit vector of D's
+mean-centred, normalised index embeddings (a group: of their mean). z stays N(0, 1), and two items share noise
+in proportion to their similarity: corr(z_a, z_b) = rho * cos(u_a, u_b) (0 for unrelated documents, since the
+vectors are centred). A pair a grade apart with noise correlation c is ordered right with probability
+Phi(1 / (sigma * sqrt(2 (1 - c)))): near neighbours are confused less with each other but move together, and
+strangers (negative c, the vectors being centred) a little more, so at one sigma the accuracy depends on the pool.
+Sweeps therefore report the *measured* pairwise accuracy next to sigma and compare noise models at equal accuracy.
+
 The judgments reach this module only: methods get a dataset without them (runner.py), and requests carry ids
 and corpus rows, never grades.
 """
@@ -43,7 +57,7 @@ from typing import Literal
 import numpy as np
 
 from garen_infer.errors import GarenError
-from garen_infer.settings import NonNegativeFloat, build
+from garen_infer.settings import NonNegativeFloat, Probability, build
 from garen_infer.llm.pointwise import PointwiseReranker
 from garen_infer.llm.types import Completion
 
@@ -60,6 +74,7 @@ class OracleSpec:
     sigma: NonNegativeFloat = 0.5  # noise standard deviation, in grades: 0 = a perfect judge
     seed: int = 0
     gain: Literal["graded", "binary"] = "graded"  # binary: every grade > 0 counts 1
+    correlation: Probability = 0.0  # rho: the share of the noise that documents close in embedding space share
 
     @classmethod
     def from_models(cls, role: str, spec: dict) -> "OracleSpec":
@@ -73,12 +88,27 @@ def standard_normal(*parts) -> float:
     return NormalDist().inv_cdf((int.from_bytes(digest, "big") + 0.5) / 2.0**64)
 
 
-class NoisyJudge:
-    """s(q, D) of the module docstring, for one role."""
+def centred_directions(vectors: np.ndarray) -> np.ndarray:
+    """u_d of the module docstring: each vector minus the corpus mean, at unit length (a zero vector stays zero)."""
+    centred = np.asarray(vectors, dtype=np.float64)
+    centred = centred - centred.mean(axis=0)
+    norms = np.linalg.norm(centred, axis=1, keepdims=True)
+    return np.divide(centred, norms, out=np.zeros_like(centred), where=norms > 0)
 
-    def __init__(self, qrels: dict[str, dict[str, int]], doc_ids: list[str], spec: OracleSpec, role: str):
+
+class NoisyJudge:
+    """s(q, D) of the module docstring, for one role. ``vectors``: the index's document embeddings (row order),
+    needed for correlated noise only."""
+
+    def __init__(self, qrels: dict[str, dict[str, int]], doc_ids: list[str], spec: OracleSpec, role: str,
+                 vectors: np.ndarray | None = None):
         self.qrels, self.doc_ids, self.spec, self.role = qrels, doc_ids, spec, role
-        self.name = f"oracle(sigma={spec.sigma},seed={spec.seed},gain={spec.gain})"
+        correlated = f",correlation={spec.correlation}" if spec.correlation else ""
+        self.name = f"oracle(sigma={spec.sigma},seed={spec.seed},gain={spec.gain}{correlated})"
+        if spec.correlation and vectors is None:
+            raise GarenError(f"the oracle's correlated noise (correlation {spec.correlation}) needs the index's embeddings, and none were given")
+        self.directions = centred_directions(vectors) if spec.correlation else None
+        self._fields: dict[str, np.ndarray] = {}  # g_q per query
 
     def gain(self, query_id: str, row: int) -> float:
         grade = self.qrels.get(query_id, {}).get(self.doc_ids[row], 0)
@@ -88,7 +118,18 @@ class NoisyJudge:
 
     def draw(self, query_id: str, rows) -> float:
         members = sorted(self.doc_ids[r] for r in rows)  # a group is the same item whatever its member order
-        return standard_normal(self.spec.seed, self.role, query_id, members)
+        own = standard_normal(self.spec.seed, self.role, query_id, members)
+        rho = self.spec.correlation
+        return own if not rho else math.sqrt(1 - rho) * own + math.sqrt(rho) * self.shared(query_id, rows)
+
+    def shared(self, query_id: str, rows) -> float:
+        """g_q . u_D: the part of the noise an item shares with its neighbours in embedding space."""
+        if query_id not in self._fields:
+            digest = hashlib.blake2b(json.dumps([self.spec.seed, self.role, query_id, "field"]).encode(), digest_size=8).digest()
+            self._fields[query_id] = np.random.default_rng(int.from_bytes(digest, "big")).standard_normal(self.directions.shape[1])
+        direction = self.directions[rows[0]] if len(rows) == 1 else self.directions[list(rows)].mean(axis=0)
+        norm = float(np.linalg.norm(direction))
+        return float(direction @ self._fields[query_id]) / norm if norm > 0 else 0.0
 
     def score(self, query_id: str, rows) -> float:
         return max(self.gain(query_id, r) for r in rows) + self.spec.sigma * self.draw(query_id, rows)
@@ -135,16 +176,19 @@ class OracleYesNoScorer:
         return out
 
 
-def build_oracle(role: str, spec: dict, dataset, doc_texts: list[str] = ()):
+def build_oracle(role: str, spec: dict, dataset, doc_texts: list[str] = (), vectors: np.ndarray | None = None):
     """The oracle for ``role`` (``reranker``, listwise or ``mode: pointwise``, or a scorer role) from its
-    models.<role> spec and the dataset whose judgments it reads. Refuses a dataset without judgments and the roles
-    that write text."""
+    models.<role> spec and the dataset whose judgments it reads (and, for correlated noise, the index's document
+    embeddings). Refuses a dataset without judgments and the roles that write text."""
     if role in ("generator", "agent"):
         raise GarenError(f"models.{role} cannot be 'oracle': the oracle judges relevance, it does not write text")
     if dataset is None or not dataset.qrels:
         name = getattr(dataset, "name", "?")
         raise GarenError(f"models.{role}: the oracle backend simulates a model from relevance judgments, and dataset '{name}' has none")
-    judge = NoisyJudge(dataset.qrels, dataset.doc_ids, OracleSpec.from_models(role, spec), role)
+    oracle_spec = OracleSpec.from_models(role, spec)
+    if oracle_spec.correlation and vectors is None:
+        raise GarenError(f"models.{role}.correlation: correlated noise follows the index's embeddings, and this run has no embeddings stage")
+    judge = NoisyJudge(dataset.qrels, dataset.doc_ids, oracle_spec, role, vectors)
     if role != "reranker":
         return OracleYesNoScorer(judge)
     mode = spec.get("mode", "listwise")
@@ -162,16 +206,25 @@ def _oracle_of(played):
 
 
 # ---- labelling: a simulated run must never pass for model results ---------------------------------------------
+def _recorded(spec: OracleSpec) -> dict:
+    """The spec as a run records it; uniform noise (correlation 0) is recorded as before correlation existed, so
+    the run folders of uniform sweeps keep their configuration."""
+    fields = asdict(spec)
+    if not fields["correlation"]:
+        del fields["correlation"]
+    return fields
+
+
 def simulated_roles(models: dict, roles=None) -> dict[str, dict]:
     """Role -> oracle spec, for every role the config (or the roles actually passed in) plays with the oracle."""
-    found = {role: {**asdict(OracleSpec.from_models(role, spec)), **({"mode": spec["mode"]} if "mode" in spec else {})}
+    found = {role: {**_recorded(OracleSpec.from_models(role, spec)), **({"mode": spec["mode"]} if "mode" in spec else {})}
              for role, spec in (models or {}).items() if (spec or {}).get("backend") == BACKEND}
     if roles is not None:
         played = {"reranker": roles.reranker, **roles.scorers}
         for role, obj in played.items():
             if _oracle_of(obj) is not None:
                 pointwise = {"mode": "pointwise"} if _oracle_of(obj) is not obj else {}
-                found[role] = {**asdict(_oracle_of(obj).judge.spec), **pointwise}
+                found[role] = {**_recorded(_oracle_of(obj).judge.spec), **pointwise}
     return dict(sorted(found.items()))
 
 
@@ -182,7 +235,8 @@ def simulation_label(models: dict, roles=None) -> dict | None:
 
 
 def banner(label: dict) -> str:
-    roles = ", ".join(f"{role} sigma={spec['sigma']} seed={spec['seed']} gain={spec['gain']}" for role, spec in label["roles"].items())
+    roles = ", ".join(f"{role} sigma={spec['sigma']} seed={spec['seed']} gain={spec['gain']}"
+                      + (f" correlation={spec['correlation']}" if spec.get("correlation") else "") for role, spec in label["roles"].items())
     rule = "*" * 100
     return f"{rule}\n*** SIMULATED RUN ({roles})\n*** {label['notice']}\n{rule}"
 
@@ -195,9 +249,11 @@ def is_simulated_run(path) -> bool:
 
 
 # ---- quality: how often the noisy scores order two documents of different gain correctly ---------------------
-def expected_pairwise_accuracy(sigma: float, delta: float = 1.0) -> float:
-    """Phi(delta / (sigma sqrt 2)): the chance the rule orders two documents whose gains differ by delta."""
-    return 1.0 if sigma == 0 else NormalDist().cdf(delta / (sigma * math.sqrt(2.0)))
+def expected_pairwise_accuracy(sigma: float, delta: float = 1.0, noise_correlation: float = 0.0) -> float:
+    """Phi(delta / (sigma sqrt(2 (1 - c)))): the chance the rule orders two documents whose gains differ by delta
+    and whose draws have correlation c (0 without correlated noise; rho * cos(u_a, u_b) with it)."""
+    spread = sigma * math.sqrt(2.0 * (1.0 - noise_correlation))
+    return 1.0 if spread == 0 else NormalDist().cdf(delta / spread)
 
 
 def ordered_pairs(scores, gains) -> tuple[float, int]:

@@ -30,6 +30,9 @@ class ScoreYesNo:
     # backends read only the texts; the simulated oracle (llm/oracle.py) judges an item by its documents.
     rows: tuple[tuple[int, ...], ...] = ()
     documents: tuple[int, ...] = ()  # corpus rows among the texts, counted against the budget (LATTICE's slates)
+    # An item may be judged by what it stands for: the embedding scorer then scores the normalised centroid of
+    # its rows' embeddings instead of embedding its text (LATTICE's internal nodes); model scorers read the text.
+    by_documents: bool = False
 
 
 @dataclass(frozen=True)

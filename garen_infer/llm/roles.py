@@ -85,14 +85,29 @@ class LLMListwiseReranker:
 
 class EmbeddingYesNoScorer:
     """P(yes) stand-in from cosine similarity, (1 + cos) / 2: monotone in relevance, in [0, 1].
-    Corpus documents (``corpus_texts``, row order) take their vectors from the index instead of being encoded."""
+    Corpus documents (``corpus_texts``, row order) take their vectors from the index instead of being encoded.
+    A job ``by_documents`` is scored by the normalised centroid of its rows' vectors (what lies beneath a LATTICE
+    node), not by its text."""
 
     name = "embedding"
 
     def __init__(self, embedder, corpus_texts: list[str] | None = None, corpus_vectors: np.ndarray | None = None):
         self.embedder = embedder
         self._text_vectors: dict[str, np.ndarray] = {}
+        self._centroids: dict[tuple[int, ...], np.ndarray] = {}
         self._corpus = (corpus_texts, corpus_vectors) if corpus_texts is not None and corpus_vectors is not None else None
+
+    def _centroid(self, rows: tuple[int, ...]) -> np.ndarray:
+        if rows not in self._centroids:
+            if self._corpus is None:
+                raise GarenError("the embedding scorer was asked to judge documents by their vectors, and it was built without the index's")
+            mean = np.asarray(self._corpus[1][list(rows)], dtype=np.float32).mean(axis=0)
+            norm = float(np.linalg.norm(mean))
+            self._centroids[rows] = mean / norm if norm > 0 else mean
+        return self._centroids[rows]
+
+    def _vector(self, job: ScoreJob) -> np.ndarray:
+        return self._centroid(job.rows) if job.by_documents and job.rows else self._text_vectors[job.text]
 
     def _from_corpus(self, texts: list[str]) -> None:
         if "_corpus_row" not in self.__dict__:
@@ -103,7 +118,7 @@ class EmbeddingYesNoScorer:
 
     def score(self, jobs: list[ScoreJob]) -> list[Completion]:
         start = time.perf_counter()
-        texts = [t for t in dict.fromkeys(j.text for j in jobs) if t not in self._text_vectors]
+        texts = [t for t in dict.fromkeys(j.text for j in jobs if not (j.by_documents and j.rows)) if t not in self._text_vectors]
         if texts and self._corpus is not None:
             self._from_corpus(texts)
             texts = [t for t in texts if t not in self._text_vectors]
@@ -111,7 +126,7 @@ class EmbeddingYesNoScorer:
             for t, v in zip(texts, self.embedder.encode_each(texts)):
                 self._text_vectors[t] = v
         query_vectors = self.embedder.query_vectors([j.query for j in jobs])
-        out = [Completion(score=float((1.0 + self._text_vectors[j.text] @ qv) / 2.0)) for j, qv in zip(jobs, query_vectors)]
+        out = [Completion(score=float((1.0 + self._vector(j) @ qv) / 2.0)) for j, qv in zip(jobs, query_vectors)]
         for c in out:
             c.seconds = (time.perf_counter() - start) / max(len(out), 1)
         return out
@@ -261,7 +276,8 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
         if "mode" in spec and role != "reranker":
             raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
         if spec.get("backend") == "oracle":
-            oracle = build_oracle(role, spec, dataset, doc_texts)
+            correlated = spec.get("correlation") and index is not None and index.has("embeddings")
+            oracle = build_oracle(role, spec, dataset, doc_texts, index.embeddings if correlated else None)
             if role == "reranker":
                 roles.reranker = oracle
             else:

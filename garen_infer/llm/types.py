@@ -34,6 +34,7 @@ class ScoreJob:
     text: str
     query_id: str = ""
     rows: tuple[int, ...] = ()
+    by_documents: bool = False  # ScoreYesNo.by_documents: the embedding scorer reads ``rows``, not ``text``
 
 
 @dataclass

@@ -42,6 +42,11 @@ class Method:
         self.config, self.index, self.dataset = config, index, dataset
 
     @classmethod
+    def roles_for(cls, config) -> tuple[str, ...]:
+        """The model roles a run with these options uses (LATTICE's follow its slate scorer)."""
+        return cls.roles
+
+    @classmethod
     def settle(cls, config, models: dict):
         """Fill the options that follow from the models (e.g. GAREN's RBP p from the reranker prompt); the runner
         records the settled config, so a run folder says what was used."""

@@ -16,8 +16,14 @@ Per query:
 
 Who scores a slate (``slate_scorer``): ``generator`` sends the paper's JSON slate prompt to the generator LLM (any
 backend; the default of the GPU presets); any other name is a pointwise yes/no scorer role whose P(yes) per item,
-x 100, is the score (the CPU default: the embedding model; a trained cross-encoder works the same way). Frontier,
-references, calibration and budget are the same code for both.
+x 100, is the score (the CPU default: the embedding model; a trained cross-encoder works the same way). Frontier
+and budget are the same code for both. A pointwise scorer reads one item at a time, so its scores cannot depend
+on the slate: the references and the calibration, which exist to undo slate-to-slate offsets of a model that
+reads the slate together, are left out for it (they would add calls and change nothing they are meant to fix;
+without shared references the per-slate biases would even absorb the differences between slates). Each item's
+calibrated score is then its slate score. The embedding scorer judges an internal node by the normalised centroid
+of its documents' embeddings, what lies beneath it, rather than by embedding its (extractive) description;
+model scorers and the generator read the description.
 
 Budget (fairness with other methods, GAREN App. B.2): with ``budget`` set, the search stops once that many distinct
 documents were shown to the model; the last slates are cut to the documents left (in the node's child order),
@@ -51,7 +57,8 @@ class LatticeConfig:
     path_gate: Probability = 0.09  # scores at or below it are not smoothed along the path (reference chain_path_rel_fn)
     path_relevance: Literal["code", "paper"] = "code"  # "code": raw slate scores feed path relevance (released
     #   code); "paper": calibrated latent scores do (sec. 2.2)
-    num_leaf_calib: NonNegative = 10  # reference leaves per leaf slate (App. B.1.2); 0 = no reference nodes at all
+    num_leaf_calib: NonNegative = 10  # reference leaves per leaf slate (App. B.1.2); 0 = no reference nodes at all;
+    #   the generator's slates only (a pointwise scorer's scores cannot change with the slate)
     pl_tau: Positive = 5.0  # calibration temperature (reference pl_tau)
     lambda_mse: Probability = 1.0  # MSE weight; 1.0 = Plackett-Luce off (released run); 0.5 mixes both
     calib_lr: Positive = 1e-2  # AdamW (reference CalibModel)
@@ -59,6 +66,9 @@ class LatticeConfig:
     calib_steps: NonNegative = 200  # full-batch steps per refit (reference; the paper says 100)
     calib_clip: Positive = 1.0
     slate_scorer: str = "generator"  # "generator": the JSON slate prompt; else a yes/no scorer role (P(yes) x 100)
+    node_evidence: Literal["documents", "description"] = "documents"  # what the embedding scorer reads for an
+    #   internal node: the normalised centroid of its documents' embeddings, or its description's embedding
+    #   (model scorers and the generator always read the description)
     relevance: Literal["auto", "stackexchange", "leetcode", "theorem", "pony", "generic"] = "auto"  # the prompt's
     #   relevance definition (prompts.LATTICE_RELEVANCE); auto: by BRIGHT task, "generic" outside BRIGHT
     max_desc_words: NonNegative = 0  # words of each candidate in the prompt; 0 = full text (reference default)
@@ -83,7 +93,8 @@ class Lattice(Method):
             task = bright_task(dataset.name if dataset is not None else "")
             relevance = BRIGHT_RELEVANCE.get(task, "stackexchange") if task else "generic"
         self.relevance = LATTICE_RELEVANCE[relevance]
-        self.roles = (config.slate_scorer,)
+        self.roles = self.roles_for(config)
+        self.listwise = config.slate_scorer == "generator"  # one call reads the whole slate: scores are relative
         self.index_stages = (config.tree,)
         index.require(config.tree, f"method '{self.name}'")
         self.tree = SemanticTree.load(index.path / config.tree, index.row_of_id)
@@ -91,6 +102,10 @@ class Lattice(Method):
         self.doc_row = dataset.doc_index
         self.calibration = CalibrationParams(config.pl_tau, config.lambda_mse, config.calib_lr, config.calib_weight_decay,
                                              config.calib_steps, config.calib_clip)
+
+    @classmethod
+    def roles_for(cls, config: LatticeConfig) -> tuple[str, ...]:
+        return (config.slate_scorer,)
 
     # ---- the search ---------------------------------------------------------------------------------------------
     def search(self, state: QueryState) -> Search:
@@ -127,7 +142,8 @@ class Lattice(Method):
                     continue
                 calibration.add({slate.items[i]: s for i, s in scores.items()})
                 tree.expand(slate.node, {child: scores.get(i, 0.0) for i, child in enumerate(slate.children)})
-            tree.calibrate(calibration.fit().latent)
+            if self.listwise:
+                tree.calibrate(calibration.fit().latent)
             stats["iterations"] += 1
             stats["slates"] += len(slates)
             if budget is not None and len(shown) >= budget:
@@ -139,7 +155,7 @@ class Lattice(Method):
         return scored
 
     def reference_leaves(self, tree: SearchTree, rng: np.random.Generator) -> list[int]:
-        if not self.config.num_leaf_calib:
+        if not (self.listwise and self.config.num_leaf_calib):
             return []
         return reference_leaves(tree.reached_leaves(), tree.calibrated, self.config.num_leaf_calib, rng, self.config.seed)
 
@@ -160,7 +176,7 @@ class Lattice(Method):
             children.append(child)
         leaf = all(self.tree.is_leaf(c) for c in self.tree.children[node])
         references: list[int] = []
-        if self.config.num_leaf_calib:
+        if self.listwise and self.config.num_leaf_calib:
             if leaf:
                 references = list(leaf_refs)
             elif self.tree.depth[node] > 0:
@@ -175,20 +191,22 @@ class Lattice(Method):
 
     def request(self, query: str, slates: list[Slate]):
         documents = tuple(r for s in slates for r in s.new_documents)
-        if self.config.slate_scorer == "generator":
+        if self.listwise:
             from garen_infer.llm.prompts import lattice_slate
 
             chats = tuple(lattice_slate(query, [self.text(n) for n in s.items], self.relevance, s.leaf,
                                         self.config.max_desc_words) for s in slates)
             return Generate(chats, documents=documents)
         items = [n for s in slates for n in s.items]
-        # rows: what each item stands for, read only by a backend that judges by identity (the simulated oracle)
+        # rows: what each item stands for, read by a backend that judges by identity (the simulated oracle) and,
+        # by_documents, by the embedding scorer, which scores an internal node by its documents' centroid
         return ScoreYesNo(tuple(self.text(n) for n in items), role=self.config.slate_scorer, documents=documents,
-                          rows=tuple(self.tree.rows_under(n) for n in items))
+                          rows=tuple(self.tree.rows_under(n) for n in items),
+                          by_documents=self.config.node_evidence == "documents")
 
     def read(self, answers: list, slates: list[Slate]) -> list[dict[int, float] | None]:
         """Per slate: item position -> score in [0, 1], or None if the answer is unusable."""
-        if self.config.slate_scorer == "generator":
+        if self.listwise:
             return [parse_slate_scores(text, len(s.items)) for text, s in zip(answers, slates)]
         out, start = [], 0
         for s in slates:

@@ -34,16 +34,15 @@ class SearchTree:
         self.reached[0] = True
 
     def _mask(self, excluded_rows: set[int]) -> np.ndarray:
-        masked = np.zeros(len(self.tree), dtype=bool)
+        """A node is masked when every document beneath it is excluded: with pre-order numbering, the excluded
+        documents beneath a node are a difference of two running counts."""
+        tree = self.tree
         if not excluded_rows:
-            return masked
-        rows = self.tree.row
-        for node in range(len(self.tree) - 1, -1, -1):  # pre-order reversed: children before their parent
-            if rows[node] >= 0:
-                masked[node] = int(rows[node]) in excluded_rows
-            else:
-                masked[node] = all(masked[c] for c in self.tree.children[node])
-        return masked
+            return np.zeros(len(tree), dtype=bool)
+        excluded = np.isin(tree.leaf_rows, np.fromiter(excluded_rows, dtype=np.int64))
+        before = np.concatenate([[0], np.cumsum(excluded)])
+        leaves = tree.leaves_before
+        return before[leaves[tree.subtree_end]] - before[leaves[:-1]] == tree.leaf_count
 
     def chain(self, score: float, parent_path: float) -> float:
         return self.alpha * score + (1 - self.alpha) * parent_path if score > self.gate else score
