@@ -39,6 +39,10 @@ pytestmark = pytest.mark.skipif(
 )
 COMMAND_TIMEOUT_S = 600
 SCORE_TOLERANCE = 1e-4  # |dP(yes)| between the fp32 module and vLLM fp32; measured gaps are printed
+# Methods whose ranking is only what the model's answers say: LATTICE's tree search expands a node only when its
+# slate's JSON parses, RARG's agent ranks in its final answer. The stand-ins answer with EOS at once, so these
+# finish with empty rankings, as they would with any model that never answers in format.
+RANKED_BY_THE_MODEL_ALONE = {"lattice", "rarg", "rarg+", "rarg++"}
 SERVED_FLAGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "32768")  # room for lattice-paper's 16,384 answer tokens
 
 
@@ -130,7 +134,7 @@ def run_twice(method: str, dataset: str, preset_path: Path, index: Path, folder:
                 "--out", out, "--cache", cache, *extra, env=env)
         runs.append((json.loads((out / "metrics.json").read_text()), (out / "run.trec").read_bytes()))
     (first, trec), (replay, replayed_trec) = runs
-    assert trec, f"{method}: an empty run file"
+    assert trec or method in RANKED_BY_THE_MODEL_ALONE, f"{method}: an empty run file"
     assert replay["mean_model_calls"] == 0, f"{method}: the replay called a model ({replay['mean_model_calls']} calls per query)"
     assert replayed_trec == trec, f"{method}: the replay's run file differs"
     assert first["truncated_prompts"] == 0, f"{method}: prompts were cut ({first['truncated_prompts_by_role']})"
