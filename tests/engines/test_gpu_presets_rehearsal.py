@@ -124,9 +124,14 @@ def write_preset(name: str, stand_ins, folder: Path, base_url=None) -> tuple[dic
     return preset, path
 
 
+def cache_of(folder: Path, method: str) -> Path:
+    return folder / f"{method}-responses.sqlite"
+
+
 def run_twice(method: str, dataset: str, preset_path: Path, index: Path, folder: Path, env: dict, extra=()) -> dict:
-    """``run`` then the same run into another folder with the same cache; returns the first run's metrics."""
-    cache = folder / "responses.sqlite"
+    """``run`` then the same run into another folder with the same cache (the method's own: methods of one preset
+    share prompts, so a shared cache would answer one method's first run from another's); the first run's metrics."""
+    cache = cache_of(folder, method)
     runs = []
     for name in (method, f"{method}-replay"):
         out = folder / name
@@ -222,7 +227,7 @@ def test_exported_navigator_runs_garen_as_trained(path, trained_export, garen_in
     preset_path.write_text(yaml.safe_dump(preset, sort_keys=False), encoding="utf-8")
     run_twice("garen", dataset, preset_path, garen_index, tmp_path / "runs", env)
 
-    served = _navigator_scores(tmp_path / "runs" / "responses.sqlite")
+    served = _navigator_scores(cache_of(tmp_path / "runs", "garen"))
     expected = _module_scores(checkpoint, garen_index, dataset, navigator["prompt_text"], env)
     other = _module_scores(checkpoint, garen_index, dataset, "plain", env)
     assert served, "the navigator scored nothing"
