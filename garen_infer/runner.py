@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,6 +31,11 @@ from garen_infer.scheduler import Scheduler
 from garen_infer.settings import Count
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
+
+
+def to_stderr(line: str) -> None:
+    """Where a run's messages go by default: stdout is the metrics' (``garen-infer run`` prints them as JSON)."""
+    print(line, file=sys.stderr)
 
 
 @dataclass
@@ -72,13 +78,13 @@ def configure_method(dataset: Dataset, index, config: RunConfig):
     return method_cls, options, method, budget
 
 
-def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
     """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
     with writer_lock(out, "run folder"):
         return _execute(dataset, index, config, out, roles, cache, log)
 
 
-def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=print) -> dict:
+def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
     out = Path(out)
     method_cls, options, method, budget = configure_method(dataset, index, config)
     resolved = {
@@ -183,7 +189,7 @@ def truncation_report(metrics: dict) -> str:
 
 
 def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None,
-            log=print) -> dict:
+            log=to_stderr) -> dict:
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
     scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
     kept = remove_excluded(scored, dataset)

@@ -120,3 +120,27 @@ def test_rebuilding_a_stage_rebuilds_what_was_built_from_it(tiny_dataset, tiny_i
     assert "[index] knn_graph: building" in messages and not any("knn_graph: already built" in m for m in messages)
     only_embeddings = IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict({"embeddings": {}}), log=lambda m: None)
     assert not only_embeddings.has("knn_graph")  # stale, so forgotten rather than trusted
+
+
+GPU_PRESETS = ("garen-paper", "rgs-paper", "lattice-paper", "rarg-paper", "train/gpu-qwen3-navigator")
+
+
+@pytest.mark.parametrize("name", GPU_PRESETS)
+def test_every_gpu_preset_names_the_gpus_it_was_sized_for(name):
+    """The header says which GPUs, and docs/gpu-presets.md gives its memory per GPU. The FP8 checkpoints need
+    compute capability 8.9+: no preset may size them for A100s."""
+    text = (CONFIG_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    assert "Sized for" in header and "docs/gpu-presets.md" in header
+    sized_for = header.split("Sized for")[1].split("(")[0]  # the GPUs, before any parenthesis
+    assert not ("-FP8" in text and "A100" in sized_for)
+    assert f"## {name.removeprefix('train/')}" in (CONFIG_DIR.parent / "docs" / "gpu-presets.md").read_text(encoding="utf-8")
+
+
+def test_rarg_papers_agent_engine_leaves_room_for_the_index_embedder_on_one_80_gb_gpu():
+    """The agent's engine claims gpu_memory_utilization of the GPU at start; the index's Qwen3-Embedding-4B (16 GB of
+    fp32 weights, sentence-transformers' default) ranks documents and matches beside it in the same run."""
+    preset = load_preset("rarg-paper")
+    agent, embedder = preset["models"]["agent"], preset["index"]["embeddings"]
+    assert (agent.get("tensor_parallel_size", 1), embedder["model"], embedder["device"]) == (1, "Qwen/Qwen3-Embedding-4B", "cuda")
+    assert agent["gpu_memory_utilization"] * 80 + 16 + 4 <= 80  # + activations at batch 8 x 4,096 tokens

@@ -61,3 +61,36 @@ def test_ddp_on_two_processes_trains_as_one(tiny_pairs, tiny_bert_dir, tmp_path)
     for key, value in one["garen"]["validation"].items():
         assert ddp["garen"]["validation"][key] == pytest.approx(value, abs=1e-5), key
     assert one["garen"]["validation"]["pairs"] == 36  # every validation pair once, not the sampler's padding
+
+
+def test_the_lora_wrap_policy_gives_fsdp_units_of_one_dtype(tiny_model_dir, tmp_path):
+    """A frozen bf16 base with fp32 adapters, as the LoRA job builds it: FSDP without a policy puts both dtypes in
+    one unit and refuses; the policy makes each decoder layer and each adapter matrix a unit, and a step runs."""
+    import torch.distributed as dist
+    from peft import LoraConfig, get_peft_model
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    from transformers import AutoModelForCausalLM
+
+    from garen_train.lora_fsdp import lora_wrap_policy
+
+    def lora_net():
+        # untied embeddings: torch's unsharded mode (one process) trips on tied ones; several processes do not
+        base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16, tie_word_embeddings=False)
+        net = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+        for p in net.parameters():
+            if p.requires_grad:
+                p.data = p.data.float()  # the adapters train in fp32
+        return net
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        with pytest.raises(ValueError, match="uniform dtype"):
+            FullyShardedDataParallel(lora_net(), device_id=torch.device("cpu"), use_orig_params=True)
+        net = lora_net()
+        wrapped = FullyShardedDataParallel(net, device_id=torch.device("cpu"), use_orig_params=True, auto_wrap_policy=lora_wrap_policy(net))
+        units = [type(m.module).__name__ for m in wrapped.modules() if isinstance(m, FullyShardedDataParallel)]
+        assert units.count("Qwen3DecoderLayer") == 2 and units.count("Linear") == 8  # 2 layers x (q, v) x (A, B)
+        wrapped(input_ids=torch.tensor([[1, 2, 3]])).logits.float().sum().backward()
+        assert all(p.grad is not None for p in wrapped.parameters() if p.requires_grad)
+    finally:
+        dist.destroy_process_group()

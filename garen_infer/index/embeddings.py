@@ -6,7 +6,9 @@ CPU default works offline. Vectors are L2-normalised: inner product = cosine eve
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -42,6 +44,16 @@ def load_encoder(model: str, device: str, max_seq_length: int):
         raise GarenError(f"cannot load embedding model '{model}': {err}") from err
     encoder.max_seq_length = max_seq_length
     return encoder
+
+
+def release_encoders() -> None:
+    """Let go of every loaded embedding model and hand the GPU memory it held back to the device, so the next index
+    stage (an LLM engine that claims a share of the GPU, say) finds it free. Embedders still in use keep theirs."""
+    load_encoder.cache_clear()
+    gc.collect()
+    torch = sys.modules.get("torch")  # loaded only if a model was: nothing to free otherwise
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 class Embedder:

@@ -17,6 +17,7 @@ import numpy as np
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import write_json, write_text
+from garen_infer.index.embeddings import release_encoders
 from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages
 from garen_infer.writer_lock import writer_lock
 
@@ -119,6 +120,9 @@ class IndexFolder:
             folder._save_manifest()
             folder.__dict__.pop(name, None)
             folder.__dict__.pop("_groups", None)
+            # each stage loads its own models: the embedder of one must not hold the GPU the next one's LLM needs
+            folder.__dict__.pop("embedder", None)
+            release_encoders()
         return folder
 
     def _forget_dependents(self, name: str) -> None:

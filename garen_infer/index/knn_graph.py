@@ -42,8 +42,18 @@ class KnnGraphParams:
     seed: int = 42  # IVF k-means and the recall sample
 
 
+def faiss_module():
+    """faiss, from whichever build is installed (faiss-cpu or faiss-gpu: the `cpu` and `gpu` extras)."""
+    try:
+        import faiss
+    except ImportError:
+        raise GarenError("faiss is not installed: pip install 'garen[cpu]' (faiss-cpu), or on a CUDA machine 'garen[gpu]' "
+                         "(faiss-gpu; never both, they install the same module)") from None
+    return faiss
+
+
 def flat_ip_index(vectors: np.ndarray, device: str = "cpu"):
-    import faiss
+    faiss = faiss_module()
 
     index = faiss.IndexFlatIP(vectors.shape[1])
     index = _on_device(index, device)
@@ -54,7 +64,7 @@ def flat_ip_index(vectors: np.ndarray, device: str = "cpu"):
 def _on_device(index, device: str):
     if device == "cpu":
         return index
-    import faiss
+    faiss = faiss_module()
 
     if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
         raise GarenError("knn_graph device 'cuda' needs faiss built with GPU support and a visible GPU: "
@@ -67,7 +77,7 @@ def _on_device(index, device: str):
 
 def ivf_index(vectors: np.ndarray, nlist: int, nprobe: int, seed: int, device: str = "cpu"):
     """An IVF-Flat inner-product index over ``vectors``, trained with a seeded k-means."""
-    import faiss
+    faiss = faiss_module()
 
     dim = vectors.shape[1]
     index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -188,7 +198,7 @@ def _set_nprobe(index, nprobe: int, device: str) -> None:
     if device == "cpu":
         index.nprobe = nprobe
     else:
-        import faiss
+        faiss = faiss_module()
 
         faiss.GpuParameterSpace().set_index_parameter(index, "nprobe", nprobe)
 

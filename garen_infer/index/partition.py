@@ -98,8 +98,9 @@ def leiden_groups(neighbours, weights, *, max_group_size=20, resolution=1.0, ran
 
 
 def kmeans_groups(vectors: np.ndarray, n_groups: int, seed: int = 42) -> list[list[int]]:
-    import faiss
+    from garen_infer.index.knn_graph import faiss_module
 
+    faiss = faiss_module()
     kmeans = faiss.Kmeans(vectors.shape[1], n_groups, niter=20, seed=seed, spherical=True, min_points_per_centroid=1)
     kmeans.train(np.ascontiguousarray(vectors, dtype=np.float32))
     _, labels = kmeans.index.search(np.ascontiguousarray(vectors, dtype=np.float32), 1)

@@ -38,8 +38,9 @@ def balanced_clusters(vectors: np.ndarray, k: int, capacity: int, seed: int, rou
     with room, pairs taken best first, ``capacity`` members at most; move each centroid to its members' mean
     direction). Plain k-means can leave 40 points of a tight group one centroid; a few rounds move the neighbouring
     centroids onto the overflow instead of scattering it. Needs k * capacity >= n."""
-    import faiss
+    from garen_infer.index.knn_graph import faiss_module
 
+    faiss = faiss_module()
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     kmeans = faiss.Kmeans(x.shape[1], k, niter=20, seed=seed, spherical=True, min_points_per_centroid=1)
     kmeans.train(x)
@@ -58,8 +59,9 @@ def balanced_clusters(vectors: np.ndarray, k: int, capacity: int, seed: int, rou
 def _assign_with_capacity(x: np.ndarray, centroids: np.ndarray, capacity: int, probe: int) -> np.ndarray:
     """(point, centroid) pairs among each point's ``probe`` nearest centroids, most similar first: a point goes to
     the first centroid with room; a point whose probed centroids all filled up takes its best centroid with room."""
-    import faiss
+    from garen_infer.index.knn_graph import faiss_module
 
+    faiss = faiss_module()
     k = len(centroids)
     index = faiss.IndexFlatIP(centroids.shape[1])
     index.add(centroids)

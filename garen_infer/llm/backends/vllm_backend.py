@@ -84,6 +84,12 @@ class VllmBackend:
         if self.lora:
             kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=_lora_rank(self.lora))
         kwargs.update(self.engine_args)
+        # Our own tokenizer, loaded as the transformers backend loads it, so prompts are byte-identical; a model
+        # without a chat template is refused before the engine takes its memory.
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
+        )
+        use_chat_template(self.tokenizer, self.model, self.chat_template)
         with _llvmlite_hidden():
             self.llm = LLM(**kwargs)
         if self.lora:
@@ -91,11 +97,6 @@ class VllmBackend:
 
             self._lora_request = LoRARequest(Path(self.lora).name or "adapter", 1, str(self.lora))
 
-        # Our own tokenizer, loaded as the transformers backend loads it, so prompts are byte-identical.
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
-        )
-        use_chat_template(self.tokenizer, self.model, self.chat_template)
         self._context = self.llm.llm_engine.model_config.max_model_len
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
