@@ -43,13 +43,14 @@ TEST_PKGS=(
   "ripgrep==14.1.0"
   "jsonargparse[signatures]==4.53.0"
   "tensorboard==2.21.0"
+  "datasets==5.2.0"   # bright:<task> (the rehearsal runs a local copy of BRIGHT biology's layout)
 )
 START=$(date +%s)
 
 if [[ "${1:-}" == "--force" ]]; then rm -rf "$VENV"; fi
 
 install_project() {
-  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures, lightning, sentence_transformers, leidenalg, diskannpy, jsonargparse, tensorboard, faiss, json_repair" >/dev/null 2>&1; then
+  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures, lightning, sentence_transformers, leidenalg, diskannpy, jsonargparse, tensorboard, faiss, json_repair, datasets" >/dev/null 2>&1; then
     return 0
   fi
   echo "[setup] installing the project (--no-deps) and the engine-test packages"
