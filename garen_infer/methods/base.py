@@ -34,7 +34,7 @@ class Method:
 
     name: str = ""
     Config: type = object
-    index_stages: tuple[str, ...] = ("bm25",)
+    index_stages: tuple[str, ...] = ()  # stages it reads besides the first stage's (bm25 or embeddings: the runner's)
     roles: tuple[str, ...] = ()  # model roles the method uses, e.g. ("reranker", "navigator")
     keeps_excluded: bool = False  # True: BRIGHT's excluded ids stay in the first stage (RGS's author code)
 

