@@ -186,8 +186,9 @@ def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_ro
     assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["max_length"] == 64 and manifest["use"]["cross_encoder"] == {"backend": "cross-encoder", "model": str(out)}
-    where, spec = capsys.readouterr().out.splitlines()  # the specs that load it, not the manifest
+    where, spec, card = capsys.readouterr().out.splitlines()  # the specs that load it, not the manifest; the model card
     assert where.startswith(f"{out}: exported") and yaml.safe_load(spec) == {"cross_encoder": manifest["use"]["cross_encoder"]}
+    assert card == f"model card: {out / 'README.md'}"
 
     roles = build_roles({"navigator": manifest["use"]["cross_encoder"]}, [], None, ResponseCache(tmp_path / "cache.sqlite"))
     scorer = roles.scorer("navigator")
@@ -321,7 +322,7 @@ def test_export_writes_a_model_card_and_pushes_the_folder_to_the_hub(lm_run, tmp
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeHfApi)
     out = tmp_path / "navigator"
     assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out, "--push-to-hub", "my-lab/navigator") == 0
-    printed = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr().out.splitlines()
     manifest = json.loads((out / "manifest.json").read_text())
     card = (out / "README.md").read_text()
     # the card is the manifest's: base model, data, recipe, validation figures, and how to load it
@@ -338,7 +339,7 @@ def test_export_writes_a_model_card_and_pushes_the_folder_to_the_hub(lm_run, tmp
     upload = FakeHfApi.calls[1][1]
     assert upload["folder_path"] == str(out) and upload["repo_id"] == "my-lab/navigator"
     assert {"README.md", "manifest.json", "merged/manifest.json", "adapter/adapter_config.json"} <= set(upload["files"])
-    assert printed["model_card"] == str(out / "README.md") and printed["pushed"]["commit"] == "abc123"
+    assert printed[-2:] == [f"model card: {out / 'README.md'}", "pushed to https://huggingface.co/my-lab/navigator (commit abc123)"]
 
 
 def test_push_to_hub_refuses_a_bad_repo_before_exporting_and_reports_a_failed_upload(lm_run, tmp_path, monkeypatch, capsys):
