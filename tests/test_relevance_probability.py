@@ -61,7 +61,7 @@ def test_the_training_logit_is_the_log_odds_of_yes(model_that_says_yes):
     assert float(logit[0].detach()) == pytest.approx(YES_MARGIN, abs=1e-4)
 
 
-@pytest.mark.parametrize("labels, bias", [(1, [3.0]), (2, [-2.0, 2.0])], ids=["one-label", "two-label"])
+@pytest.mark.parametrize("labels, bias", [(1, [6.0]), (2, [-3.0, 3.0])], ids=["one-label", "two-label"])
 def test_a_cross_encoders_score_is_its_heads_probability_of_relevant(labels, bias, tiny_bert_dir, tmp_path):
     """A one-label head: sigmoid of its logit; a two-label head ([irrelevant, relevant], the documented order):
     its softmax probability of label 1. The bias puts the answer far from 0.5, so a swap cannot pass. The pair is
@@ -72,6 +72,7 @@ def test_a_cross_encoders_score_is_its_heads_probability_of_relevant(labels, bia
     from garen_infer.llm.backends.cross_encoder import CrossEncoderBackend
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    torch.manual_seed(0)  # the new head's weights are drawn at random: a fixed draw, and a bias far larger than their effect
     net = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=labels, dtype=torch.float32).eval()
     with torch.no_grad():
         net.classifier.bias.copy_(torch.tensor(bias))
