@@ -87,8 +87,8 @@ def clear_greedy_prefix(reference, chat: list[dict], text: str) -> tuple[str, in
     from garen_infer.llm.backends.chat_format import render_chat
 
     tokenizer = reference.tokenizer
-    prompt, _, _ = reference._encode([render_chat(tokenizer, chat)])
     answer = tokenizer(text, add_special_tokens=False).input_ids
+    prompt, _, _ = reference._encode([render_chat(tokenizer, chat)], len(answer))
     with torch.inference_mode():
         ids = torch.cat([prompt, torch.tensor([answer], dtype=prompt.dtype)], dim=1)
         logprobs = torch.log_softmax(reference.net(input_ids=ids).logits[0, prompt.shape[1] - 1 : -1].float(), dim=-1)
