@@ -88,7 +88,7 @@ def clear_greedy_prefix(reference, chat: list[dict], text: str) -> tuple[str, in
 
     tokenizer = reference.tokenizer
     answer = tokenizer(text, add_special_tokens=False).input_ids
-    prompt, _, _ = reference._encode([render_chat(tokenizer, chat)], len(answer))
+    prompt = reference._encode([render_chat(tokenizer, chat)], len(answer))[0]  # (ids, mask, lengths, cuts)
     with torch.inference_mode():
         ids = torch.cat([prompt, torch.tensor([answer], dtype=prompt.dtype)], dim=1)
         logprobs = torch.log_softmax(reference.net(input_ids=ids).logits[0, prompt.shape[1] - 1 : -1].float(), dim=-1)
