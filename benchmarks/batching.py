@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batched", type=int, default=8, help="max_active_queries of the batched run")
     ap.add_argument("--batch-size", type=int, default=8, help="the transformers backend's forward batch")
     ap.add_argument("--dtype", default="auto", help="auto = float32 on CPU")
-    ap.add_argument("--out", default="/tmp/garen-batching")
+    ap.add_argument("--out", default="runs/batching")
     args = ap.parse_args(argv)
 
     import torch

@@ -11,7 +11,7 @@
 The stand-in server runs in its own process, so its threads do not share the client's interpreter. It ranks the
 passages of a prompt in reverse order, so every answer depends on the prompt alone.
 
-    python benchmarks/cluster.py --data ../shared/data/scifact --work /tmp/garen-cluster
+    python benchmarks/cluster.py --data ../shared/data/scifact --work runs/cluster-bench
 """
 
 from __future__ import annotations

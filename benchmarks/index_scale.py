@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--cluster-size", type=int, default=50)
     parser.add_argument("--exact-max-docs", type=int, default=200_000, help="as index.knn_graph.exact_max_docs")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/garen-index-scale"))
+    parser.add_argument("--work", type=Path, default=Path("runs/index-scale"))
     parser.add_argument("--keep", action="store_true", help="keep the corpora and indexes")
     args = parser.parse_args()
     rows = [row for n in args.sizes for row in measure(n, args)]

@@ -8,7 +8,7 @@
 # Run folders are resumable; a finished one is only re-read. Indexes: cpu-default with every stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-/tmp/oracle-sweeps}
+OUT=${1:-runs/oracle-sweeps}
 DATA=${DATA:-../shared/data}
 IDX=${IDX:-indexes}
 PY=${PY:-.venv/bin/python}

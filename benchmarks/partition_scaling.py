@@ -1,8 +1,8 @@
 """How the soft-partition job's cost grows with the corpus: CPU time and peak memory of ``garen-train fit``
 (configs/train/partition-dmon.yaml) on synthetic corpora with planted clusters, and on real index folders.
 
-    python benchmarks/partition_scaling.py --sizes 50000 100000 200000 --epochs 3 --work /tmp/partition-scaling
-    python benchmarks/partition_scaling.py --index /path/to/scifact-index --epochs 3 --work /tmp/partition-scaling
+    python benchmarks/partition_scaling.py --sizes 50000 100000 200000 --epochs 3 --work runs/partition-scaling
+    python benchmarks/partition_scaling.py --index /path/to/scifact-index --epochs 3 --work runs/partition-scaling
 
 A synthetic corpus: n random unit vectors (384-d, like all-MiniLM-L6-v2) around n/100 random centres, its exact
 16-NN graph (faiss, as the knn_graph stage) and its Leiden groups (garen_infer's own, s-bar = 20), written once
@@ -95,7 +95,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=[], help="synthetic corpus sizes")
     parser.add_argument("--index", nargs="*", default=[], help="real index folders (embeddings, knn_graph, groups)")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--work", default="/tmp/partition-scaling", help="where synthetic indexes and fits go")
+    parser.add_argument("--work", default="runs/partition-scaling", help="where synthetic indexes and fits go")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

@@ -13,9 +13,9 @@ CLI=${CLI:-.venv/bin/garen-infer}
 PY=${PY:-.venv/bin/python}
 DATASET=${DATASET:-beir:../shared/data/scifact:test}
 INDEX=${INDEX:-indexes/scifact}
-RUNS=${RUNS:-/tmp/runs}
+RUNS=${RUNS:-runs/rgs-budgets}
 BUDGETS=${BUDGETS:-100 300 500}
-export GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-/tmp/garen-cache}
+export GAREN_CACHE_DIR=${GAREN_CACHE_DIR:-runs/rgs-budgets/cache}
 
 # 1. The index: cpu-default's params for the stages these three methods read, and nothing else (other stages the
 #    folder holds are kept as they are; stages already built with these params are not rebuilt).
