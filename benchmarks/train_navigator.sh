@@ -55,13 +55,13 @@ evaluate() {  # evaluate NAME SPEC: one line of metrics
   say "  $1: $("$BIN/python" -c 'import json, sys; d = json.load(open(sys.argv[1])); m = d["metrics"]; print(json.dumps({"queries": d["queries"], **{k: m[k] for k in ("auc", "R@20", "nDCG@10") if k in m}}))' "$OUT/eval-$1.json")"
 }
 evaluate zero-shot-minilm '{backend: embedding}'
-evaluate fine-tuned "{backend: cross-encoder, model: $OUT/exports/navigator}"
+evaluate fine-tuned "{backend: embedding, model: $OUT/exports/navigator}"  # a bi-encoder export (cpu-navigator.yaml)
 
 say "== (b) methods at budget 100 on SciFact test${LIMIT:+ (first $LIMIT queries)}"
 [[ -d "$OUT/index" ]] || cp -r "$INDEX" "$OUT/index"
 "$BIN/garen-infer" index --dataset "beir:$DATA:test" --out "$OUT/index" > "$OUT/index.log" 2>&1
 TRAINED_RERANKER=(--set models.reranker.mode=pointwise --set models.reranker.backend=cross-encoder --set "models.reranker.model=$OUT/exports/reranker")
-TRAINED_NAVIGATOR=(--set models.navigator.backend=cross-encoder --set "models.navigator.model=$OUT/exports/navigator")
+TRAINED_NAVIGATOR=(--set "models.navigator={backend: embedding, model: $OUT/exports/navigator}")
 run() {  # run METHOD SETUP [--set ...]: one run folder, one line of metrics
   local method=$1 setup=$2; shift 2
   local folder="$OUT/runs/$method-$setup"

@@ -29,9 +29,37 @@ def preset_path(name_or_path: str) -> Path:
 def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] | Mapping = ()) -> dict:
     """A preset, checked. ``overrides``: ``KEY=VALUE`` strings as ``--set`` takes them (values parsed as YAML), or
     a mapping of keys to values already parsed (the Python API's ``{"methods.garen.tau_switch": 2}``)."""
-    preset = read_yaml_mapping(preset_path(name_or_path), overrides)
+    preset = apply_overrides(read_preset(preset_path(name_or_path)), overrides)
     check_preset(preset)
     return preset
+
+
+def read_preset(path: Path, extended_by: tuple[Path, ...] = ()) -> dict:
+    """A preset file with what it ``extends`` filled in: ``extends: cpu-default`` (a preset name, or a path
+    relative to the file) starts from that preset, and this file's keys replace its keys, mapping by mapping,
+    except that a model role (``models.<role>``) is replaced whole: its fields belong to one backend."""
+    preset = read_yaml_mapping(path)
+    base = preset.pop("extends", None)
+    if base is None:
+        return preset
+    if not isinstance(base, str):
+        raise GarenError(f"{path}: extends must name one preset, not {base!r}")
+    sibling = path.parent / base
+    base_path = sibling if sibling.suffix in (".yaml", ".yml") and sibling.is_file() else preset_path(base)
+    chain = (*extended_by, path.resolve())
+    if base_path.resolve() in chain:
+        raise GarenError(f"{path}: extends {base}, which extends {path.name} again")
+    base_preset = read_preset(base_path, chain)
+    roles = {**(base_preset.get("models") or {}), **(preset.pop("models", None) or {})}
+    return {**merged(base_preset, preset), **({"models": roles} if roles else {})}
+
+
+def merged(base: dict, changes: dict) -> dict:
+    """``base`` with ``changes`` written over it: mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def run_config_from(preset: dict, method: str, budget: int | None = None, limit: int | None = None, max_active: int | None = None,
@@ -64,6 +92,10 @@ def read_yaml_mapping(path: Path, overrides: list[str] | Mapping = ()) -> dict:
         raise GarenError(f"{path}: not valid YAML ({err})") from err
     if not isinstance(mapping, dict):
         raise GarenError(f"{path}: expected a mapping at the top level")
+    return apply_overrides(mapping, overrides)
+
+
+def apply_overrides(mapping: dict, overrides: list[str] | Mapping) -> dict:
     if isinstance(overrides, Mapping):
         for key, value in overrides.items():
             set_field(mapping, str(key), value, f"override '{key}'")

@@ -28,14 +28,13 @@ from garen_train.scorers.metrics import scorer_metrics
 
 
 def make_scorer(spec: dict, cache):
-    """The yes/no scorer a navigator role with this spec would use."""
-    if spec.get("backend", "embedding") == "embedding":
-        from garen_infer.index.embeddings import EmbeddingParams, Embedder
-        from garen_infer.llm.roles import EmbeddingYesNoScorer
-
-        return EmbeddingYesNoScorer(Embedder(EmbeddingParams(model=spec.get("model", EmbeddingParams.model))))
+    """The yes/no scorer a navigator role with this spec would use. There is no index here, so an embedding role
+    names its model (by default the CPU default's)."""
+    from garen_infer.index.embeddings import EmbeddingParams
     from garen_infer.llm.roles import build_roles
 
+    if spec.get("backend", "embedding") == "embedding":
+        spec = {"model": EmbeddingParams.model, **spec}
     return build_roles({"scorer": spec}, [], None, cache).scorer("scorer")
 
 

@@ -15,7 +15,8 @@ from garen_infer.index.atomic import write_text
 
 CARD = "README.md"
 FAMILIES = {"causal-yes-no": "A causal LM scoring P(yes) that a text meets a query (GAREN's navigator, a pointwise reranker)",
-            "cross-encoder": "A cross-encoder scoring P(relevant) of a (query, text) pair"}
+            "cross-encoder": "A cross-encoder scoring P(relevant) of a (query, text) pair",
+            "bi-encoder": "A sentence-embedding model whose cosine between a query and a text ranks texts (GAREN's navigator)"}
 
 
 def hub_base_model(base: str | None) -> str | None:

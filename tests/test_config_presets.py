@@ -53,6 +53,27 @@ def test_overrides_set_single_fields():
     assert IndexConfig.from_dict(preset["index"]).stages["bm25"].k1 == 0.9
 
 
+def test_a_preset_extends_another_key_by_key_and_replaces_whole_roles(tmp_path):
+    (tmp_path / "mine.yaml").write_text("extends: cpu-default\nmodels:\n  navigator: {backend: embedding, model: exports/nav}\n"
+                                        "methods:\n  garen: {tau_switch: 2}\n")
+    (tmp_path / "served.yaml").write_text("extends: garen-paper\nmodels:\n  navigator: {backend: openai, model: nav, base_url: 'http://h:8000/v1'}\n")
+    assert load_preset(str(tmp_path / "served.yaml"))["models"]["navigator"] == {"backend": "openai", "model": "nav", "base_url": "http://h:8000/v1"}
+    (tmp_path / "child.yaml").write_text("extends: mine.yaml\nrun: {max_batch: 8}\n")  # a path beside the file
+    base, preset = load_preset("cpu-default"), load_preset(str(tmp_path / "child.yaml"), ["methods.rerank.window=10"])
+    assert "extends" not in preset and preset["index"] == base["index"]
+    assert preset["models"] == {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding", "model": "exports/nav"}}
+    assert preset["methods"]["garen"] == {"tau_switch": 2} and preset["methods"]["rerank"]["window"] == 10
+    assert preset["run"] == {**base["run"], "max_batch": 8}
+
+    (tmp_path / "loop.yaml").write_text("extends: loop2.yaml\n")
+    (tmp_path / "loop2.yaml").write_text("extends: loop.yaml\n")
+    with pytest.raises(GarenError, match="extends loop.yaml, which extends loop2.yaml again"):
+        load_preset(str(tmp_path / "loop.yaml"))
+    (tmp_path / "bad.yaml").write_text("extends: [cpu-default]\n")
+    with pytest.raises(GarenError, match="extends must name one preset"):
+        load_preset(str(tmp_path / "bad.yaml"))
+
+
 def test_override_value_is_yaml():
     preset = {}
     apply_override(preset, "a.b=0.01")

