@@ -49,6 +49,18 @@ QRELS = [
 ]
 
 
+def one_error_line(capsys, command: str | None = None, alone: bool = True) -> str:
+    """The one error line a command wrote to stderr, with no traceback. ``command`` (``"garen-infer run"``): the line
+    starts with ``<command>: error: ``. ``alone``: stderr holds nothing else; False lets progress lines surround it."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    errors = lines if alone else [line for line in lines if "error:" in line]
+    assert len(errors) == 1, err
+    assert command is None or errors[0].startswith(f"{command}: error: "), err
+    return errors[0]
+
+
 def write_jsonl(path: Path, rows) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")

@@ -11,6 +11,7 @@ import os
 import pytest
 import torch
 
+from conftest import one_error_line
 from garen_infer.errors import GarenError
 from garen_train.checkpoint_file import read_checkpoint
 from train_support import cross_encoder_model, garen_train, pairs_data, write_config
@@ -34,18 +35,12 @@ def crafted_checkpoint(tmp_path, payload) -> str:
     return str(path)
 
 
-def one_error_line(capsys, command: str) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and err.startswith(f"garen-train {command}: error: "), err
-    return err
-
-
 def test_export_refuses_a_checkpoint_that_would_run_code(tmp_path, capsys):
     marker = tmp_path / "marker"
     checkpoint = crafted_checkpoint(tmp_path, WritesAMarker(marker))
     assert garen_train("export", "--checkpoint", checkpoint, "--out", tmp_path / "out") == 2
     assert not marker.exists()
-    err = one_error_line(capsys, "export")
+    err = one_error_line(capsys, "garen-train export")
     assert f"{checkpoint}: refused to load: it holds '{os.system.__module__}.system'" in err and "--trust-checkpoint" in err
     assert not (tmp_path / "out").exists()
 
@@ -56,7 +51,7 @@ def test_resuming_a_fit_refuses_a_checkpoint_that_would_run_code(tiny_pairs, tin
     config = write_config(tmp_path / "config.yaml", cross_encoder_model(tiny_bert_dir), pairs_data(tiny_pairs / "documents.jsonl"), tmp_path)
     assert garen_train("fit", "--config", config, "--ckpt_path", checkpoint) == 2
     assert not marker.exists()
-    err = one_error_line(capsys, "fit")
+    err = one_error_line(capsys, "garen-train fit")
     assert "refused to load" in err and "--trust-checkpoint" not in err  # fit has no such option
 
 

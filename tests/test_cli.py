@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import write_beir
+from conftest import one_error_line, write_beir
 from garen_infer.cli import main
 
 
@@ -24,15 +24,6 @@ def cli_index(beir_dir, tmp_path_factory):
     preset.write_text(yaml.safe_dump(base))
     assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(out)]) == 0
     return out
-
-
-def one_error_line(capsys, command: str) -> str:
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"garen-infer {command}: error: ")
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def test_index_writes_a_manifest(cli_index, beir_dir, capsys):
@@ -134,36 +125,36 @@ def test_eval_with_other_measures(cli_index, beir_dir, tmp_path, capsys):
 # ---- bad input: exit code 2, one line, no traceback -------------------------------------------------------------
 def test_missing_dataset_folder(tmp_path, capsys):
     assert main(["index", "--dataset", f"beir:{tmp_path / 'absent'}", "--out", str(tmp_path / "i")]) == 2
-    line = one_error_line(capsys, "index")
+    line = one_error_line(capsys, "garen-infer index")
     assert str(tmp_path / "absent") in line and "not a folder" in line
     assert not (tmp_path / "i").exists()
 
 
 def test_not_a_dataset_spec(tmp_path, capsys):
     assert main(["index", "--dataset", str(tmp_path / "absent"), "--out", str(tmp_path / "i")]) == 2
-    assert "not a dataset spec" in one_error_line(capsys, "index")
+    assert "not a dataset spec" in one_error_line(capsys, "garen-infer index")
 
 
 def test_bad_preset(beir_dir, tmp_path, capsys):
     assert main(["index", "--dataset", str(beir_dir), "--preset", "no-such-preset", "--out", str(tmp_path / "i")]) == 2
-    line = one_error_line(capsys, "index")
+    line = one_error_line(capsys, "garen-infer index")
     assert "no preset 'no-such-preset'" in line and "cpu-default" in line
 
 
 def test_bad_override(beir_dir, tmp_path, capsys):
     assert main(["index", "--dataset", str(beir_dir), "--set", "index.bm25", "--out", str(tmp_path / "i")]) == 2
-    assert "expected KEY=VALUE" in one_error_line(capsys, "index")
+    assert "expected KEY=VALUE" in one_error_line(capsys, "garen-infer index")
 
 
 def test_unknown_index_stage(beir_dir, tmp_path, capsys):
     assert main(["index", "--dataset", str(beir_dir), "--set", "index.colbert={}", "--out", str(tmp_path / "i")]) == 2
-    assert "unknown index stage 'colbert'" in one_error_line(capsys, "index")
+    assert "unknown index stage 'colbert'" in one_error_line(capsys, "garen-infer index")
 
 
 def test_unknown_method(cli_index, beir_dir, tmp_path, capsys):
     code = main(["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "colbert", "--out", str(tmp_path / "r"), "--no-cache"])
     assert code == 2
-    assert "unknown method 'colbert'" in one_error_line(capsys, "run")
+    assert "unknown method 'colbert'" in one_error_line(capsys, "garen-infer run")
 
 
 def test_unknown_method_option(cli_index, beir_dir, tmp_path, capsys):
@@ -172,7 +163,7 @@ def test_unknown_method_option(cli_index, beir_dir, tmp_path, capsys):
         "--set", "methods.rerank.windw=5", "--out", str(tmp_path / "r"), "--no-cache",
     ])
     assert code == 2
-    assert "methods.rerank.windw: no such option" in one_error_line(capsys, "run")
+    assert "methods.rerank.windw: no such option" in one_error_line(capsys, "garen-infer run")
 
 
 def test_index_of_another_corpus_is_refused(cli_index, tmp_path, capsys):
@@ -181,7 +172,7 @@ def test_index_of_another_corpus_is_refused(cli_index, tmp_path, capsys):
     other = write_beir(tmp_path / "other", docs=DOCS[:-1] + [("py4", "Python generators", "Generators are lazy.")])
     code = main(["run", "--dataset", str(other), "--index", str(cli_index), "--method", "bm25", "--out", str(tmp_path / "r"), "--no-cache"])
     assert code == 2
-    line = one_error_line(capsys, "run")
+    line = one_error_line(capsys, "garen-infer run")
     assert "this index was built for corpus 'tiny/test'" in line and "not for 'other/test'" in line
     assert not (tmp_path / "r").exists()
 
@@ -189,14 +180,14 @@ def test_index_of_another_corpus_is_refused(cli_index, tmp_path, capsys):
 def test_not_an_index_folder(beir_dir, tmp_path, capsys):
     code = main(["run", "--dataset", str(beir_dir), "--index", str(tmp_path), "--method", "bm25", "--out", str(tmp_path / "r"), "--no-cache"])
     assert code == 2
-    assert "not an index folder" in one_error_line(capsys, "run")
+    assert "not an index folder" in one_error_line(capsys, "garen-infer run")
 
 
 def test_bad_run_file(beir_dir, tmp_path, capsys):
     run = tmp_path / "run.trec"
     run.write_text("q1 Q0 vol1 1 0.5 x\nq1 Q0 vol2 2 high x\n")
     assert main(["eval", "--dataset", str(beir_dir), "--run", str(run)]) == 2
-    line = one_error_line(capsys, "eval")
+    line = one_error_line(capsys, "garen-infer eval")
     assert f"{run}, line 2, field 'score'" in line
 
 
@@ -214,7 +205,7 @@ def test_run_and_index_refuse_each_others_folders(cli_index, beir_dir, tmp_path,
     shutil.copytree(cli_index, index)
     before = {p.name: p.read_bytes() for p in index.iterdir() if p.is_file()}
     assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out", str(index), "--no-cache"]) == 2
-    assert one_error_line(capsys, "run") == (f"garen-infer run: error: {index}: is an index folder (written by 'garen-infer index'); "
+    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: {index}: is an index folder (written by 'garen-infer index'); "
                                              "writing a run folder there would break it: choose another folder")
     assert {p.name: p.read_bytes() for p in index.iterdir() if p.is_file()} == before
 
@@ -223,7 +214,7 @@ def test_run_and_index_refuse_each_others_folders(cli_index, beir_dir, tmp_path,
     capsys.readouterr()
     finished = sorted(p.name for p in run.iterdir())
     assert main(["index", "--dataset", str(beir_dir), "--out", str(run)]) == 2
-    assert f"{run}: is a run folder (written by 'garen-infer run'); writing an index folder there" in one_error_line(capsys, "index")
+    assert f"{run}: is a run folder (written by 'garen-infer run'); writing an index folder there" in one_error_line(capsys, "garen-infer index")
     assert sorted(p.name for p in run.iterdir()) == finished and not (run / "manifest.json").exists()
 
 
@@ -245,27 +236,27 @@ def test_out_naming_a_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     taken = tmp_path / "notes.txt"
     taken.write_text("mine")
     assert main(["index", "--dataset", str(beir_dir), "--out", str(taken)]) == 2
-    assert one_error_line(capsys, "index") == f"garen-infer index: error: {taken}: cannot be the index folder: {taken} is a file, not a folder; name a folder"
+    assert one_error_line(capsys, "garen-infer index") == f"garen-infer index: error: {taken}: cannot be the index folder: {taken} is a file, not a folder; name a folder"
     run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "bm25", "--out", str(taken / "run")]
     assert main(run) == 2
-    assert one_error_line(capsys, "run") == f"garen-infer run: error: {taken / 'run'}: cannot be the run folder: {taken} is a file, not a folder; name a folder"
+    assert one_error_line(capsys, "garen-infer run") == f"garen-infer run: error: {taken / 'run'}: cannot be the run folder: {taken} is a file, not a folder; name a folder"
     assert taken.read_text() == "mine"
 
 
 def test_cache_naming_a_folder_or_a_damaged_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(tmp_path / "run")]
     assert main([*run, "--cache", str(tmp_path)]) == 2
-    assert one_error_line(capsys, "run") == f"garen-infer run: error: --cache {tmp_path}: a folder; name the cache file, e.g. {tmp_path / 'responses.sqlite'}"
+    assert one_error_line(capsys, "garen-infer run") == f"garen-infer run: error: --cache {tmp_path}: a folder; name the cache file, e.g. {tmp_path / 'responses.sqlite'}"
     damaged = tmp_path / "responses.sqlite"
     damaged.write_bytes(b"not sqlite at all" * 100)
     assert main([*run, "--cache", str(damaged)]) == 2
-    assert one_error_line(capsys, "run") == (f"garen-infer run: error: response cache {damaged}: cannot open it (file is not a database); "
+    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: response cache {damaged}: cannot open it (file is not a database); "
                                              "it holds only cached model answers: move it away (or pass another --cache) and run again")
 
 
 def test_an_unparsable_set_value_is_one_line(beir_dir, tmp_path, capsys):
     assert main(["index", "--dataset", str(beir_dir), "--out", str(tmp_path / "i"), "--set", "index.knn_graph.k=[1,"]) == 2
-    assert one_error_line(capsys, "index") == ("garen-infer index: error: --set 'index.knn_graph.k=[1,': the value '[1,' is not "
+    assert one_error_line(capsys, "garen-infer index") == ("garen-infer index: error: --set 'index.knn_graph.k=[1,': the value '[1,' is not "
                                                "valid YAML (expected the node content, but found '<stream end>')")
 
 
@@ -274,7 +265,7 @@ def test_a_corpus_files_extension_holding_a_path_is_refused(extension, beir_dir,
     preset = tmp_path / "files.yaml"
     preset.write_text(json.dumps({"index": {"corpus_files": {"extension": extension}}}))
     assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(tmp_path / "i")]) == 2
-    assert one_error_line(capsys, "index") == (f"garen-infer index: error: invalid setting index.corpus_files: extension {extension!r} "
+    assert one_error_line(capsys, "garen-infer index") == (f"garen-infer index: error: invalid setting index.corpus_files: extension {extension!r} "
                                                "must be a file name ending such as '.txt' (letters, digits, '.', '_' or '-', at most 16), not a path")
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "i").exists()
 
@@ -308,4 +299,4 @@ def test_a_method_needs_the_index_stage_of_its_first_stage(method, dense_index, 
     assert (tmp_path / "dense" / "run.trec").read_text()
     capsys.readouterr()
     assert main([*run, "--out", str(tmp_path / "bm25")]) == 2
-    assert f"method '{method}' needs the index stage 'bm25'" in one_error_line(capsys, "run")
+    assert f"method '{method}' needs the index stage 'bm25'" in one_error_line(capsys, "garen-infer run")

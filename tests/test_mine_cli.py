@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import QUERIES, write_beir
+from conftest import QUERIES, one_error_line, write_beir
 from garen_train.cli import main
 from garen_train.mining.folder import check_training_data, read_mined
 
@@ -33,13 +33,6 @@ def data(tmp_path_factory):
 
 def mine(data, index, out, *extra, split="train"):
     return main(["mine", "--dataset", f"beir:{data}:{split}", "--index", str(index.path), "--out", str(out), "--no-cache", *SMALL, *extra])
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if "garen-train mine: error:" in line]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +122,7 @@ def test_the_test_split_mined_for_evaluation_never_trains(mined, data, full_inde
     check_training_data(read_mined(mined), evaluation)  # the guarded training file shares no query with it
     assert main(["mine", "--dataset", f"beir:{data}:test", "--index", str(full_index.path), "--out", str(tmp_path / "x"),
                  "--evaluation", "--eval-dataset", f"beir:{data}:test"]) == 2
-    assert "--evaluation marks evaluation data" in one_error_line(capsys)
+    assert "--evaluation marks evaluation data" in one_error_line(capsys, "garen-train mine", alone=False)
 
 
 @pytest.mark.parametrize("split, expected", [
@@ -140,7 +133,7 @@ def test_the_test_split_mined_for_evaluation_never_trains(mined, data, full_inde
 def test_the_guard_refuses_with_one_line_and_leaves_nothing(split, expected, data, full_index, tmp_path, capsys):
     out = tmp_path / "out"
     assert mine(data, full_index, out, split=split) == 2
-    assert expected in one_error_line(capsys)
+    assert expected in one_error_line(capsys, "garen-train mine", alone=False)
     assert not out.exists()
 
 
@@ -148,7 +141,7 @@ def test_an_id_overlap_is_refused_without_drop(data, full_index, tmp_path, capsy
     other = write_beir(tmp_path / "other", queries=[("t1", "an unrelated question", [])], qrels=[("t1", "vol1", 1)])
     out = tmp_path / "out"
     code = mine(data, full_index, out, "--eval-dataset", f"beir:{other}:test")
-    message = one_error_line(capsys)
+    message = one_error_line(capsys, "garen-train mine", alone=False)
     assert code == 2 and "1 in evaluation split other/test (t1)" in message and "tiny/test (t3 (text of q4))" in message
     assert not out.exists()
 
@@ -161,7 +154,7 @@ def test_mine_refuses_an_index_folder_as_its_out(data, full_index, tmp_path, cap
     manifest = (index / "manifest.json").read_bytes()
     assert main(["mine", "--dataset", f"beir:{data}:train", "--index", str(index), "--out", str(index), "--no-cache", *SMALL,
                  "--drop-eval-overlap"]) == 2
-    assert f"{index}: is an index folder (written by 'garen-infer index'); writing a mined folder there" in one_error_line(capsys)
+    assert f"{index}: is an index folder (written by 'garen-infer index'); writing a mined folder there" in one_error_line(capsys, "garen-train mine", alone=False)
     assert (index / "manifest.json").read_bytes() == manifest and not (index / "traversal").exists()
 
 
@@ -184,7 +177,7 @@ def test_a_second_mine_on_one_out_is_refused_while_the_first_writes_it(data, ful
     try:
         holding.wait(30)
         assert mine(data, full_index, out, "--drop-eval-overlap", "--negatives", "1") == 2
-        assert f"{out}: another process is writing this mined folder" in one_error_line(capsys)
+        assert f"{out}: another process is writing this mined folder" in one_error_line(capsys, "garen-train mine", alone=False)
         assert sorted(p.name for p in out.iterdir()) == [".garen-writer.lock"]
     finally:
         release.set()
@@ -195,14 +188,14 @@ def test_a_jsonl_test_split_is_refused_for_training(data, full_index, tmp_path, 
     spec = f"jsonl:{data}/corpus.jsonl,{data}/queries.jsonl,{data}/qrels/test.tsv"
     out = tmp_path / "out"
     assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(out), "--no-cache", *SMALL]) == 2
-    assert "corpus is an evaluation split: mine it with --evaluation" in one_error_line(capsys)
+    assert "corpus is an evaluation split: mine it with --evaluation" in one_error_line(capsys, "garen-train mine", alone=False)
     assert not out.exists()
 
 
 def test_a_jsonl_train_split_is_guarded_against_the_test_qrels_beside_it(data, full_index, tmp_path, capsys):
     spec = f"jsonl:{data}/corpus.jsonl,{data}/queries.jsonl,{data}/qrels/train.tsv"
     assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(tmp_path / "out"), "--no-cache", *SMALL]) == 2
-    assert "queries of corpus are evaluation queries: 1 in evaluation split corpus (t3 (text of q4))" in one_error_line(capsys)
+    assert "queries of corpus are evaluation queries: 1 in evaluation split corpus (t3 (text of q4))" in one_error_line(capsys, "garen-train mine", alone=False)
 
 
 @pytest.fixture(scope="module")

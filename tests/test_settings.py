@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Union
 
 import pytest
 
-from conftest import write_beir
+from conftest import one_error_line, write_beir
 from garen_infer.cli import main
 from garen_infer.errors import GarenError
 from garen_infer.settings import AtLeast, Below, Count, Probability, Range, build, describe, hints, validate
@@ -177,18 +177,13 @@ def test_values_are_converted_as_yaml_gives_them():
 
 
 # ---- three defects once found, through the CLI ---------------------------------------------------------------------
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    return err.strip()
-
 
 def test_a_bad_value_is_one_line_not_a_traceback(tmp_path, capsys):
     """Was: ``TypeError: '<=' not supported between instances of 'int' and 'str'`` deep inside GAREN."""
     code = main(["run", "--dataset", str(tmp_path / "absent"), "--index", str(tmp_path / "absent-index"), "--method", "garen",
                  "--set", "methods.garen.tau_switch=abc", "--out", str(tmp_path / "run")])
     assert code == 2
-    line = _one_line(capsys)
+    line = one_error_line(capsys)
     # refused before the (absent) dataset is looked at
     assert line == "garen-infer run: error: invalid setting methods.garen.tau_switch='abc': expected an integer >= 0"
     assert not (tmp_path / "run").exists()
@@ -201,7 +196,7 @@ def test_a_budget_below_one_is_refused_before_the_run_starts(budget, tmp_path, c
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "--dataset", str(beir), "--index", str(tmp_path / "index"), "--method", "rerank", "--budget", budget, "--out", str(tmp_path / "run")])
     assert exit_info.value.code == 2
-    assert f"argument --budget: expected an integer >= 1, got '{budget}'" in _one_line(capsys)
+    assert f"argument --budget: expected an integer >= 1, got '{budget}'" in one_error_line(capsys)
     assert not (tmp_path / "run").exists()
 
 
@@ -209,11 +204,11 @@ def test_a_preset_budget_below_one_is_refused_too(tmp_path, capsys):
     code = main(["run", "--dataset", str(tmp_path / "absent"), "--index", str(tmp_path / "i"), "--method", "rerank",
                  "--set", "methods.rerank.budget=0", "--out", str(tmp_path / "run")])
     assert code == 2
-    assert "invalid setting methods.rerank.budget=0: expected an integer >= 1" in _one_line(capsys)
+    assert "invalid setting methods.rerank.budget=0: expected an integer >= 1" in one_error_line(capsys)
 
 
 def test_index_settings_are_checked_before_the_corpus_loads(tmp_path, capsys):
     code = main(["index", "--dataset", str(tmp_path / "absent"), "--set", "index.knn_graph.k=0", "--out", str(tmp_path / "i")])
     assert code == 2
-    assert "invalid setting index.knn_graph.k=0: expected an integer >= 1" in _one_line(capsys)
+    assert "invalid setting index.knn_graph.k=0: expected an integer >= 1" in one_error_line(capsys)
     assert not (tmp_path / "i").exists()

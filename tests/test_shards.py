@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import QRELS, QUERIES, REPO, write_beir
+from conftest import QRELS, QUERIES, REPO, one_error_line, write_beir
 from garen_infer.cli import main
 from garen_infer.shards import assign, parse_shard
 
@@ -36,13 +36,6 @@ def untimed_trace(folder) -> list[dict]:
 
 def untimed_metrics(folder) -> dict:
     return {k: v for k, v in json.loads((folder / "metrics.json").read_text()).items() if k not in TIMES_IN_METRICS}
-
-
-def error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if "error:" in line]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +71,11 @@ def test_an_incomplete_or_repeated_merge_is_refused_and_partial_is_labelled(shar
     one, two, three = (str(sharded / f"shard-{i}") for i in (1, 2, 3))
     base = ["--out", str(tmp_path / "m"), "--dataset", f"beir:{beir_dir}"]
     assert main(["merge", one, three, *base]) == 2
-    assert "shard 2/3 is missing" in error_line(capsys)
+    assert "shard 2/3 is missing" in one_error_line(capsys, alone=False)
     assert main(["merge", one, one, two, three, *base]) == 2
-    assert "are both shard 1/3" in error_line(capsys)
+    assert "are both shard 1/3" in one_error_line(capsys, alone=False)
     assert main(["merge", one, str(sharded / "whole"), *base]) == 2
-    assert "not a shard" in error_line(capsys)
+    assert "not a shard" in one_error_line(capsys, alone=False)
     assert not (tmp_path / "m").exists()  # nothing half-written
 
     assert main(["merge", one, three, *base, "--partial"]) == 0
@@ -97,7 +90,7 @@ def test_a_merge_of_two_configurations_is_refused(sharded, beir_dir, tiny_index,
     capsys.readouterr()
     assert main(["merge", str(sharded / "shard-1"), str(other), str(sharded / "shard-3"), "--out", str(tmp_path / "m"),
                  "--dataset", f"beir:{beir_dir}"]) == 2
-    assert "different configurations (method_options differ)" in error_line(capsys)
+    assert "different configurations (method_options differ)" in one_error_line(capsys, alone=False)
 
 
 def test_a_shard_of_another_split_or_queries_file_is_refused(sharded, beir_dir, tiny_index, tmp_path, capsys):
@@ -105,11 +98,11 @@ def test_a_shard_of_another_split_or_queries_file_is_refused(sharded, beir_dir, 
     assert main(run_args(beir_dir, tiny_index, four, "--no-cache", "--shard", "1/4")) == 0
     capsys.readouterr()
     assert main(["merge", str(sharded / "shard-1"), str(four), "--out", str(tmp_path / "m"), "--dataset", f"beir:{beir_dir}"]) == 2
-    assert "the shards of one split have the same N" in error_line(capsys)
+    assert "the shards of one split have the same N" in one_error_line(capsys, alone=False)
 
     fewer = write_beir(tmp_path / "edited" / beir_dir.name, queries=QUERIES[:3], qrels=[r for r in QRELS if r[0] != "q4"])  # q4 gone
     assert main(["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(tmp_path / "m"), "--dataset", f"beir:{fewer}"]) == 2
-    assert "which is not in shard 1/3 of tiny/test" in error_line(capsys)
+    assert "which is not in shard 1/3 of tiny/test" in one_error_line(capsys, alone=False)
 
 
 def test_the_split_depends_on_query_ids_not_their_order():
@@ -127,11 +120,11 @@ def test_the_split_depends_on_query_ids_not_their_order():
 @pytest.mark.parametrize("text", ["0/3", "4/3", "1", "a/b", "1/0", "2/1"])
 def test_a_malformed_shard_is_one_line(text, beir_dir, tiny_index, tmp_path, capsys):
     assert main(run_args(beir_dir, tiny_index, tmp_path / "r", "--shard", text)) == 2
-    assert "expected I/N with 1 <= I <= N" in error_line(capsys)
+    assert "expected I/N with 1 <= I <= N" in one_error_line(capsys, alone=False)
     assert not (tmp_path / "r").exists()
 
 
 def test_more_shards_than_queries_is_refused(beir_dir, tiny_index, tmp_path, capsys):
     assert main(run_args(beir_dir, tiny_index, tmp_path / "r", "--no-cache", "--shard", "5/5")) == 2
-    assert "4 judged queries cannot fill 5 shards" in error_line(capsys)
+    assert "4 judged queries cannot fill 5 shards" in one_error_line(capsys, alone=False)
     assert not (tmp_path / "r").exists()
