@@ -63,7 +63,7 @@ class _Drop(logging.Filter):
 
 @functools.cache  # once per process: the filters stay on their loggers
 def quiet_libraries() -> None:
-    """A fit prints the job's own progress and metrics, not the libraries' chatter: transformers' per-model load
+    """A fit prints the job's own progress and metrics, and an export where it wrote, not the libraries' chatter: transformers' per-model load
     report (a table of the keys a fresh head initialises, expected for every scorer) and its "Loading weights" bars,
     and Lightning's tips ("try installing litlogger / litmodels")."""
     import transformers
@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             run_lightning([command, *rest])
             return 0
         if command in JOBS:
+            if command == "export":
+                quiet_libraries()  # it prints where the export is and how to load it, not load and save bars
             try:
                 module = importlib.import_module(JOBS[command])
             except ModuleNotFoundError as err:

@@ -12,6 +12,8 @@
 #   4. export the last checkpoint                            -> checkpoints/cpu-navigator (OUT=...; an existing
 #      export is kept: delete it to train again)
 # Then: garen-infer run --preset cpu-trained --dataset ... --index ... --method garen
+# Environment: BIN (default .venv/bin); FIT_ARGS, extra `garen-train fit` options (a smoke run of the chain:
+# FIT_ARGS="--trainer.limit_train_batches=2 --trainer.limit_val_batches=1" OUT=/somewhere/else).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -31,7 +33,7 @@ fi
 "$BIN/garen-train" mine --dataset "beir:$DATA:train" --index "$INDEX" --out "$MINED" --drop-eval-overlap
 start=$SECONDS
 "$BIN/garen-train" fit --config configs/train/cpu-navigator.yaml --data.init_args.path="$MINED/groups.jsonl" \
-  --trainer.default_root_dir="$JOB"
+  --trainer.default_root_dir="$JOB" ${FIT_ARGS:-}
 checkpoint=$(ls -t "$JOB"/csv/version_*/checkpoints/last.ckpt | head -n 1)
 "$BIN/garen-train" export --checkpoint "$checkpoint" --out "$OUT"
 echo "trained in $((SECONDS - start)) s; use it with --preset cpu-trained"
