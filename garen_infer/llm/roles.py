@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
