@@ -63,9 +63,10 @@ class _Drop(logging.Filter):
 
 @functools.cache  # once per process: the filters stay on their loggers
 def quiet_libraries() -> None:
-    """A fit prints the job's own progress and metrics, and an export where it wrote, not the libraries' chatter: transformers' per-model load
-    report (a table of the keys a fresh head initialises, expected for every scorer) and its "Loading weights" bars,
-    and Lightning's tips ("try installing litlogger / litmodels")."""
+    """A fit prints the job's own progress and metrics, and an export where it wrote, not the libraries' chatter:
+    transformers' per-model load report (a table of the keys a fresh head initialises, expected for every scorer)
+    and its "Loading weights" and "Writing model shards" bars, and Lightning's tips ("try installing litlogger /
+    litmodels")."""
     import transformers
 
     transformers.utils.logging.disable_progress_bar()

@@ -7,9 +7,11 @@ initialised head from a few hundred queries; trained on SciFact it keeps its zer
 the cross-encoder loses recall (docs/design/training.md). ``distill_from`` set to its own base model adds a KL term
 that starts at zero and pulls it back towards the zero-shot ranking.
 
-It scores through the same code as inference: queries get the embedding model's ``query_prompt``, texts none, and
-the export is a sentence-transformers folder that ``backend: embedding, model: <export>`` loads (the navigator then
-encodes group texts with it; the index's document vectors are not used).
+It scores as inference does, through the model's own forward pass rather than ``encode`` (which runs without
+gradients): the same tokenizer, max length and pooling, normalised vectors, the embedding model's ``query_prompt``
+before queries and nothing before texts (tests/test_train_bi_encoder.py checks both agree to 1e-5). The export is a
+sentence-transformers folder that ``backend: embedding, model: <export>`` loads (the navigator then encodes group
+texts with it; the index's document vectors are not used).
 """
 
 from __future__ import annotations
