@@ -40,7 +40,10 @@ class ScoreJob:
 @dataclass
 class Completion:
     """One model answer with its cost. ``score`` is P(yes) for yes/no scoring, else None. ``truncated_tokens``: how
-    many prompt tokens the backend cut (from the middle) to fit the model's limit; ``input_tokens`` is what was left."""
+    many prompt tokens the backend cut (from the middle) to fit the model's limit; ``input_tokens`` is what was left.
+    ``finish_reason`` is the engine's own word for why the answer ended ("stop", "length", ...; "" where the engine
+    gives none). ``problems`` names each thing about this answer that we could not use as asked or had to assume
+    (an unreadable ranking, ids missing, a retry and its cause, ...): the ledger counts them per role."""
 
     text: str = ""
     score: float | None = None
@@ -50,3 +53,5 @@ class Completion:
     cached: bool = False
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    finish_reason: str = ""
+    problems: list[str] = field(default_factory=list)

@@ -81,7 +81,7 @@ class CachedBackend:
 
 def _to_json(c: Completion) -> dict:
     return {"text": c.text, "score": c.score, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
-            "truncated_tokens": c.truncated_tokens, "extra": c.extra}
+            "truncated_tokens": c.truncated_tokens, "extra": c.extra, "finish_reason": c.finish_reason}
 
 
 # Backend name -> (module, class). A backend's settings are the fields of its config class, declared there and
