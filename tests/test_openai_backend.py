@@ -5,79 +5,18 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.openai_backend import OpenAIBackend, label_logprob
 from garen_infer.llm.types import SamplingParams
+from openai_server import ScriptedServer as FakeServer
+from openai_server import chat_answer
 
 KEY = "sk-test-SECRET-0123456789"
 CHAT = [{"role": "user", "content": "Is the sky blue?"}]
-
-
-class FakeServer:
-    """Records each request and answers with ``script`` items in turn: (status, body dict, delay s, headers).
-    ``kill_at=N``: the server dies as its Nth request arrives, as a killed ``vllm serve`` would: the requests in
-    flight get no answer and the port refuses connections from then on."""
-
-    def __init__(self, kill_at: int | None = None):
-        self.requests, self.script, self.in_flight, self.max_in_flight, self.answered = [], [], 0, 0, 0
-        self.kill_at, self.killed = kill_at, threading.Event()
-        self.lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with owner.lock:
-                    owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                    status, answer, delay, headers = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
-                    owner.in_flight += 1
-                    owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
-                    if owner.kill_at is not None and len(owner.requests) >= owner.kill_at and not owner.killed.is_set():
-                        owner.killed.set()
-                        threading.Thread(target=owner.stop).start()
-                time.sleep(delay)
-                if callable(answer):
-                    answer = answer(body)
-                raw = json.dumps(answer).encode()
-                # leave the count before the answer goes out: once the client has it, it may send its next request
-                # before this thread runs again, and a count left afterwards would then read one too many
-                with owner.lock:
-                    owner.in_flight -= 1
-                    if owner.killed.is_set():
-                        self.close_connection = True
-                        return  # dead: no answer, the connection just closes
-                    owner.answered += status == 200
-                try:
-                    self.send_response(status)
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(raw)))
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except (BrokenPipeError, ConnectionResetError):  # the client timed out first
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def answer(self, *items):
-        """Items are (status, body[, delay[, headers]]); the last one keeps answering."""
-        self.script = [tuple(i) + (0.0, {})[len(i) - 2 :] for i in items]
 
 
 @pytest.fixture
@@ -91,10 +30,6 @@ def server():
 def backend(server, monkeypatch):
     monkeypatch.setenv("GAREN_TEST_KEY", KEY)
     return OpenAIBackend("m", base_url=server.base_url + "/", api_key_env="GAREN_TEST_KEY", max_retries=2, backoff=0.01, timeout=5)
-
-
-def chat_answer(text="Yes.", prompt_tokens=7, completion_tokens=2):
-    return {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
 
 
 def logprob_answer(token, logprob, tops):

@@ -50,10 +50,10 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
         if missing:
             raise GarenError(f"invalid setting {where}: backend '{kind}' needs {where}.{missing[0]}")
         validate(cls, {k: v for k, v in spec.items() if k != "backend" and k not in ROLE_KEYS}, where)
-        if kind == "openai" and "api_key_env" in spec:  # before the key itself reaches config.json
-            from garen_infer.llm.backends.openai_backend import check_api_key_env
+        if kind == "openai":  # before a key or a password reaches config.json
+            from garen_infer.llm.backends.openai_backend import check_secrets
 
-            check_api_key_env(spec["api_key_env"], f"{where}.api_key_env")
+            check_secrets(spec, where)
     if "sampling" in spec:
         validate(SamplingParams, spec["sampling"], f"{where}.sampling")
 

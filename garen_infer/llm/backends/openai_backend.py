@@ -13,8 +13,24 @@
   The assistant prefix (Qwen3's empty think block) is sent as a final assistant message to be continued
   (``prefix_mode="continue"``: vLLM's ``continue_final_message``, ``add_generation_prompt: false``), or left
   out (``"drop"``) for servers that do not know those fields, such as hosted APIs.
-- Connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff; when the server still
-  does not answer, GarenError says so, and the runner keeps the queries finished so far.
+- ``timeout`` is a deadline per request, from sending it to the answer's last byte (``openai_http.py``): a
+  non-streaming answer of 4,096 tokens queued on a busy server takes minutes, and a server that trickles bytes
+  never trips a timeout per socket read. Requests to a server on this machine never go through a proxy.
+- Connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff (``backoff`` doubled up to
+  ``max_backoff``: about four minutes over the default eight retries, past a per-minute quota's reset). The wait
+  is the server's ``Retry-After``, else the delay its body names (Gemini's 429 gives ``retryDelay`` or "retry in
+  38s" there), else the backoff. Each retry is logged and named on the answer's ``problems`` as
+  ``retry:<cause>`` (``retry:429``, ``retry:500``, ``retry:timeout``, ``retry:connection``) for the ledger to
+  count; when the server still does not answer, GarenError says so, and the runner keeps the queries finished
+  so far.
+- Every answer is checked before it becomes a Completion (and so before it is cached): one GarenError line for a
+  body that is not an OpenAI chat completion (``choices`` not a list of objects, ``content`` not text, token
+  counts in ``usage`` that are not whole numbers). ``finish_reason`` is kept on every Completion.
+- ``reasoning_effort`` (OpenAI's and Gemini's field; Gemini 2.5 counts its thinking against ``max_tokens``) and
+  ``extra_body`` (e.g. ``chat_template_kwargs: {enable_thinking: false}`` for a Qwen3 model behind ``vllm
+  serve``) go into every request and into the backend id, since both change the answers.
+- A ``base_url`` with ``user:password@`` is refused (it would reach config.json, the id and every message): give
+  the secret through ``api_key_env``.
 - ``base_url`` may list several replicas of one model: requests are balanced over them by requests in flight,
   ``concurrency`` each, and a failed request is retried at once on another replica (``replicas.py``). The cache
   key then names the model, not the replicas, so adding or losing a replica keeps every cached answer.
@@ -27,23 +43,22 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
 import re
-import socket
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Literal
 
 from garen_infer.errors import GarenError
+from garen_infer.llm.backends.openai_http import NoAnswer, ServerStatus, post
 from garen_infer.llm.backends.replicas import ReplicaPool
 from garen_infer.llm.backends.vllm_backend import MISSING_LOGPROB, TOP_LOGPROBS, unlisted_logprob, yes_probability  # no vllm import
 from garen_infer.llm.types import Chat, Completion, SamplingParams
-from garen_infer.settings import execution_only
+from garen_infer.settings import NonNegative, NonNegativeFloat, Positive, execution_only
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +68,20 @@ CONNECTION_SETTINGS = ("base_url", "api_key_env", "timeout", "max_retries", "bac
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}  # overloaded or restarting: worth another try
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a POSIX shell can export
 ECHO_CHARS = 8  # a run of this many of the key's characters in an answer or a message counts as an echo of the key
+# Where a 429's body names its wait: Google's RetryInfo ("retryDelay": "38s"), or its text ("Please retry in 38.2s.",
+# OpenAI's "Please try again in 1.5s" or "in 120ms")
+KIND_WORDS = {str: "text", int: "a whole number", dict: "an object", list: "a list"}  # what a field of an answer must be
+RETRY_DELAY_FIELD = re.compile(r'"retryDelay"\s*:\s*"([0-9.]+)s"')
+RETRY_DELAY_TEXT = re.compile(r"(?:retry|try again) in ([0-9.]+)\s*(ms|s)\b", re.IGNORECASE)
 
 
 class _Retryable(Exception):
-    """One failed attempt that may succeed later; ``reason`` names it without any secret."""
+    """One failed attempt that may succeed later; ``reason`` names it without any secret, ``cause`` in one word
+    (an HTTP status, "timeout" or "connection") as ``retry:<cause>`` on the answer's problems."""
 
-    def __init__(self, reason: str, unreachable: bool, retry_after: float | None = None):
+    def __init__(self, reason: str, cause: str, unreachable: bool, retry_after: float | None = None):
         super().__init__(reason)
-        self.reason, self.unreachable, self.retry_after = reason, unreachable, retry_after
+        self.reason, self.cause, self.unreachable, self.retry_after = reason, cause, unreachable, retry_after
 
 
 @dataclass
@@ -68,14 +89,17 @@ class OpenAIBackend:
     model: str
     base_url: str | list[str] = "https://api.openai.com/v1"  # e.g. http://127.0.0.1:8000/v1 for `vllm serve`; a list: replicas
     api_key_env: str | None = execution_only("OPENAI_API_KEY")  # the variable's NAME; unset or empty = no Authorization header
-    timeout: float = execution_only(120.0)  # seconds per socket operation (LATTICE: 120 s)
-    max_retries: int = execution_only(4)  # further attempts after the first (LATTICE: 4)
-    backoff: float = execution_only(1.0)  # first wait in seconds, doubled after each failed attempt
-    max_backoff: float = execution_only(30.0)
+    # seconds per request, sending to last byte: a 4,096-token turn queued on a busy server fits (LATTICE: 120 s)
+    timeout: Positive = execution_only(600.0)
+    max_retries: NonNegative = execution_only(8)  # further attempts after the first (LATTICE: 4)
+    backoff: NonNegativeFloat = execution_only(2.0)  # first wait in seconds, doubled after each failed attempt
+    max_backoff: NonNegativeFloat = execution_only(60.0)  # a per-minute quota resets within one wait
     concurrency: int = execution_only(20)  # requests in flight at once per replica (LATTICE: llm_max_concurrent_calls 20)
     prefix_mode: str = "continue"  # how score_yes_no sends the assistant prefix: "continue" | "drop"
     max_tokens_field: str = "max_tokens"  # "max_completion_tokens" for OpenAI models that refuse max_tokens
     extra_body: dict = field(default_factory=dict)  # merged into every request, e.g. chat_template_kwargs
+    # OpenAI's and Gemini's thinking budget, sent where set (Gemini 2.5 Flash thinks by default, counted in max_tokens)
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
 
     def __post_init__(self):
         if self.prefix_mode not in ("continue", "drop"):
@@ -84,7 +108,7 @@ class OpenAIBackend:
         urls = replica_urls(self.base_url)
         self.base_url = urls[0] if len(urls) == 1 else urls
         # replicas serve one model: the id (and so the cache key) does not depend on which ones, or how many
-        self.id = f"openai:{self.base_url}:{self.model}" if len(urls) == 1 else f"openai:replicas:{self.model}"
+        self.id = (f"openai:{self.base_url}:{self.model}" if len(urls) == 1 else f"openai:replicas:{self.model}") + self._answer_settings()
         self._pool, self._pool_settings = None, None
 
     @property
@@ -95,6 +119,12 @@ class OpenAIBackend:
             self._pool, self._pool_settings = ReplicaPool(list(settings[0]), *settings[1:]), settings
         return self._pool
 
+    def _answer_settings(self) -> str:
+        """What the id adds for the request fields that change answers (nothing when none is set, so the ids of
+        earlier caches stay as they were)."""
+        extra = f"|extra={json.dumps(self.extra_body, sort_keys=True, ensure_ascii=False)}" if self.extra_body else ""
+        return extra + (f"|reasoning_effort={self.reasoning_effort}" if self.reasoning_effort else "")
+
     @property
     def where(self) -> str:
         """The server(s), as messages name them."""
@@ -102,8 +132,7 @@ class OpenAIBackend:
 
     # ---- roles ------------------------------------------------------------------------------------------------
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
-        body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
-        return self._map(lambda chat: self._generate_one(chat, body), chats)
+        return self._map(lambda chat: self._generate_one(chat, self._sampling(params)), chats)
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
         return self._map(lambda chat: self._score_one(chat, assistant_prefix), chats)
@@ -111,26 +140,25 @@ class OpenAIBackend:
     def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
         """One agent turn per (chat, tools) through the server's own function calling (``tools``, ``tool_calls``;
         vLLM serves it with ``--enable-auto-tool-choice --tool-call-parser ...``)."""
+        return self._map(lambda request: self._tool_turn(*request, self._sampling(params)), requests)
+
+    def _sampling(self, params: SamplingParams) -> dict:
         body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
-        return self._map(lambda request: self._tool_turn(*request, body), requests)
+        return body | ({"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {})
 
     # ---- one request each -------------------------------------------------------------------------------------
     def _generate_one(self, chat: Chat, body: dict) -> Completion:
-        answer = self._post("/chat/completions", {"messages": chat, **body})
-        choice = _first_choice(answer, self.where)
-        text = (choice.get("message") or {}).get("content") or ""
-        usage = answer.get("usage") or {}
-        return Completion(text=text, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0))
+        answer, retries = self._post("/chat/completions", {"messages": chat, **body})
+        return self._completion(answer, retries)
 
     def _tool_turn(self, chat: Chat, tools: list[dict], body: dict) -> Completion:
-        answer = self._post("/chat/completions", {"messages": openai_messages(chat), "tools": tools, **body})
-        message = _first_choice(answer, self.where).get("message") or {}
-        calls = [call_from_openai(c) for c in message.get("tool_calls") or []]
-        usage = answer.get("usage") or {}
-        return Completion(
-            text=message.get("content") or "", input_tokens=usage.get("prompt_tokens", 0),
-            output_tokens=usage.get("completion_tokens", 0), extra={"tool_calls": calls},
-        )
+        answer, retries = self._post("/chat/completions", {"messages": openai_messages(chat), "tools": tools, **body})
+        completion = self._completion(answer, retries)
+        calls = _field(_message(answer, self.where), "tool_calls", list, self.where) or []
+        if not all(isinstance(call, dict) for call in calls):
+            raise GarenError(f"the server at {self.where} answered with tool_calls that are not objects: {str(calls)[:200]}")
+        completion.extra = {"tool_calls": [call_from_openai(c) for c in calls]}
+        return completion
 
     def _score_one(self, chat: Chat, assistant_prefix: str) -> Completion:
         body = {"temperature": 0.0, self.max_tokens_field: 1, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
@@ -138,20 +166,30 @@ class OpenAIBackend:
         if assistant_prefix and self.prefix_mode == "continue":
             messages.append({"role": "assistant", "content": assistant_prefix})
             body.update(add_generation_prompt=False, continue_final_message=True)
-        answer = self._post("/chat/completions", {"messages": messages, **body})
-        choice = _first_choice(answer, self.where)
-        steps = ((choice.get("logprobs") or {}).get("content")) or []
+        answer, retries = self._post("/chat/completions", {"messages": messages, **body})
+        completion = self._completion(answer, retries)
+        steps = _field(_field(_first_choice(answer, self.where), "logprobs", dict, self.where) or {}, "content", list, self.where)
         if not steps:
             raise GarenError(
                 f"the server at {self.where} returned no logprobs for model '{self.model}': yes/no scoring needs "
                 "'logprobs' with 'top_logprobs' (vLLM and OpenAI give them); use another server or backend for this role"
             )
-        first = steps[0]
-        entries = [(e.get("token", ""), e.get("logprob", MISSING_LOGPROB)) for e in first.get("top_logprobs") or []]
+        first = steps[0] if isinstance(steps[0], dict) else {}
+        entries = [(e.get("token", ""), e.get("logprob", MISSING_LOGPROB)) for e in first.get("top_logprobs") or [] if isinstance(e, dict)]
         entries.append((first.get("token", ""), first.get("logprob", MISSING_LOGPROB)))  # the answer itself
-        p_yes = yes_probability(label_logprob(entries, "yes"), label_logprob(entries, "no"))
-        usage = answer.get("usage") or {}
-        return Completion(score=p_yes, input_tokens=usage.get("prompt_tokens", 0), output_tokens=1)
+        completion.score = yes_probability(label_logprob(entries, "yes"), label_logprob(entries, "no"))
+        completion.text, completion.output_tokens = "", 1
+        return completion
+
+    def _completion(self, answer: dict, retries: list[str]) -> Completion:
+        """The checked parts every role reads: the text, why it ended, what it cost, and the retries it took."""
+        message = _message(answer, self.where)
+        prompt_tokens, answer_tokens = _usage(answer, self.where)
+        return Completion(
+            text=_field(message, "content", str, self.where) or "", input_tokens=prompt_tokens, output_tokens=answer_tokens,
+            finish_reason=_field(_first_choice(answer, self.where), "finish_reason", str, self.where) or "",
+            problems=[f"retry:{cause}" for cause in retries],
+        )
 
     # ---- transport --------------------------------------------------------------------------------------------
     def _map(self, call, chats: list[Chat]) -> list[Completion]:
@@ -166,15 +204,16 @@ class OpenAIBackend:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _post(self, path: str, body: dict) -> dict:
+    def _post(self, path: str, body: dict) -> tuple[dict, list[str]]:
+        """The server's answer, and the cause of each retry it took."""
         payload = json.dumps({**self.extra_body, "model": self.model, **body}).encode("utf-8")
-        delay, attempts, tried = self.backoff, self.max_retries + 1, set()
+        delay, attempts, tried, retries = self.backoff, self.max_retries + 1, set(), []
         pool = self.replicas
         several = len(pool.replicas) > 1
         for attempt in range(1, attempts + 1):
             replica = pool.acquire(tried)
             try:
-                return self._post_once(replica.base_url, path, payload)
+                return self._post_once(replica.base_url, path, payload), retries
             except _Retryable as failure:
                 pool.release(replica, failed=True)
                 tried.add(replica)
@@ -185,10 +224,12 @@ class OpenAIBackend:
                         raise GarenError(
                             f"the OpenAI-compatible {where} not answering ({failure.reason}; "
                             f"{attempts} attempts); check that it is running and that base_url is right"
+                            + ("; a busy server may need a longer timeout" if failure.cause == "timeout" else "")
                         ) from None
                     raise GarenError(
                         f"the OpenAI-compatible {where.rsplit(' ', 1)[0]} keep{'' if several else 's'} failing ({failure.reason}; {attempts} attempts)"
                     ) from None
+                retries.append(failure.cause)
                 if len(tried) < len(pool.replicas):  # a replica that has not failed this request: at once
                     log.warning("%s: %s; retrying on another replica (attempt %d of %d)", replica_url, failure.reason, attempt + 1, attempts)
                     continue
@@ -202,26 +243,20 @@ class OpenAIBackend:
         raise AssertionError("unreachable")
 
     def _post_once(self, base_url: str, path: str, payload: bytes) -> dict:
-        url = base_url + path
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(url, data=payload, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as err:
-            detail = redact(_error_detail(err), key)
+            raw = post(base_url + path, payload, headers, self.timeout)
+        except ServerStatus as err:
+            detail = redact(error_detail(err.body), key)
             if err.code in RETRY_STATUS:
-                raise _Retryable(f"HTTP {err.code}: {detail}", unreachable=False, retry_after=_retry_after(err)) from None
+                wait = err.retry_after if err.retry_after is not None else retry_delay(err.body)
+                raise _Retryable(f"HTTP {err.code}: {detail}", str(err.code), unreachable=False, retry_after=wait) from None
             raise GarenError(f"the server at {base_url} refused the request for model '{self.model}': HTTP {err.code}: {detail}") from None
-        except urllib.error.URLError as err:
-            raise _Retryable(redact(f"cannot connect: {err.reason}", key), unreachable=True) from None
-        except (TimeoutError, socket.timeout):
-            raise _Retryable(f"no answer within {self.timeout:g} s", unreachable=True) from None
-        except (ConnectionError, http.client.HTTPException, OSError) as err:
-            raise _Retryable(redact(f"connection lost: {type(err).__name__}: {err}", key), unreachable=True) from None
+        except NoAnswer as err:
+            raise _Retryable(redact(err.reason, key), "timeout" if err.timed_out else "connection", unreachable=True) from None
         try:
             answer = json.loads(raw)
         except ValueError:
@@ -234,7 +269,30 @@ def replica_urls(base_url) -> list[str]:
     urls = [base_url] if isinstance(base_url, str) else list(base_url) if isinstance(base_url, (list, tuple)) else []
     if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
         raise GarenError(f"openai backend: base_url must be a URL or a list of URLs, not {base_url!r}")
+    for url in urls:
+        check_base_url(url, "base_url of the openai backend")
     return list(dict.fromkeys(u.strip().rstrip("/") for u in urls))
+
+
+def check_secrets(spec: dict, where: str) -> None:
+    """A preset's openai spec holds no secret: no key as ``api_key_env``, no password in ``base_url``."""
+    if "api_key_env" in spec:
+        check_api_key_env(spec["api_key_env"], f"{where}.api_key_env")
+    urls = spec.get("base_url")
+    for url in urls if isinstance(urls, list) else [urls]:
+        check_base_url(url, f"{where}.base_url")
+
+
+def check_base_url(url, where: str) -> None:
+    """Refuse a URL with ``user:password@`` (or a user alone): the URL is written to config.json, named in the
+    backend id and in every message. The message shows the URL with its credentials left out."""
+    if not isinstance(url, str):
+        return  # replica_urls names the wrong type
+    parts = urllib.parse.urlsplit(url.strip())
+    if "@" in parts.netloc:
+        shown = urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+        raise GarenError(f"invalid setting {where}: {shown} holds credentials before '@'; give the URL without them "
+                         "and the key through api_key_env (the name of a variable that holds it)")
 
 
 def label_logprob(entries: list[tuple[str, float]], label: str) -> float:
@@ -275,33 +333,60 @@ def call_from_openai(raw: dict) -> dict:
     return {"id": raw.get("id", ""), "name": name, "arguments": parsed, "error": None}
 
 
-def _first_choice(answer: dict, base_url: str) -> dict:
+def _first_choice(answer, where: str) -> dict:
     choices = answer.get("choices") if isinstance(answer, dict) else None
-    if not choices:
-        raise GarenError(f"the server at {base_url} answered without any 'choices': {str(answer)[:200]}")
+    if not choices or not isinstance(choices, list):
+        raise GarenError(f"the server at {where} answered without any 'choices': {str(answer)[:200]}")
+    if not isinstance(choices[0], dict):
+        raise GarenError(f"the server at {where} answered with a choice that is not an object: {str(choices[0])[:200]}")
     return choices[0]
 
 
-def _error_detail(err: urllib.error.HTTPError) -> str:
+def _message(answer, where: str) -> dict:
+    return _field(_first_choice(answer, where), "message", dict, where) or {}
+
+
+def _field(mapping: dict, name: str, kind: type, where: str):
+    """``mapping[name]`` when it is a ``kind`` (None when absent or null); anything else is one GarenError line."""
+    value = mapping.get(name)
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise GarenError(f"the server at {where} answered with a '{name}' that is not {KIND_WORDS[kind]}: {str(value)[:200]!r}")
+
+
+def _usage(answer: dict, where: str) -> tuple[int, int]:
+    """(prompt tokens, answer tokens) from ``usage``; 0 for a count the server leaves out, an error for one that is
+    not a whole number (checked here, before the answer is cached, since the ledger adds them up)."""
+    usage = _field(answer, "usage", dict, where) or {}
+    counts = tuple(_field(usage, name, int, where) or 0 for name in ("prompt_tokens", "completion_tokens"))
+    if min(counts) < 0:
+        raise GarenError(f"the server at {where} answered with a negative token count in 'usage': {str(usage)[:200]}")
+    return counts
+
+
+def error_detail(body: str) -> str:
+    """The message of an error body (OpenAI's {"error": {"message": ...}}, Gemini's list of those), else its text."""
     try:
-        raw = err.read().decode("utf-8", "replace")
-    except Exception:  # noqa: BLE001 - the body is only for the message
-        return err.reason or ""
-    try:
-        data = json.loads(raw)
-        message = data.get("error", data) if isinstance(data, dict) else data
-        if isinstance(message, dict):
-            message = message.get("message", message)
-        return str(message)[:300]
+        data = json.loads(body)
     except ValueError:
-        return raw[:300]
+        return body[:300]
+    if isinstance(data, list) and data:
+        data = data[0]
+    message = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(message, dict):
+        message = message.get("message", message)
+    return str(message)[:300]
 
 
-def _retry_after(err: urllib.error.HTTPError) -> float | None:
-    try:
-        return max(0.0, float(err.headers.get("Retry-After")))
-    except (TypeError, ValueError):
-        return None
+def retry_delay(body: str) -> float | None:
+    """The seconds an error body asks to wait (for a 429 without Retry-After), or None when it names none."""
+    found = RETRY_DELAY_FIELD.search(body)
+    if found:
+        return float(found.group(1))
+    found = RETRY_DELAY_TEXT.search(body)
+    if found:
+        return float(found.group(1)) / (1000 if found.group(2).lower() == "ms" else 1)
+    return None
 
 
 def check_api_key_env(value, where: str) -> None:

@@ -1,0 +1,204 @@
+"""What real OpenAI-compatible servers do that a canned answer does not: trickle bytes, rate-limit without a
+Retry-After header, answer with malformed bodies, cut a thinking model's answer at max_tokens; and what the
+machine around them does (a proxy meant for the internet, credentials in a URL). Against tests/openai_server.py."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from garen_infer.errors import GarenError
+from garen_infer.llm.backends import CachedBackend
+from garen_infer.llm.backends.openai_backend import OpenAIBackend, retry_delay
+from garen_infer.llm.cache import ResponseCache
+from garen_infer.llm.types import SamplingParams
+from openai_server import Raw, ScriptedServer, Trickle, chat_answer, context_too_long, quota_exceeded, thought_cut_at_max_tokens
+
+CHAT = [{"role": "user", "content": "Rank the passages."}]
+
+
+@pytest.fixture
+def server():
+    srv = ScriptedServer()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def backend(server):
+    return OpenAIBackend("m", base_url=server.base_url, api_key_env=None, max_retries=2, backoff=0.01, timeout=5)
+
+
+# ---- time: one deadline per request, retries that wait as long as the server asks -----------------------------------
+def test_a_server_that_trickles_bytes_is_cut_off_at_the_request_deadline(server, backend):
+    """Was: the timeout bounded each socket read, so one byte every 0.1 s kept the request alive for 20 s."""
+    server.answer((200, Trickle(json.dumps(chat_answer("x" * 150)).encode(), 0.1)))
+    backend.timeout, backend.max_retries = 1.0, 0
+    start = time.perf_counter()
+    with pytest.raises(GarenError, match=r"not answering \(no answer within 1 s; 1 attempts\).*longer timeout"):
+        backend.generate([CHAT], SamplingParams())
+    assert time.perf_counter() - start < 4
+
+
+def test_a_slow_answer_within_the_deadline_is_kept(server, backend):
+    server.answer((200, Trickle(json.dumps(chat_answer("ok")).encode(), 0.002)))
+    [out] = backend.generate([CHAT], SamplingParams())
+    assert (out.text, out.problems) == ("ok", [])
+
+
+def test_a_429_without_retry_after_waits_as_its_body_says_and_each_retry_is_named(server, backend):
+    """Was: Gemini's 429 (no header, the wait in its body) was retried after the backoff alone, and a retry left no
+    trace on the answer."""
+    server.answer((429, quota_exceeded(0.05)), (200, chat_answer("ok")))
+    backend.backoff = 3.0  # what the 429 would wait without reading its body
+    start = time.perf_counter()
+    [out] = backend.generate([CHAT], SamplingParams())
+    assert time.perf_counter() - start < 2
+    assert (out.text, out.problems) == ("ok", ["retry:429"])
+    server.answer((503, {"error": {"message": "loading"}}), (500, {}), (200, chat_answer("ok")))
+    backend.backoff = 0.01
+    [out] = backend.generate([CHAT], SamplingParams())
+    assert out.problems == ["retry:503", "retry:500"]
+
+
+def test_a_timeout_is_retried_and_named_on_the_answer(server, backend):
+    server.answer((200, chat_answer("late"), 1.0, {}), (200, chat_answer("ok")))
+    backend.timeout = 0.3
+    [out] = backend.generate([CHAT], SamplingParams())
+    assert (out.text, out.problems) == ("ok", ["retry:timeout"])
+
+
+@pytest.mark.parametrize("body, seconds", [
+    (json.dumps(quota_exceeded(38)), 38.0),
+    ('{"error": {"message": "Rate limit reached. Please try again in 120ms."}}', 0.12),
+    ('{"error": {"message": "Please try again in 1.5s."}}', 1.5),
+    ('{"error": {"message": "Resource has been exhausted (e.g. check quota)."}}', None),
+])
+def test_the_wait_a_429_body_names(body, seconds):
+    assert retry_delay(body) == seconds
+
+
+def test_the_default_retry_window_outlasts_a_per_minute_quota():
+    """Was: four retries from 1 s, about 15 s of waiting in all, so a quota that resets each minute ended the run."""
+    defaults = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1")
+    waits, delay = [], defaults.backoff
+    for _ in range(defaults.max_retries):
+        waits.append(min(delay, defaults.max_backoff))
+        delay *= 2
+    assert sum(waits) > 120 and max(waits) <= defaults.max_backoff
+
+
+def test_a_context_length_refusal_is_one_line_and_not_retried(server, backend):
+    server.answer((400, context_too_long(4096, 5000)))
+    with pytest.raises(GarenError, match="refused the request for model 'm': HTTP 400: This model's maximum context length is 4096"):
+        backend.generate([CHAT], SamplingParams())
+    assert len(server.requests) == 1
+
+
+# ---- answers: read whole, checked before they are cached -----------------------------------------------------------
+def test_an_answer_cut_at_max_tokens_keeps_its_finish_reason(server, backend):
+    """Was: finish_reason was never read: an empty answer cut at max_tokens looked like a finished empty one."""
+    server.answer((200, thought_cut_at_max_tokens(256)))
+    [out] = backend.generate([CHAT], SamplingParams(max_tokens=256))
+    assert (out.text, out.finish_reason, out.output_tokens) == ("", "length", 256)
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"choices": ["x"]}, "a choice that is not an object: x"),
+    ({"choices": {"0": {}}}, "without any 'choices'"),
+    ({"choices": [{"message": "hello"}]}, "a 'message' that is not an object: 'hello'"),
+    ({"choices": [{"message": {"content": 5}}]}, "a 'content' that is not text: '5'"),
+    ({"choices": [{"message": {"content": "ok"}, "finish_reason": 3}]}, "a 'finish_reason' that is not text"),
+    ({"choices": [{"message": {"content": "ok"}}], "usage": "many"}, "a 'usage' that is not an object"),
+    ({"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": "12"}}, "a 'prompt_tokens' that is not a whole number: '12'"),
+    ({"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 3, "completion_tokens": -1}}, "a negative token count"),
+    (Raw(b"<html>Bad gateway</html>"), "something that is not JSON: '<html>Bad gateway</html>'"),
+])
+def test_a_malformed_body_is_one_line_and_never_cached(server, backend, tmp_path, body, says):
+    """Was: ``{"choices": ["x"]}`` raised AttributeError; ``usage.prompt_tokens: "12"`` was cached first and then
+    broke the ledger of every later run from that cache."""
+    server.answer((200, body))
+    cached = CachedBackend(backend, ResponseCache(tmp_path / "cache.sqlite"))
+    with pytest.raises(GarenError) as err:
+        cached.generate([CHAT], SamplingParams())
+    assert says in str(err.value) and "\n" not in str(err.value)
+    assert len(cached.cache) == 0
+
+
+def test_token_counts_a_server_leaves_out_or_nulls_count_as_zero(server, backend):
+    server.answer((200, {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": None}}))
+    [out] = backend.generate([CHAT], SamplingParams())
+    assert (out.text, out.input_tokens, out.output_tokens, out.finish_reason) == ("ok", 0, 0, "stop")
+
+
+def test_tool_calls_that_are_not_objects_are_one_line(server, backend):
+    server.answer((200, {"choices": [{"message": {"content": None, "tool_calls": ["search"]}}]}))
+    with pytest.raises(GarenError, match="tool_calls that are not objects"):
+        backend.chat_with_tools([(CHAT, [])], SamplingParams())
+
+
+# ---- settings that change answers: sent, and part of the cache key ----------------------------------------------------
+def test_reasoning_effort_and_extra_body_are_sent_and_name_the_backend(server):
+    server.answer((200, chat_answer("ok")))
+    plain = OpenAIBackend("m", base_url=server.base_url, api_key_env=None)
+    thrifty = OpenAIBackend("m", base_url=server.base_url, api_key_env=None, reasoning_effort="low",
+                            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    plain.generate([CHAT], SamplingParams())
+    thrifty.generate([CHAT], SamplingParams())
+    assert "reasoning_effort" not in server.requests[0]["body"] and "chat_template_kwargs" not in server.requests[0]["body"]
+    assert server.requests[1]["body"]["reasoning_effort"] == "low"
+    assert server.requests[1]["body"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert plain.id == f"openai:{server.base_url}:m"  # unchanged, so earlier caches keep their answers
+    assert thrifty.id == f'{plain.id}|extra={{"chat_template_kwargs": {{"enable_thinking": false}}}}|reasoning_effort=low'
+
+
+def test_an_unknown_reasoning_effort_is_refused_by_the_preset_check():
+    from garen_infer.llm.model_specs import check_model_spec
+
+    with pytest.raises(GarenError, match="reasoning_effort"):
+        check_model_spec({"backend": "openai", "model": "m", "reasoning_effort": "max"}, "models.reranker")
+
+
+# ---- the machine around the server: proxies, credentials ------------------------------------------------------------
+@pytest.fixture
+def proxy_without_no_proxy(monkeypatch):
+    """A cluster node's environment: a proxy for the internet (here a port where nothing listens), no no_proxy."""
+    for name in ("no_proxy", "NO_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", "http://proxyuser:proxypass@127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxyuser:proxypass@127.0.0.1:9")
+
+
+def test_a_server_on_this_machine_is_reached_without_the_proxy(server, backend, proxy_without_no_proxy):
+    """Was: ``http_proxy`` without ``no_proxy`` sent requests for a local ``vllm serve`` to the proxy."""
+    server.answer((200, chat_answer("ok")))
+    for host in ("127.0.0.1", "localhost"):
+        backend.base_url = server.base_url.replace("127.0.0.1", host)
+        [out] = backend.generate([CHAT], SamplingParams())
+        assert out.text == "ok"
+
+
+def test_a_failure_through_a_proxy_names_the_proxy_without_its_password(proxy_without_no_proxy):
+    remote = OpenAIBackend("m", base_url="http://inference.example.org/v1", api_key_env=None, max_retries=0)
+    with pytest.raises(GarenError) as err:
+        remote.generate([CHAT], SamplingParams())
+    assert "through the proxy http://***@127.0.0.1:9" in str(err.value) and "no_proxy" in str(err.value)
+    assert "proxypass" not in str(err.value)
+
+
+def test_a_base_url_with_a_password_is_refused_before_anything_is_written(tmp_path, capsys):
+    """Was: ``http://user:password@host`` ran and printed the password 13 times, and wrote it to config.json."""
+    from garen_infer.cli import main
+
+    spec = json.dumps({"backend": "openai", "base_url": "http://alice:hunter2@127.0.0.1:9/v1", "model": "m", "api_key_env": None})
+    code = main(["run", "--dataset", str(tmp_path / "absent"), "--index", str(tmp_path / "i"), "--method", "rerank",
+                 "--set", f"models.reranker={spec}", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "hunter2" not in err and "alice" not in err
+    assert "invalid setting models.reranker.base_url: http://***@127.0.0.1:9/v1 holds credentials" in err
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(GarenError, match="holds credentials") as refused:
+        OpenAIBackend("m", base_url=["http://127.0.0.1:8000/v1", "http://bob:pw@127.0.0.1:8001/v1"])  # the Python API, replicas
+    assert "pw" not in str(refused.value).replace("pwd", "")
