@@ -26,6 +26,7 @@ from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
 from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
 from garen_infer.index.atomic import atomic_path, write_json
+from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.reachability import hit_by_hops, reach
@@ -60,6 +61,15 @@ class RunConfig:
         if self.budget is not None and "budget" in method_cls.Config.__dataclass_fields__:
             options["budget"] = self.budget
         return make_config(method_cls, options)
+
+
+def what_answers(resolved: dict) -> dict:
+    """A run's resolved configuration without its models' execution-only settings (memory share, engine sequences,
+    timeouts): a run resumes under other ones, since they change how fast answers come, not what they are."""
+    models = resolved.get("models")
+    if not isinstance(models, dict):
+        return resolved
+    return {**resolved, "models": {role: spec_identity(spec) if isinstance(spec, dict) else spec for role, spec in models.items()}}
 
 
 def first_stage_stage(config: RunConfig) -> str:
@@ -112,8 +122,8 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     trace_path = out / "trace.jsonl"
     done = read_finished(trace_path, "qid")
     saved = json.loads(config_path.read_text()) if config_path.exists() else None
-    if done and saved is not None and saved != resolved:
-        diff = sorted(k for k in set(resolved) | set(saved) if saved.get(k) != resolved.get(k))
+    if done and saved is not None and what_answers(saved) != what_answers(resolved):
+        diff = sorted(k for k in set(resolved) | set(saved) if what_answers(saved).get(k) != what_answers(resolved).get(k))
         raise GarenError(f"{out}: holds a run with a different configuration ({', '.join(diff)} differ); use another --out folder")
     if saved != resolved:  # a folder is pinned by its first finished query: a run that failed before one pins nothing
         write_json(config_path, resolved)

