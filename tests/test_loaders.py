@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOCS, QRELS, QUERIES, write_beir, write_jsonl
+from conftest import DOCS, QRELS, QUERIES, one_error_line, write_beir, write_jsonl
 from garen_infer.data import load_dataset
 from garen_infer.data.beir import load_beir
 from garen_infer.data.bright import load_bright
@@ -500,3 +500,16 @@ def test_real_cranfield_needs_allow_empty_docs(shared_data):
     assert err.value.field == "text" and err.value.line is not None
     ds = load_beir(shared_data / "cranfield", allow_empty_docs=True)
     assert (len(ds.documents), len(ds.queries)) == (1400, 225)
+
+
+def test_bright_from_an_unreachable_hub_is_one_line(capsys, tmp_path):
+    """Was: ``bright:`` while the hub could not be reached ended in a ConnectionError traceback. (The tests run with
+    HF_HUB_OFFLINE=1, which datasets meets exactly as an unreachable hub: ConnectionError, no cached copy.)"""
+    from garen_infer.cli import main
+
+    with pytest.raises(DataError, match=r"^bright:biology: cannot load nobody/no-such-bright \(documents\) from the Hugging Face hub: .*"
+                                        r"or name a local copy: bright:biology@<folder>$"):
+        load_bright("biology", source="nobody/no-such-bright")
+    code = main(["index", "--dataset", "bright:biology@nobody/no-such-bright", "--out", str(tmp_path / "idx")])
+    err = one_error_line(capsys, "garen-infer index")
+    assert code != 0 and "cannot load nobody/no-such-bright" in err and not (tmp_path / "idx").exists()

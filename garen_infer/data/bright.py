@@ -45,7 +45,12 @@ def _load_split(source: str, config: str, task: str, revision: str | None):
         if not files:
             raise DataError(local / config, f"no parquet file for task '{task}' (expected {task}-*.parquet)")
         return datasets.load_dataset("parquet", data_files=files, split="train")
-    return datasets.load_dataset(source, config, split=task, revision=revision)
+    try:
+        return datasets.load_dataset(source, config, split=task, revision=revision)
+    except OSError as err:  # the hub unreachable (ConnectionError), offline without a cached copy, or no such dataset
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise DataError(f"bright:{task}", f"cannot load {source} ({config}) from the Hugging Face hub: {reason}; check the "
+                        f"network (HF_HUB_OFFLINE=1 reads only cached copies), or name a local copy: bright:{task}@<folder>") from None
 
 
 def bright_from_records(task: str, documents, examples, *, long_documents: bool, origin: str) -> Dataset:
