@@ -127,7 +127,9 @@ def _shut(sock: socket.socket) -> None:
         pass  # already closed
 
 
-class _WatchedHTTP(http.client.HTTPConnection):
+class _Watched:
+    """A connection that hands its socket to the request's Deadline once connected."""
+
     def __init__(self, *args, deadline: Deadline, **kwargs):
         super().__init__(*args, **kwargs)
         self._deadline = deadline
@@ -137,14 +139,12 @@ class _WatchedHTTP(http.client.HTTPConnection):
         self._deadline.watch(self.sock)
 
 
-class _WatchedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, *args, deadline: Deadline, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._deadline = deadline
+class _WatchedHTTP(_Watched, http.client.HTTPConnection):
+    pass
 
-    def connect(self):
-        super().connect()
-        self._deadline.watch(self.sock)
+
+class _WatchedHTTPS(_Watched, http.client.HTTPSConnection):
+    pass
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
