@@ -68,9 +68,9 @@ CONNECTION_SETTINGS = ("base_url", "api_key_env", "timeout", "max_retries", "bac
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}  # overloaded or restarting: worth another try
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a POSIX shell can export
 ECHO_CHARS = 8  # a run of this many of the key's characters in an answer or a message counts as an echo of the key
+KIND_WORDS = {str: "text", int: "a whole number", dict: "an object", list: "a list"}  # what a field of an answer must be
 # Where a 429's body names its wait: Google's RetryInfo ("retryDelay": "38s"), or its text ("Please retry in 38.2s.",
 # OpenAI's "Please try again in 1.5s" or "in 120ms")
-KIND_WORDS = {str: "text", int: "a whole number", dict: "an object", list: "a list"}  # what a field of an answer must be
 RETRY_DELAY_FIELD = re.compile(r'"retryDelay"\s*:\s*"([0-9.]+)s"')
 RETRY_DELAY_TEXT = re.compile(r"(?:retry|try again) in ([0-9.]+)\s*(ms|s)\b", re.IGNORECASE)
 
