@@ -111,10 +111,12 @@ class TransformersBackend:
                 )
             for row, n_in, cut in zip(generated[:, input_ids.shape[1] :], lengths, cuts):
                 tokens = [t for t in row.tolist() if t != self.tokenizer.pad_token_id]
-                if self.tokenizer.eos_token_id in tokens:
+                stopped = self.tokenizer.eos_token_id in tokens  # else it ran out of answer tokens
+                if stopped:
                     tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
                 text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-                out.append(Completion(text=text, input_tokens=n_in, output_tokens=len(tokens), truncated_tokens=cut))
+                out.append(Completion(text=text, input_tokens=n_in, output_tokens=len(tokens), truncated_tokens=cut,
+                                      finish_reason="stop" if stopped else "length"))
         return out
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:

@@ -151,7 +151,8 @@ class VllmBackend:
                 tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
             # decoded as the transformers backend decodes, so equal tokens give equal text
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens), truncated_tokens=cut))
+            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens), truncated_tokens=cut,
+                                  finish_reason=answer.finish_reason or ""))
         return out
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:

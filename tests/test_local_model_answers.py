@@ -1,5 +1,6 @@
-"""Chat template arguments for local models: ``chat_template_kwargs: {enable_thinking: false}`` turns a Qwen3
-model's thinking off in every prompt the backend renders, as ``vllm serve`` does with the same field."""
+"""What local models are asked, and how their answers end: ``chat_template_kwargs: {enable_thinking: false}`` turns
+a Qwen3 model's thinking off in every prompt the backend renders (as ``vllm serve`` does with the same field), and
+every answer says why it ended (``finish_reason``)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,11 @@ def test_template_arguments_are_checked_with_the_preset(backend, args, says):
 
 def test_good_template_arguments_pass_the_preset_check():
     check_model_spec({"backend": "vllm", "model": "Qwen/Qwen3-8B", "chat_template_kwargs": {"enable_thinking": False}}, "models.reranker")
+
+
+def test_every_local_answer_says_why_it_ended(backends):
+    """Was: finish_reason stayed empty for local models, so an answer cut at max_tokens passed for a finished one."""
+    _, quiet = backends
+    for answer in quiet.generate([CHAT, [{"role": "user", "content": "yes or no"}]], SamplingParams(max_tokens=3)):
+        assert answer.finish_reason in ("stop", "length")
+        assert answer.finish_reason == "stop" or answer.output_tokens == 3  # cut: every answer token was used
