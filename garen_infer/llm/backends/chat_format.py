@@ -42,7 +42,8 @@ def check_template_args(args, where: str) -> None:
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
-            raise GarenError(f"invalid setting {where}.{name}: expected a JSON value (text, number, true/false, list, mapping)") from None
+            raise GarenError(f"invalid setting {where}.{name}: expected a JSON value (text, number, true/false, list, "
+                             "mapping)") from None
 
 
 def template_args_tag(args: dict) -> str:

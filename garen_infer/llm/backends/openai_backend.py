@@ -108,7 +108,8 @@ class OpenAIBackend:
         urls = replica_urls(self.base_url)
         self.base_url = urls[0] if len(urls) == 1 else urls
         # replicas serve one model: the id (and so the cache key) does not depend on which ones, or how many
-        self.id = (f"openai:{self.base_url}:{self.model}" if len(urls) == 1 else f"openai:replicas:{self.model}") + self._answer_settings()
+        where = self.base_url if len(urls) == 1 else "replicas"
+        self.id = f"openai:{where}:{self.model}" + self._answer_settings()
         self._pool, self._pool_settings = None, None
 
     @property

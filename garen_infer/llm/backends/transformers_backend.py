@@ -75,7 +75,8 @@ class TransformersBackend:
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
         self.id = (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
-                   + backend_settings(min(filter(None, (self.max_length, self._context)), default=None)) + template_args_tag(self.chat_template_kwargs))
+                   + backend_settings(min(filter(None, (self.max_length, self._context)), default=None))
+                   + template_args_tag(self.chat_template_kwargs))
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _encode(self, texts: list[str], answer_tokens: int):
