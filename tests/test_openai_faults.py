@@ -202,3 +202,15 @@ def test_a_base_url_with_a_password_is_refused_before_anything_is_written(tmp_pa
     with pytest.raises(GarenError, match="holds credentials") as refused:
         OpenAIBackend("m", base_url=["http://127.0.0.1:8000/v1", "http://bob:pw@127.0.0.1:8001/v1"])  # the Python API, replicas
     assert "pw" not in str(refused.value).replace("pwd", "")
+
+
+@pytest.mark.parametrize("logprob", [None, "low", float("nan"), 0.5])
+def test_a_logprob_that_is_not_a_number_is_one_line_and_never_cached(server, backend, tmp_path, logprob):
+    """Was: ``"logprob": null`` raised a TypeError traceback; NaN became P(yes) NaN and was cached."""
+    answer = {"choices": [{"message": {"content": "yes"}, "logprobs": {"content": [
+        {"token": "yes", "logprob": -0.1, "top_logprobs": [{"token": "yes", "logprob": -0.1}, {"token": "no", "logprob": logprob}]}]}}]}
+    server.answer((200, Raw(json.dumps(answer).encode())))  # NaN as JSON's NaN, which Python's json reads
+    cached = CachedBackend(backend, ResponseCache(tmp_path / "cache.sqlite"))
+    with pytest.raises(GarenError, match="a logprob that is not a number at most 0"):
+        cached.score_yes_no([CHAT], "")
+    assert len(cached.cache) == 0

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -176,8 +177,8 @@ class OpenAIBackend:
                 "'logprobs' with 'top_logprobs' (vLLM and OpenAI give them); use another server or backend for this role"
             )
         first = steps[0] if isinstance(steps[0], dict) else {}
-        entries = [(e.get("token", ""), e.get("logprob", MISSING_LOGPROB)) for e in first.get("top_logprobs") or [] if isinstance(e, dict)]
-        entries.append((first.get("token", ""), first.get("logprob", MISSING_LOGPROB)))  # the answer itself
+        listed = [e for e in _field(first, "top_logprobs", list, self.where) or [] if isinstance(e, dict)]
+        entries = [_logprob_entry(e, self.where) for e in [*listed, first]]  # the alternatives, then the answer itself
         completion.score = yes_probability(label_logprob(entries, "yes"), label_logprob(entries, "no"))
         completion.text, completion.output_tokens = "", 1
         return completion
@@ -363,6 +364,14 @@ def _usage(answer: dict, where: str) -> tuple[int, int]:
     if min(counts) < 0:
         raise GarenError(f"the server at {where} answered with a negative token count in 'usage': {str(usage)[:200]}")
     return counts
+
+
+def _logprob_entry(entry: dict, where: str) -> tuple[str, float]:
+    """(token, logprob) of one listed alternative; a logprob that is not a finite number is one GarenError line."""
+    logprob = entry.get("logprob", MISSING_LOGPROB)
+    if isinstance(logprob, bool) or not isinstance(logprob, (int, float)) or math.isnan(logprob) or logprob > 0:
+        raise GarenError(f"the server at {where} answered with a logprob that is not a number at most 0: {str(entry)[:200]}")
+    return str(entry.get("token", "")), float(logprob)
 
 
 def error_detail(body: str) -> str:
