@@ -152,7 +152,7 @@ def test_the_bench_report_takes_any_measures_and_writes_latex_pdf_and_svg(beir_d
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"measures": ["nDCG@10", "ndcg@20"]}, "measures: measure 'ndcg@20' is not one ir_measures reads"),
+    ({"measures": ["nDCG@10", "ndcg@20"]}, "measures: measure 'ndcg@20': not a name ir_measures or trec_eval reads"),
     ({"measures": []}, "measures: name at least one measure"),
     ({"figure_formats": ["png", "eps"]}, "figure_formats: unknown format(s) eps; choose from png, pdf, svg"),
     ({"significance": {"correction": "bonferroni"}}, "significance.correction must be one of holm, none, not 'bonferroni'"),
