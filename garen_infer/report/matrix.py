@@ -83,9 +83,10 @@ class DatasetMatrix:
 
     def queries_text(self) -> str:
         """Which queries every number is over: all of the judged ones, or the ones every run folder answered."""
-        if len(self.queries) == self.judged_queries:
+        scored = len(self.queries) or max((c.queries for c in self.cells), default=0)  # a matrix filled by hand has no set
+        if scored == self.judged_queries:
             return f"all {self.judged_queries} judged queries"
-        return f"the {len(self.queries)} of {self.judged_queries} judged queries every run folder answered, for every row"
+        return f"the {scored} of {self.judged_queries} judged queries every run folder answered, for every row"
 
     def columns_of(self, cell: Cell) -> list[int | None]:
         return [cell.budget] if cell.budget is not None else (self.budgets or [None])
@@ -115,7 +116,8 @@ def shared_queries(matrix: DatasetMatrix, dataset: Dataset) -> list[str]:
 
 
 def compare_with_baseline(matrix: DatasetMatrix, significance) -> DatasetMatrix:
-    """Each cell against the baseline at its budget, per measure; Holm-adjusted when the bench file says so."""
+    """Each cell against the baseline at its budget, per measure; Holm-adjusted when the bench file says so (the
+    comparisons a test cannot speak for, see ``testable``, are shown but neither adjusted nor marked)."""
     for cell in matrix.cells:
         for column in matrix.columns_of(cell):
             base = matrix.cell(matrix.baseline, column) if matrix.baseline else None
@@ -127,19 +129,32 @@ def compare_with_baseline(matrix: DatasetMatrix, significance) -> DatasetMatrix:
     return matrix
 
 
+def testable(measure: str, budget: int | None) -> bool:
+    """Whether a difference in ``measure`` at ``budget`` can say anything about a method: not when the measure's
+    cutoff exceeds the budget (R@100 at budget 50), where the ranks below the budget are the first stage's for the
+    reranking baseline, so a method that fills them otherwise differs by construction."""
+    import ir_measures
+
+    cutoff = ir_measures.parse_measure(measure).params.get("cutoff")
+    return budget is None or cutoff is None or cutoff <= budget
+
+
+def family(matrix: DatasetMatrix, measure: str, run_files: bool = False) -> list[tuple[Cell, int | None]]:
+    """The comparisons adjusted together on one dataset and measure: the bench file's methods at every budget
+    against the baseline (fixed by the bench file's methods and budgets), or, apart, the other systems' run files,
+    so that adding a run file never moves the marks of a method."""
+    return [(cell, column) for cell in matrix.cells for column in cell.versus
+            if testable(measure, column) and (cell.label in matrix.run_files) == run_files]
+
+
 def _holm_adjust(matrix: DatasetMatrix) -> None:
-    """Every comparison with the baseline on one dataset and measure is one family: its t-test p-values are
-    adjusted together, so the marks keep a 5% family-wise error however many cells the bench holds."""
+    """Holm within each ``family``: the marks keep a 5% family-wise error however many cells the bench holds."""
     for measure in matrix.measures:
-        family = [(cell, column) for cell in matrix.cells for column in cell.versus]
-        adjusted = holm([cell.versus[column][measure].t_test_p for cell, column in family])
-        for (cell, column), p in zip(family, adjusted):
-            cell.versus[column][measure] = replace(cell.versus[column][measure], t_test_p_adjusted=p)
-
-
-def comparisons(matrix: DatasetMatrix) -> int:
-    """The size of each measure's family of comparisons with the baseline."""
-    return sum(len(cell.versus) for cell in matrix.cells)
+        for run_files in (False, True):
+            members = family(matrix, measure, run_files)
+            adjusted = holm([cell.versus[column][measure].t_test_p for cell, column in members])
+            for (cell, column), p in zip(members, adjusted):
+                cell.versus[column][measure] = replace(cell.versus[column][measure], t_test_p_adjusted=p)
 
 
 def paired(a: dict[str, float], b: dict[str, float], permutations: int, seed: int, resamples: int = 10_000, confidence: float = 0.95) -> PairedComparison:
