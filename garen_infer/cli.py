@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = bench.add_mutually_exclusive_group()
     jobs.add_argument("--plan", nargs="?", const="commands", choices=("commands", "slurm"),
                       help="print one command per cell (or, with 'slurm', an array job script) and run no cell (with build_index: true it builds the missing indexes first, so cells only read them)")
+    bench.add_argument("--env", metavar="PREFIX", help="with --plan slurm: the virtualenv or conda prefix the jobs activate "
+                       "(default: the one planning them)")
     jobs.add_argument("--cell", type=at_least_one, metavar="K", help="run cell K of --plan alone (no report)")
     jobs.add_argument("--collect", action="store_true", help="run nothing: write the report from the finished cells")
 
@@ -114,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--stage", default="semantic_tree", help="the index stage holding the tree")
 
     demo = sub.add_parser("demo", help="the embedded default: index the Python stdlib docs and answer a few questions")
-    demo.add_argument("--out", default=None, help="where to keep the demo index and run (default ~/.cache/garen/demo)")
+    demo.add_argument("--out", default=None, help="where to keep the demo index and run (default ~/.cache/garen/demo-<hash of this install>)")
     demo.add_argument("--method", default="garen")
     return parser
 
