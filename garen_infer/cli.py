@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--stage", default="semantic_tree", help="the index stage holding the tree")
 
     demo = sub.add_parser("demo", help="the embedded default: index the Python stdlib docs and answer a few questions")
-    demo.add_argument("--out", default=None, help="where to keep the demo index and run (default ~/.cache/garen/demo-<hash of this install>)")
+    demo.add_argument("--out", default=None,
+                      help="where to keep the demo index and run (default ~/.cache/garen/demo-<hash of this install>)")
     demo.add_argument("--method", default="garen")
     return parser
 

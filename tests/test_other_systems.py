@@ -149,7 +149,8 @@ def test_compare_takes_a_run_file_of_another_system(beir_dir, tiny_index, tmp_pa
     assert main(["compare", str(other), str(folder), "--dataset", f"beir:{beir_dir}"]) == 0
     text = capsys.readouterr().out.splitlines()
     assert text[0] == f"A: {other} (run file, tag anserini-bm25)" and "95% CI of A-B" in text[4]
-    assert text[2] == "tiny/test: every number is over the 2 judged queries both runs answer (A answers 2, B 4; the 2 only one answers are left out)"
+    assert text[2] == ("tiny/test: every number is over the 2 judged queries both runs answer (A answers 2, B 4; the 2 only one "
+                       "answers are left out)")
 
     stranger = write_run(tmp_path / "stranger.trec", [("x1", "d1", 1.0)])
     assert main(["compare", str(stranger), str(folder), "--dataset", f"beir:{beir_dir}"]) == 2

@@ -152,7 +152,8 @@ def test_the_holm_family_is_the_bench_methods_and_a_run_file_moves_no_mark():
     matrix.cells.append(Cell("anserini", "run file", None, None, {"nDCG@10": dict(matrix.cell("m0", 100).scores["nDCG@10"])}, cost(0, 0.0)))
     after = compare_with_baseline(matrix, Significance(bootstrap=10))
     for label in ("bm25", "m0", "m1"):
-        assert after.cell(label, 100).versus[100]["nDCG@10"].t_test_p_adjusted == before.cell(label, 100).versus[100]["nDCG@10"].t_test_p_adjusted
+        adjusted = [m.cell(label, 100).versus[100]["nDCG@10"].t_test_p_adjusted for m in (before, after)]
+        assert adjusted[0] == adjusted[1], label
     anserini = after.cell("anserini", 100).versus[100]["nDCG@10"]
     assert anserini.t_test_p_adjusted == anserini.t_test_p  # a family of its own: one comparison
     caption = tables.accuracy_table(after, "nDCG@10", 0.05).caption
@@ -168,7 +169,8 @@ def test_a_table_across_datasets_with_the_average():
     assert table.header == ["method", "budget", "toy", "other", "Avg"]
     rows = {(row[0], row[1]): row for row in table.rows}
     rerank = rows[("rerank", "100")]
-    assert float(rerank[4].text) == pytest.approx((first.cell("rerank", 100).mean("nDCG@10") + second.cell("rerank", 100).mean("nDCG@10")) / 2, abs=1e-4)
+    means = [m.cell("rerank", 100).mean("nDCG@10") for m in (first, second)]
+    assert float(rerank[4].text) == pytest.approx(sum(means) / 2, abs=1e-4)
     assert rows[("m0", "300")][3].text == "—" and rows[("m0", "300")][4].text == "—"  # not run on 'other': no average
     assert rows[("bm25 (no budget)", "100")] and [r[1] for r in table.rows] == ["100"] * 3 + ["300"] * 3
     assert "average over the 2 datasets" in table.caption

@@ -39,7 +39,8 @@ def accuracy_table(matrix: DatasetMatrix, measure: str, alpha: float) -> Table:
             mark = _mark(cell.versus.get(b, {}).get(measure), alpha) if testable(measure, b) else ""
             row.append(Cell(f"{value:.4f}{mark}", bold=value == ranks[b][0], underline=len(ranks[b]) > 1 and value == ranks[b][1]))
         rows.append(row)
-    baseline = f" {BETTER}/{WORSE}: significantly above/below {matrix.baseline} at the same budget ({test_text(matrix, measure, alpha)})." if matrix.baseline else ""
+    baseline = (f" {BETTER}/{WORSE}: significantly above/below {matrix.baseline} at the same budget ({test_text(matrix, measure, alpha)})."
+                if matrix.baseline else "")
     return Table(["method", *(_column_label(b) for b in columns)], rows,
                  f"{measure} on {matrix.name} ({matrix.queries_text()}). Best per column in bold, second underlined.{baseline}"
                  f"{untested_text(measure, columns)}")
