@@ -50,7 +50,12 @@ def _dataset(dataset, allow_empty_docs: bool) -> Dataset:
     if isinstance(dataset, (str, Path)):
         from garen_infer.data import load_dataset
 
-        return load_dataset(str(dataset), allow_empty_docs)
+        try:
+            return load_dataset(str(dataset), allow_empty_docs)
+        except GarenError as err:  # the loaders name the CLI's flag; from Python it is the argument
+            if "--allow-empty-docs" not in str(err):
+                raise
+            raise GarenError(str(err).replace("pass --allow-empty-docs", "pass allow_empty_docs=True")) from None
     raise GarenError(f"dataset: expected a spec such as 'beir:data/scifact:test' or a Dataset, got {type(dataset).__name__}")
 
 

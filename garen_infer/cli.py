@@ -68,9 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="score any TREC run file")
     _common(ev)
     ev.add_argument("--run", required=True)
-    ev.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"], help="ir_measures strings, e.g. nDCG@10 R@100 AP RR@10")
-    ev.add_argument("--judged-in-run", action="store_true", help="average over the judged queries the run answers (trec_eval's way), "
-                    "not over all judged queries with the missing ones scoring 0")
+    ev.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"],
+                    help="ir_measures or trec_eval names, e.g. nDCG@10 R@100 AP RR@10, or ndcg_cut_10 recall_100 map")
+    ev.add_argument("--judged-in-run", action="store_true", help="average over the judged queries the run answers (trec_eval without -c), "
+                    "not over all judged queries with the missing ones scoring 0 (trec_eval -c, ir_measures, pt.Experiment)")
 
     bench = sub.add_parser("bench", help="run a methods x budgets x datasets matrix (resumable) and write a comparison report")
     bench.add_argument("--config", required=True, help="a bench file (see configs/bench/)")
@@ -81,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = bench.add_mutually_exclusive_group()
     jobs.add_argument("--plan", nargs="?", const="commands", choices=("commands", "slurm"),
                       help="print one command per cell (or, with 'slurm', an array job script) and run no cell (with build_index: true it builds the missing indexes first, so cells only read them)")
+    bench.add_argument("--env", metavar="PREFIX", help="with --plan slurm: the virtualenv or conda prefix the jobs activate "
+                       "(default: the one planning them)")
     jobs.add_argument("--cell", type=at_least_one, metavar="K", help="run cell K of --plan alone (no report)")
     jobs.add_argument("--collect", action="store_true", help="run nothing: write the report from the finished cells")
 
@@ -102,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b", help="another run folder or TREC run file on the same dataset")
     compare.add_argument("--dataset", required=True, help="the dataset both runs used (for its judgements)")
     compare.add_argument("--allow-empty-docs", action="store_true")
-    compare.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"], help="ir_measures strings, e.g. nDCG@10 R@100 AP RR@10")
+    compare.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"],
+                         help="ir_measures or trec_eval names, e.g. nDCG@10 R@100 AP RR@10, or ndcg_cut_10 recall_100 map")
     compare.add_argument("--permutations", type=at_least_one, default=10_000, help="sign flips of the randomisation test")
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -112,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--stage", default="semantic_tree", help="the index stage holding the tree")
 
     demo = sub.add_parser("demo", help="the embedded default: index the Python stdlib docs and answer a few questions")
-    demo.add_argument("--out", default=None, help="where to keep the demo index and run (default ~/.cache/garen/demo)")
+    demo.add_argument("--out", default=None,
+                      help="where to keep the demo index and run (default ~/.cache/garen/demo-<hash of this install>)")
     demo.add_argument("--method", default="garen")
     return parser
 
@@ -169,24 +174,21 @@ def cmd_run(args) -> int:
 
 def cmd_eval(args) -> int:
     from garen_infer.data import load_dataset
-    from garen_infer.evaluate import coverage, evaluate, measure_names
-    from garen_infer.llm.oracle import NOTICE, is_simulated_run
-    from garen_infer.trec import read_run
+    from garen_infer.evaluate import averaging_line, coverage, evaluate, measure_names
+    from garen_infer.llm.oracle import NOTICE, RUN_TAG
+    from garen_infer.trec import read_run, read_tag
 
     measures = measure_names(args.measures)  # a typo is refused before the data loads
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     run = read_run(args.run)
     covered = coverage(run, dataset)
-    result = {**evaluate(run, dataset, measures, judged_in_run=args.judged_in_run), **covered}
-    if is_simulated_run(args.run):
+    result = {**evaluate(run, dataset, measures, judged_in_run=args.judged_in_run), **covered,
+              "mean_over": "judged_in_run" if args.judged_in_run else "all_judged"}
+    if read_tag(args.run).endswith(RUN_TAG):
         result = {"simulation": NOTICE, **result}
     print(json.dumps(result, indent=2))
-    missing = covered["judged_queries"] - covered["judged_queries_in_run"]
-    if missing:  # an 8-query run averaged over 300 judged queries must not pass unnoticed
-        averaged = (f"these means are over the {covered['judged_queries_in_run']} it answers (--judged-in-run)" if args.judged_in_run else
-                    f"they score 0 in these means; --judged-in-run averages over the {covered['judged_queries_in_run']} it answers")
-        print(f"garen-infer eval: warning: {args.run} answers {covered['judged_queries_in_run']} of the {covered['judged_queries']} judged "
-              f"queries of {dataset.name}; {missing} are missing: {averaged}", file=sys.stderr)
+    # which queries the means are over, every time: an 8-query run averaged over 300 judged ones must not pass unnoticed
+    print(f"garen-infer eval: {averaging_line(covered, dataset.name, args.run, args.judged_in_run)}", file=sys.stderr)
     return 0
 
 

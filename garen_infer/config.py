@@ -11,7 +11,8 @@ import yaml
 
 from garen_infer.errors import GarenError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+PACKAGED_PRESETS = Path(__file__).resolve().parent / "configs"  # an installed wheel: copied there at build time (setup.py)
+CONFIG_DIR = PACKAGED_PRESETS if PACKAGED_PRESETS.is_dir() else Path(__file__).resolve().parent.parent / "configs"  # a checkout
 DEFAULT_PRESET = "cpu-default"
 
 

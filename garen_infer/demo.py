@@ -27,7 +27,7 @@ Next steps
 def run_demo(out: Path | None = None, method: str = "garen") -> int:
     from garen_infer.runner import execute
 
-    out = out or Path(os.environ.get("GAREN_CACHE_DIR") or Path.home() / ".cache" / "garen") / "demo"
+    out = out or default_folder()
     preset = load_preset("cpu-default")
     dataset = load_stdlib_docs()
     print(f"Corpus: {len(dataset.documents)} docstrings of the Python standard library ({dataset.name}); preset cpu-default")
@@ -41,6 +41,16 @@ def run_demo(out: Path | None = None, method: str = "garen") -> int:
     print(f"Run folder: {run_dir} (run.trec, metrics.json, trace.jsonl)")
     print(next_steps())
     return 0
+
+
+def default_folder() -> Path:
+    """The demo's folder under the cache root, one per installed copy of the package: two checkouts (or a checkout
+    and a wheel) never resume each other's index and run folder."""
+    import hashlib
+
+    root = Path(os.environ.get("GAREN_CACHE_DIR") or Path.home() / ".cache" / "garen")
+    package = str(Path(__file__).resolve().parent)
+    return root / f"demo-{hashlib.sha256(package.encode()).hexdigest()[:12]}"
 
 
 def next_steps() -> str:

@@ -9,18 +9,33 @@ DEFAULT_MEASURES = ("nDCG@10", "R@100")
 
 
 def parse_measures(measures) -> list:
-    """ir_measures' objects for measure strings (nDCG@10, R@100, AP(rel=2), RR@10, ...); a string it cannot read
-    is one error naming it, before any run is read."""
+    """ir_measures' objects for measure strings: ir_measures' names (nDCG@10, R@100, AP(rel=2), RR@10, ...) or
+    trec_eval's (ndcg_cut_10, map, recall_100, P_5, ndcg_cut.10,20, ...). Every string neither reads is named in one
+    error, before any run is read."""
+    parsed, bad = [], []
+    for text in map(str, measures):
+        found = _parse_measure(text)
+        parsed.extend(found) if found else bad.append(text)
+    if bad:
+        many = len(bad) > 1
+        raise GarenError(f"measure{'s' if many else ''} {', '.join(repr(b) for b in bad)}: not {'names' if many else 'a name'} "
+                         f"ir_measures or trec_eval reads; write e.g. nDCG@10, R@100, AP, RR@10, P@5 or AP(rel=2) (ir_measures), "
+                         f"or ndcg_cut_10, recall_100, map (trec_eval), one measure per argument")
+    return parsed
+
+
+def _parse_measure(text: str) -> list:
+    """The measures a string names in ir_measures' syntax, else in trec_eval's (which may name several); [] if neither."""
     import ir_measures
 
-    parsed = []
-    for text in measures:
-        try:
-            parsed.append(ir_measures.parse_measure(str(text)))
-        except (NameError, ValueError, SyntaxError, TypeError) as err:
-            raise GarenError(f"measure '{text}' is not one ir_measures reads ({err}); write e.g. nDCG@10, R@100, AP, RR@10, "
-                             f"P@5 or AP(rel=2), one measure per argument") from None
-    return parsed
+    try:
+        return [ir_measures.parse_measure(text)]
+    except (NameError, ValueError, SyntaxError, TypeError):
+        pass
+    try:
+        return list(ir_measures.parse_trec_measure(text))
+    except (NameError, ValueError, SyntaxError, TypeError, KeyError, IndexError):
+        return []
 
 
 def measure_names(measures) -> tuple[str, ...]:
@@ -58,8 +73,9 @@ def measure_per_query(qrels: dict[str, dict[str, int]], run: dict[str, dict[str,
 
 
 def evaluate(run: dict[str, dict[str, float]], dataset: Dataset, measures=DEFAULT_MEASURES, judged_in_run: bool = False) -> dict:
-    """Mean of each measure over ALL judged queries (a query missing from the run scores 0), or with
-    ``judged_in_run`` over the judged queries the run holds (trec_eval's default)."""
+    """Mean of each measure over ALL judged queries (a query missing from the run scores 0: ``trec_eval -c``,
+    ir_measures and pt.Experiment), or with ``judged_in_run`` over the judged queries the run holds (trec_eval
+    without ``-c``)."""
     if judged_in_run:
         present = set(run)
         dataset = Dataset(dataset.name, [], [q for q in dataset.queries if q.id in present],
@@ -75,3 +91,16 @@ def coverage(run: dict[str, dict[str, float]], dataset: Dataset) -> dict:
     judged = judged_query_ids(dataset)
     answered = [qid for qid in judged if run.get(qid)]
     return {"judged_queries": len(judged), "judged_queries_in_run": len(answered)}
+
+
+def averaging_line(covered: dict, dataset_name: str, run_name, judged_in_run: bool) -> str:
+    """The one line saying which queries ``evaluate``'s means are over, and how many the run lacks."""
+    judged, answered = covered["judged_queries"], covered["judged_queries_in_run"]
+    missing = judged - answered
+    if judged_in_run:
+        text = f"means over the {answered} judged queries of {dataset_name} that {run_name} answers (--judged-in-run; trec_eval without -c)"
+        return text + (f"; {missing} judged queries are missing from it and left out" if missing else "")
+    if not missing:
+        return f"means over all {judged} judged queries of {dataset_name}, every one answered by {run_name}"
+    return (f"warning: {run_name} answers {answered} of the {judged} judged queries of {dataset_name}; means over all {judged}, "
+            f"the {missing} missing scoring 0 (trec_eval -c); --judged-in-run averages over the {answered} it answers")

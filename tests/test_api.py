@@ -181,3 +181,15 @@ def test_no_door_but_the_entry_point_imports_the_cli():
             if any(n == "garen_infer.cli" for n in names):
                 importers.append(str(path.relative_to(REPO)))
     assert importers == ["garen_infer/__main__.py"]
+
+
+def test_an_empty_document_names_the_argument_that_keeps_it(tmp_path):
+    """From Python the way out is allow_empty_docs=True, not the CLI's flag."""
+    folder = write_beir(tmp_path / "empty", docs=[*DOCS[:3], ("blank", "", "")], queries=QUERIES[:1], qrels=QRELS[:1])
+
+    def build(**options):
+        return gi.Index.build(f"beir:{folder}", tmp_path / "idx", overrides={"index": {"bm25": {}}}, log=lambda m: None, **options)
+
+    message = str(refused(build).value)
+    assert "empty (and so is 'title'); pass allow_empty_docs=True to keep such documents" in message and "--allow" not in message
+    assert "blank" in build(allow_empty_docs=True).dataset.doc_index

@@ -7,10 +7,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import yaml
 
-from conftest import REPO
+from conftest import REPO, one_error_line
 from garen_infer.cli import main
 from garen_infer.llm.cache import ResponseCache
 from garen_infer.report.bench import run_bench
@@ -38,7 +39,30 @@ def test_the_plan_is_one_command_per_cell_or_an_array_script(beir_dir, tiny_inde
     script = capsys.readouterr().out
     assert script.startswith("#!/bin/bash\n") and "#SBATCH --array=1-3\n" in script
     assert f'garen-infer bench --config {path} --cache c.sqlite --cell "$SLURM_ARRAY_TASK_ID"\n' in script
-    assert not (tmp_path / "runs").exists()  # planning runs nothing
+    assert f"#SBATCH --output={tmp_path / 'runs' / 'slurm-logs'}/garen-bench-%A_%a.log\n" in script
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["slurm-logs"]  # planning runs nothing; Slurm needs the log folder
+
+
+def test_the_slurm_script_runs_a_cell_from_a_clean_shell_in_another_folder(beir_dir, tiny_index, tmp_path, capsys, monkeypatch):
+    """What a Slurm node gives a task: no activated environment, another working folder, the task id. The script
+    activates the environment it was planned from and goes back to the folder it was planned in."""
+    bench_file(tmp_path / "bench", beir_dir, tiny_index)
+    monkeypatch.chdir(tmp_path / "bench")
+    assert main(["bench", "--config", "bench.yaml", "--plan", "slurm", "--no-cache"]) == 0  # a path relative to here
+    script = tmp_path / "job.sh"
+    script.write_text(capsys.readouterr().out)
+    assert f"source {Path(sys.prefix).resolve() / 'bin' / 'activate'}\n" in script.read_text()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    clean = {"SLURM_ARRAY_TASK_ID": "1", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
+             "PYTHONPATH": str(REPO)}  # PYTHONPATH: this checkout's code, not the environment's install of it
+    task = subprocess.run(["bash", str(script)], cwd=elsewhere, env=clean, capture_output=True, text=True, timeout=600)
+    assert task.returncode == 0, task.stderr
+    assert (tmp_path / "bench" / "runs" / "tiny" / "bm25" / "metrics.json").is_file() and not list(elsewhere.iterdir())
+
+    assert main(["bench", "--config", "bench.yaml", "--plan", "slurm", "--env", str(tmp_path)]) == 2
+    assert one_error_line(capsys, "garen-infer bench").endswith(f"--env {tmp_path}: no bin/garen-infer there; pass the virtualenv "
+                                                               f"or conda prefix garen-ir is installed in")
 
 
 def test_cells_run_alone_in_any_order_and_collect_reports_what_is_finished(beir_dir, tiny_index, tmp_path, capsys):

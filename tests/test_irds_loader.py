@@ -132,6 +132,24 @@ def test_an_id_without_documents_is_refused(irds_home):
         load_dataset(f"irds:{register(Dataset(TsvQueries(LocalDownload(queries))))}")
 
 
+def test_a_collection_whose_files_cannot_be_downloaded_is_one_line(tmp_path, capsys, irds_home):
+    """As irds:cranfield offline without its files: every download source fails (here a host that cannot resolve)."""
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.datasets.beir import BeirDocs, BeirQueries, BeirTitleDoc
+    from ir_datasets.formats import GenericQuery
+    from ir_datasets.util import Download, RequestsDownload
+
+    name = f"gone-{uuid.uuid4().hex[:8]}"
+    gone = Download([RequestsDownload("http://garen-test.invalid/corpus.jsonl"), RequestsDownload("http://mirror.garen-test.invalid/c")])
+    dataset_id = register(Dataset(BeirDocs(name, gone, BeirTitleDoc), BeirQueries(name, gone, GenericQuery)))
+    assert main(["index", "--dataset", f"irds:{dataset_id}", "--out", str(tmp_path / "i")]) == 2
+    err = capsys.readouterr().err  # ir_datasets logs each failed source first
+    line = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and line.startswith("garen-infer index: error: ")
+    assert f"irds:{dataset_id}: ir_datasets could not read or download the collection's files (every download source failed" in line
+    assert "$IR_DATASETS_HOME" in line and not (tmp_path / "i" / "manifest.json").exists()
+
+
 def test_an_index_and_a_run_over_an_irds_dataset(beir_dir, tmp_path, irds_home, capsys):
     spec = f"irds:{register_beir(beir_dir)}"
     preset = tmp_path / "bm25.yaml"

@@ -51,6 +51,21 @@ def test_experiment_equals_garen_infer_eval(index, beir_dir, tmp_path, capsys):
     assert table.loc["garen", "nDCG@10"] != table.loc["bm25", "nDCG@10"]  # the reranking stages did something
 
 
+def test_experiment_over_some_topics_equals_eval_judged_in_run(index, beir_dir, tmp_path, capsys):
+    """pt.Experiment averages over the topics it is given; eval's default averages over every judged query (the
+    others scoring 0), so a run of the first two topics equals eval --judged-in-run, and not eval's default."""
+    table = pt.Experiment([BM25(index)], index.topics().head(2), index.qrels(), eval_metrics=[nDCG @ 10], names=["bm25"])
+    out = tmp_path / "bm25"
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index.path), "--method", "bm25", "--limit", "2", "--out", str(out)]) == 0
+    scores = {}
+    for flags in ([], ["--judged-in-run"]):
+        capsys.readouterr()
+        assert main(["eval", "--dataset", str(beir_dir), "--run", str(out / "run.trec"), "--measures", "nDCG@10", *flags]) == 0
+        scores[tuple(flags)] = json.loads(capsys.readouterr().out)["nDCG@10"]
+    assert table.loc[0, "nDCG@10"] == pytest.approx(scores[("--judged-in-run",)], abs=1e-12)
+    assert scores[()] == pytest.approx(scores[("--judged-in-run",)] * 2 / 4)  # the two judged queries not run score 0
+
+
 def test_a_first_stage_from_elsewhere_is_the_one_used(index):
     given = pd.DataFrame({"qid": "q1", "query": "why do volcanoes erupt lava and ash", "docno": ["py4", "pho2", "vol3", "py1"],
                           "score": [4.0, 3.0, 2.0, 1.0], "rank": [0, 1, 2, 3]})

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
+import matplotlib.text
 import numpy as np
 import pytest
 import yaml
@@ -71,7 +73,7 @@ def test_marks_are_holm_corrected_over_the_comparisons_with_the_baseline():
     corrected = compare_with_baseline(hand_matrix(), Significance(permutations=200, bootstrap=500))
     table = tables.accuracy_table(corrected, "nDCG@10", 0.05)
     assert not any("▲" in c.text for row in table.rows for c in row[1:])
-    assert "Holm-corrected over the 5 comparisons with rerank" in table.caption  # m0..m3 and bm25
+    assert "Holm-corrected over the 5 comparisons of the bench's methods with rerank, p < 0.05" in table.caption  # m0..m3, bm25
     comparison = corrected.cell("m0", 100).versus[100]["nDCG@10"]
     assert comparison.t_test_p == pytest.approx(raw) and comparison.t_test_p_adjusted == pytest.approx(min(1, 4 * raw))
     assert comparison.difference == pytest.approx(0.05) and comparison.ci_low < comparison.difference < comparison.ci_high
@@ -106,13 +108,91 @@ def test_a_single_budget_is_drawn_as_points(monkeypatch, tmp_path):
 
 def test_latex_table_is_booktabs_with_the_marks():
     table = Table(["method", "@100"], [["garen_w4", TableCell("0.5123▲", bold=True)], ["rerank", TableCell("0.4000", underline=True)],
-                                       ["bm25 (no budget)", TableCell("—")]], "nDCG@10 on `scifact` & 50% of **its** queries.")
+                                       ["bm25 (no budget)", TableCell("—")]], "nDCG@10 on `scifact` & 50% of **its** queries. Marks: a test.")
     assert table_latex(table, "tab:x") == "\n".join([
-        r"\begin{table}[t]", r"\centering",
+        r"\begin{table}[t]", r"\centering", r"\small",
         r"\caption{nDCG@10 on \texttt{scifact} \& 50\% of \textbf{its} queries.}", r"\label{tab:x}",
         r"\begin{tabular}{lr}", r"\toprule", r"method & @100 \\", r"\midrule",
         r"garen\_w4 & \textbf{0.5123$^{\blacktriangle}$} \\", r"rerank & \underline{0.4000} \\", r"bm25 (no budget) & -- \\",
-        r"\bottomrule", r"\end{tabular}", r"\end{table}"])
+        r"\bottomrule", r"\end{tabular}", r"\par\smallskip\parbox{\linewidth}{\footnotesize Marks: a test.}", r"\end{table}"])
+    wide = Table([f"c{i}" for i in range(7)], [["x", *("1.0" for _ in range(6))]], "A wide one.")
+    assert table_latex(wide).startswith(r"\begin{table*}[t]") and table_latex(wide).endswith(r"\end{table*}")  # spans the page
+
+
+def with_recall(matrix: DatasetMatrix) -> DatasetMatrix:
+    """The hand matrix with R@100 beside nDCG@10 (the same per-query values)."""
+    matrix.measures = ("nDCG@10", "R@100")
+    for cell in matrix.cells:
+        cell.scores["R@100"] = dict(cell.scores["nDCG@10"])
+    return matrix
+
+
+def test_no_marks_where_the_cutoff_is_above_the_budget():
+    """At budget 50 the ranks 51-100 of the reranking baseline are the first stage's: a R@100 difference there holds
+    by construction, so it is shown but neither marked nor counted in the Holm family; at budget 100 it is."""
+    plain = compare_with_baseline(with_recall(hand_matrix(methods=1, budgets=(50, 100))), Significance(bootstrap=10, correction="none"))
+    recall = tables.accuracy_table(plain, "R@100", 0.05)
+    m0 = next(row for row in recall.rows if row[0] == "m0")
+    assert "▲" not in m0[1].text and "▲" in m0[2].text  # the same per-query gain: unmarked at 50, marked at 100
+    assert "No marks at budget 50: R@100's cutoff is above the budget" in recall.caption
+    ndcg = tables.accuracy_table(plain, "nDCG@10", 0.05)
+    assert "No marks" not in ndcg.caption and "▲" in next(row for row in ndcg.rows if row[0] == "m0")[1].text
+    corrected = compare_with_baseline(with_recall(hand_matrix(methods=1, budgets=(50, 100))), Significance(bootstrap=10))
+    assert corrected.cell("m0", 50).versus[50]["R@100"].t_test_p_adjusted is None  # outside the family
+    assert corrected.cell("m0", 100).versus[100]["R@100"].t_test_p_adjusted is not None
+    assert corrected.cell("m0", 50).versus[50]["nDCG@10"].t_test_p_adjusted is not None
+    assert "50" in [row[1] for row in tables.significance_table(corrected, "R@100").rows]  # shown all the same
+
+
+def test_the_holm_family_is_the_bench_methods_and_a_run_file_moves_no_mark():
+    before = compare_with_baseline(hand_matrix(methods=2), Significance(bootstrap=10))
+    matrix = hand_matrix(methods=2)
+    matrix.labels.append("anserini")
+    matrix.run_files = {"anserini": "anserini.trec"}
+    matrix.cells.append(Cell("anserini", "run file", None, None, {"nDCG@10": dict(matrix.cell("m0", 100).scores["nDCG@10"])}, cost(0, 0.0)))
+    after = compare_with_baseline(matrix, Significance(bootstrap=10))
+    for label in ("bm25", "m0", "m1"):
+        adjusted = [m.cell(label, 100).versus[100]["nDCG@10"].t_test_p_adjusted for m in (before, after)]
+        assert adjusted[0] == adjusted[1], label
+    anserini = after.cell("anserini", 100).versus[100]["nDCG@10"]
+    assert anserini.t_test_p_adjusted == anserini.t_test_p  # a family of its own: one comparison
+    caption = tables.accuracy_table(after, "nDCG@10", 0.05).caption
+    assert "Holm-corrected over the 3 comparisons of the bench's methods with rerank; the 1 of other systems' runs apart" in caption
+
+
+def test_a_table_across_datasets_with_the_average():
+    first = compare_with_baseline(hand_matrix(methods=1, budgets=(100, 300)), Significance(bootstrap=10))
+    second = hand_matrix(methods=0, budgets=(100, 300))
+    second.name = "other"
+    second = compare_with_baseline(second, Significance(bootstrap=10))
+    table = tables.datasets_table([first, second], "nDCG@10", 0.05)
+    assert table.header == ["method", "budget", "toy", "other", "Avg"]
+    rows = {(row[0], row[1]): row for row in table.rows}
+    rerank = rows[("rerank", "100")]
+    means = [m.cell("rerank", 100).mean("nDCG@10") for m in (first, second)]
+    assert float(rerank[4].text) == pytest.approx(sum(means) / 2, abs=1e-4)
+    assert rows[("m0", "300")][3].text == "—" and rows[("m0", "300")][4].text == "—"  # not run on 'other': no average
+    assert rows[("bm25 (no budget)", "100")] and [r[1] for r in table.rows] == ["100"] * 3 + ["300"] * 3
+    assert "average over the 2 datasets" in table.caption
+
+
+def test_figures_fit_a_two_column_paper(monkeypatch, tmp_path):
+    """A column wide for one panel, a page wide for two; no title inside; text 7 pt or more; TrueType in the PDF."""
+    matrix = compare_with_baseline(hand_matrix(methods=1, budgets=(100, 300)), Significance(bootstrap=10))
+    assert figures.accuracy_vs_budget(matrix, tmp_path / "budget.png", ("pdf",))  # one measure: one panel
+    assert figures.accuracy_vs_cost(matrix, tmp_path / "cost.png", ("pdf",))  # calls and seconds: two panels
+    for name, width in (("budget", figures.COLUMN_WIDTH), ("cost", figures.PAGE_WIDTH)):
+        pdf = (tmp_path / f"{name}.pdf").read_bytes()
+        assert b"/Type3" not in pdf and b"/FontFile2" in pdf  # TrueType (Type 42): what ACM and IEEE accept
+        assert float(re.search(rb"/MediaBox \[ *0 0 ([0-9.]+) ", pdf).group(1)) == pytest.approx(width * 72, abs=0.5)
+    drawn = []
+    monkeypatch.setattr(figures, "save", lambda fig, path, formats=("png",): drawn.append(fig))
+    figures.accuracy_vs_budget(matrix, tmp_path / "x.png")
+    figures.accuracy_vs_cost(matrix, tmp_path / "y.png")
+    for fig in drawn:
+        assert fig.get_suptitle() == "" and not any(ax.get_title() for ax in fig.axes)
+        sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text() and t.get_visible()]
+        assert sizes and min(sizes) >= 7
 
 
 def bench_file(tmp_path, beir_dir, index, **extra) -> str:
@@ -152,7 +232,7 @@ def test_the_bench_report_takes_any_measures_and_writes_latex_pdf_and_svg(beir_d
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"measures": ["nDCG@10", "ndcg@20"]}, "measures: measure 'ndcg@20' is not one ir_measures reads"),
+    ({"measures": ["nDCG@10", "ndcg@20"]}, "measures: measure 'ndcg@20': not a name ir_measures or trec_eval reads"),
     ({"measures": []}, "measures: name at least one measure"),
     ({"figure_formats": ["png", "eps"]}, "figure_formats: unknown format(s) eps; choose from png, pdf, svg"),
     ({"significance": {"correction": "bonferroni"}}, "significance.correction must be one of holm, none, not 'bonferroni'"),

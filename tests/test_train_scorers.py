@@ -334,9 +334,13 @@ def test_export_writes_a_model_card_and_pushes_the_folder_to_the_hub(lm_run, tmp
     assert "# my-lab/navigator" in card and manifest["base_model"] in card and manifest["data"]["fingerprint"] in card
     assert f"| `objective.lr` | `{manifest['objective']['lr']}` |" in card and "| `lora_r` | `4` |" in card
     assert f"| nDCG@10 | {manifest['validation']['nDCG@10']:.4f} |" in card
-    assert "huggingface-cli download my-lab/navigator --local-dir navigator" in card
-    assert '"model": "navigator/merged"' in card and '"lora": "navigator/adapter"' in card and str(out) not in card
-    assert "vllm serve " in card and "--lora-modules navigator=navigator/adapter" in card
+    assert "huggingface-cli download my-lab/navigator --local-dir ./navigator" in card
+    assert '"model": "./navigator/merged"' in card and '"lora": "./navigator/adapter"' in card and str(out) not in card
+    assert "vllm serve " in card and "--lora-modules navigator=./navigator/adapter" in card
+    # how long it trained: the checkpoint's epoch (epoch=1.ckpt is the second) and steps, under max_epochs 2, all batches
+    assert manifest["training"]["epoch"] == 1 and manifest["training"]["limit_train_batches"] == 1.0
+    assert "| epoch of this checkpoint (from 1) | 2 |" in card and f"| optimizer steps | {manifest['training']['global_step']} |" in card
+    assert "| max_epochs | 2 |" in card and "A limited fit" not in card
     # one repository, one upload of the whole folder, card included; nothing else reached the "hub"
     assert [c[0] for c in FakeHfApi.calls] == ["create_repo", "upload_folder"]
     assert FakeHfApi.calls[0][1] == {"repo_id": "my-lab/navigator", "repo_type": "model", "private": False, "exist_ok": True}
@@ -377,7 +381,7 @@ def test_a_cross_encoder_card_links_its_hub_base_and_says_when_nothing_was_valid
     card = write_model_card(out, manifest).read_text()
     assert card.startswith("---\nlibrary_name: transformers\n") and "base_model: google-bert/bert-base-uncased\n" in card
     assert "A cross-encoder scoring P(relevant)" in card and "No validation figures were recorded" in card
-    assert 'navigator: {"backend": "cross-encoder", "model": "reranker"}' in card and "huggingface-cli" not in card
+    assert 'navigator: {"backend": "cross-encoder", "model": "./reranker"}' in card and "huggingface-cli" not in card
     assert "ab" * 32 in card and "vllm serve" not in card  # vLLM does not serve a sequence classifier here
 
 

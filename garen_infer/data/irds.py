@@ -22,7 +22,7 @@ def load_irds(dataset_id: str, allow_empty_docs: bool = False) -> Dataset:
     try:
         import ir_datasets
     except ImportError:
-        raise DataError(origin, "irds: datasets are read through ir_datasets: pip install 'garen[irds]'") from None
+        raise DataError(origin, "irds: datasets are read through ir_datasets: pip install -e '.[irds]' (or ir-datasets)") from None
     try:
         source = ir_datasets.load(dataset_id)
     except KeyError:
@@ -38,10 +38,20 @@ def load_irds(dataset_id: str, allow_empty_docs: bool = False) -> Dataset:
         judgements = list(source.qrels_iter()) if source.has_qrels() else []
         excluded_labels = {label for label, text in (source.qrels_defs() if source.has_qrels() else {}).items()
                            if "exclude" in str(text).lower()}
-    except OSError as err:  # ir_datasets fetches what it lacks; offline, or with a partial copy, that fails
-        raise DataError(origin, f"ir_datasets could not read the collection's files ({err}); place them where ir_datasets "
-                                f"looks ($IR_DATASETS_HOME, default ~/.ir_datasets) or register a local copy") from None
+    except (OSError, RuntimeError) as err:  # ir_datasets fetches what it lacks; offline, or with a partial copy, that fails
+        if isinstance(err, RuntimeError) and not str(err.args[0] if err.args else "").startswith("All download sources failed"):
+            raise
+        raise DataError(origin, f"ir_datasets could not read or download the collection's files ({_first_line(err)}); place "
+                                f"them where ir_datasets looks ($IR_DATASETS_HOME, default ~/.ir_datasets) or register a "
+                                f"local copy") from None
     return _dataset(dataset_id, origin, docs, queries, judgements, excluded_labels)
+
+
+def _first_line(err: Exception) -> str:
+    """What went wrong, short: ir_datasets' download failure carries every source's full exception."""
+    if isinstance(err, RuntimeError) and len(err.args) > 1:
+        return f"every download source failed, e.g. {str(err.args[1][0][0]) if err.args[1] else 'none given'}"
+    return str(err).splitlines()[0][:300]
 
 
 def _documents(source, origin: str, allow_empty: bool) -> list[Document]:

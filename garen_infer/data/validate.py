@@ -1,10 +1,14 @@
 """Reading JSONL and TSV with checks that point at the offending file, line and field. A byte order mark at the
-start of a file (what Windows tools write) is dropped, so it cannot become part of the first id."""
+start of a file (what Windows tools write) is dropped, so it cannot become part of the first id. Run and qrels
+files may be gzipped (as PyTerrier's ``save_dir`` writes runs and TREC ships them): recognised by their magic
+bytes, whatever the name."""
 
 from __future__ import annotations
 
 import codecs
 import csv
+import gzip
+import zlib
 import json
 from pathlib import Path
 from typing import Iterator
@@ -61,17 +65,31 @@ class UniqueIds:
         self.first_line[id_] = line
 
 
-def read_qrels_tsv(path: Path, doc_ids: set[str], query_ids: set[str]) -> dict[str, dict[str, int]]:
-    """Read a BEIR or TREC qrels file; every named document and query must exist."""
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_text(path: Path) -> str:
+    """A whole text file as UTF-8, gunzipped first when it is gzip data; bad bytes name the file and the line."""
+    path = Path(path)
     if not path.is_file():
         raise DataError(path, "file not found")
-    qrels: dict[str, dict[str, int]] = {}
-    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
+    data = path.read_bytes()
+    if data.startswith(GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as err:
+            raise DataError(path, f"not a complete gzip file ({err})") from None
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
-        lines = data.decode("utf-8").splitlines()
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line_no = data[: err.start].count(b"\n") + 1
-        raise DataError(path, f"bytes are not valid UTF-8 ({err.reason})", line_no)
+        raise DataError(path, f"bytes are not valid UTF-8 ({err.reason})", data[: err.start].count(b"\n") + 1) from None
+
+
+def read_qrels_tsv(path: Path, doc_ids: set[str], query_ids: set[str]) -> dict[str, dict[str, int]]:
+    """Read a BEIR or TREC qrels file (gzipped or not); every named document and query must exist."""
+    qrels: dict[str, dict[str, int]] = {}
+    lines = read_text(path).splitlines()
     for line_no, row in enumerate(csv.reader(lines, delimiter="\t" if "\t" in (lines[0] if lines else "") else " "), start=1):
         row = [cell for cell in row if cell != ""]
         if not row:

@@ -128,24 +128,40 @@ def run_one_cell(config: BenchConfig, number: int, cache, limit: int | None = No
     return ran
 
 
-def plan_text(config: BenchConfig, command: str, slurm: bool = False) -> str:
-    """One ``--cell K`` command per cell, then the ``--collect`` step; or an array job script doing the same."""
+def plan_text(config: BenchConfig, command: str, slurm: bool = False, env: str | Path | None = None, cwd: Path | None = None) -> str:
+    """One ``--cell K`` command per cell, then the ``--collect`` step; or an array job script doing the same that runs
+    from a clean shell: it activates ``env`` (default: the Python environment planning it), changes to ``cwd``
+    (default: the folder planning it), and logs under ``<runs>/slurm-logs`` (made here: Slurm does not make it)."""
+    import shlex
+    import sys
+
     cells = cell_list(config)
     labels = [f"{d.name} {e.label}{'' if b is None else '@' + str(b)}" for d, e, b in cells]
     if not slurm:
         lines = [f"{command} --cell {k}  # {label}" for k, label in enumerate(labels, start=1)]
         return "\n".join([*lines, f"{command} --collect  # the report, once the cells are done"]) + "\n"
+    prefix = Path(env or sys.prefix).resolve()
+    if not (prefix / "bin" / "garen-infer").is_file():
+        raise GarenError(f"--env {prefix}: no bin/garen-infer there; pass the virtualenv or conda prefix garen-ir is installed in")
+    activate = prefix / "bin" / "activate"
+    logs = config.runs.resolve() / "slurm-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    setup = [f"cd {shlex.quote(str((cwd or Path.cwd()).resolve()))}",  # where it was planned: the bench file's relative paths
+             f"source {shlex.quote(str(activate))}" if activate.is_file() else f'export PATH={shlex.quote(str(prefix / "bin"))}:"$PATH"']
+    collect = shlex.quote(" && ".join([*setup, f"{command} --collect"]))
     return "\n".join([
         "#!/bin/bash",
         "#SBATCH --job-name=garen-bench",
         f"#SBATCH --array=1-{len(cells)}",
-        "#SBATCH --output=garen-bench-%A_%a.log",
+        f"#SBATCH --output={logs}/garen-bench-%A_%a.log",
         "# add the partition, --gres=gpu:N, --time and --mem your cluster needs. A task that is cut off resumes",
         "# its run folder when it is submitted again (sbatch --array=K this-script).",
         *(f"#   cell {k}: {label}" for k, label in enumerate(labels, start=1)),
         "set -euo pipefail",
+        *setup,  # the folder and environment it was planned from, whatever shell submits the job
         f'{command} --cell "$SLURM_ARRAY_TASK_ID"',
-        f"# when every task has finished (sbatch --dependency=afterany:<this array job id> ...): {command} --collect",
+        "# the report, when every task has finished:",
+        f"#   sbatch --dependency=afterany:<this array job id> --output={logs}/garen-bench-collect-%j.log --wrap={collect}",
     ]) + "\n"
 
 
@@ -270,7 +286,7 @@ def main(args) -> int:
             presets = {e.label: _preset(config, e) for e in entries}
             for entry in config.datasets:
                 _prepare_dataset(config, entry, entries, presets, args.limit, lambda *a: print(*a, file=sys.stderr))
-        print(plan_text(config, command + cache_args, slurm=args.plan == "slurm"), end="")
+        print(plan_text(config, command + cache_args, slurm=args.plan == "slurm", env=args.env), end="")
         return 0
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
     if args.cell:

@@ -69,7 +69,7 @@ class Significance:
     alpha: float = 0.05  # GAREN Table 1: p < 0.05
     permutations: int = 10_000  # sign patterns of the randomisation test (above 16 queries)
     seed: int = 0
-    correction: str = "holm"  # Holm over each dataset's comparisons with the baseline, per measure; "none": as the paper
+    correction: str = "holm"  # Holm per dataset and measure over the bench's methods (run files apart); "none": as the paper
     bootstrap: int = 10_000  # resamples of the confidence intervals (level 1 - alpha)
 
 

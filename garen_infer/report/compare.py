@@ -1,6 +1,9 @@
 """``garen-infer compare RUN_A RUN_B --dataset ...``: two runs query by query. Wins, losses and ties per measure, the
 paired t-test (GAREN's tables) and a paired randomisation test, and the queries where they differ most. A run is a
-run folder or a plain TREC run file from another system."""
+run folder or a plain TREC run file from another system.
+
+Every number is over one set of queries, the judged queries both runs answer (a pair needs both values), and the
+output says so every time: a query only one run answers is left out of both means, not scored 0 for the other."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ def compare_runs(folder_a, folder_b, dataset, measures=MEASURES, permutations: i
     return {
         "a": _describe(a), "b": _describe(b), "dataset": dataset.name,
         "queries": {"a": len(scores_a[first]), "b": len(scores_b[first]), "both": len(common)},
+        "mean_over": "judged_in_both",
         "measures": {m: paired(scores_a[m], scores_b[m], permutations, seed).to_dict() for m in measures},
         "largest_differences": {
             "measure": first,
@@ -43,7 +47,7 @@ def format_comparison(result: dict) -> str:
     lines = [
         *(f"{name}: {run['run']} ({run['method']}{', tag ' + run['tag'] if 'tag' in run else ''}{'' if run['budget'] is None else ', budget ' + str(run['budget'])})"
           f"{' [SIMULATED]' if 'simulation' in run else ''}" for name, run in (("A", a), ("B", b))),
-        f"{result['dataset']}: {result['queries']['both']} queries answered by both (A {result['queries']['a']}, B {result['queries']['b']})",
+        _queries_line(result),
         "",
         f"{'measure':10} {'A':>8} {'B':>8} {'A-B':>8} {'95% CI of A-B':>19} {'wins':>5} {'losses':>6} {'ties':>5} {'t-test p':>9} {'random. p':>9}",
     ]
@@ -61,6 +65,13 @@ def format_comparison(result: dict) -> str:
     notices = dict.fromkeys(run["simulation"].get("notice", "") for run in (a, b) if "simulation" in run)
     lines += [f"[SIMULATED] {notice}" for notice in notices]
     return "\n".join(lines)
+
+
+def _queries_line(result: dict) -> str:
+    q = result["queries"]
+    only = q["a"] + q["b"] - 2 * q["both"]
+    return (f"{result['dataset']}: every number is over the {q['both']} judged queries both runs answer (A answers {q['a']}, "
+            f"B {q['b']}{f'; the {only} only one answers are left out' if only else ''})")
 
 
 def _f(value, sign: str = "") -> str:

@@ -1,9 +1,14 @@
 """The report's plots as PNG files, and the same figures as PDF or SVG for a paper (matplotlib, Agg backend: no
 display needed). Each function draws one figure from a DatasetMatrix and returns its caption, which says exactly
-what the axes show."""
+what the axes show.
+
+The figures drop into a two-column paper as they are: one panel is a column wide (3.33 in, ACM and IEEE) and several
+panels a page wide (7 in), saved at that size (no tight cropping); text is 7-8 pt at that size; no title inside
+(the caption is the paper's); PDFs embed TrueType (Type 42) fonts, since ACM's and IEEE's checks reject Type 3."""
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -15,11 +20,30 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen before pyp
 from garen_infer.index.atomic import atomic_path  # noqa: E402
 from garen_infer.report.matrix import DatasetMatrix, gold_distances  # noqa: E402
 
-DPI = 110
-MEASURE_NAMES = {"nDCG@10": "nDCG@10", "R@100": "R@100 (recall over observed documents)"}
+DPI = 300  # the PNG at print resolution, since its size is the paper's
+COLUMN_WIDTH, PAGE_WIDTH = 3.33, 7.0  # inches: one column and the full text width of ACM sigconf and IEEEtran
+PANEL_HEIGHT = 2.3
+PAPER_STYLE = {"pdf.fonttype": 42, "ps.fonttype": 42, "font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8,
+               "xtick.labelsize": 7, "ytick.labelsize": 7, "legend.fontsize": 7, "lines.markersize": 4,
+               "figure.constrained_layout.use": True}
+MEASURE_NAMES = {"nDCG@10": "nDCG@10", "R@100": "R@100 (observed documents)"}
 
 
 MARKERS = "osD^vPX*hp"
+
+
+def paper_style(draw):
+    """Draw (and save) in the paper style: the sizes apply when text is created, the font type when it is saved."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        with plt.rc_context(PAPER_STYLE):
+            return draw(*args, **kwargs)
+    return drawn
+
+
+def figure(panels: int = 1, height: float = PANEL_HEIGHT, **kwargs):
+    """A figure a column wide for one panel, a page wide for more."""
+    return plt.subplots(1, panels, figsize=(COLUMN_WIDTH if panels == 1 else PAGE_WIDTH, height), squeeze=False, **kwargs)
 
 
 def styles(labels: list[str]) -> dict[str, dict]:
@@ -27,7 +51,7 @@ def styles(labels: list[str]) -> dict[str, dict]:
     markers and thinner lines, so methods with identical numbers stay visible on top of each other."""
     palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
     return {label: {"color": palette(i % palette.N), "marker": MARKERS[i % len(MARKERS)],
-                    "markersize": max(3.0, 8.0 - 0.6 * i), "linewidth": max(0.8, 2.2 - 0.2 * i)}
+                    "markersize": max(2.5, 5.0 - 0.4 * i), "linewidth": max(0.7, 1.6 - 0.15 * i)}
             for i, label in enumerate(labels)}
 
 
@@ -35,13 +59,16 @@ def save(fig, path: Path, formats=("png",)) -> Path:
     """``path`` as PNG, and beside it the same figure in every other format named (``pdf``, ``svg``: vector)."""
     # no dates, and SVG element ids from a fixed salt (else random): the same numbers give the same files
     metadata = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}, "svg": {"Date": None}}
-    for fmt in dict.fromkeys(["png", *formats]):
-        with atomic_path(path.with_suffix(f".{fmt}")) as tmp, plt.rc_context({"svg.hashsalt": "garen-report"}):
-            fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight", metadata=metadata[fmt])
-    plt.close(fig)
+    try:
+        for fmt in dict.fromkeys(["png", *formats]):
+            with atomic_path(path.with_suffix(f".{fmt}")) as tmp, plt.rc_context({**PAPER_STYLE, "svg.hashsalt": "garen-report"}):
+                fig.savefig(tmp, format=fmt, dpi=DPI, metadata=metadata[fmt])  # the drawn size: no tight crop
+    finally:
+        plt.close(fig)
     return path
 
 
+@paper_style
 def accuracy_vs_budget(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
     """Each measure against the reranking budget, one line per method; methods without a budget are flat. With one
     budget there is nothing to draw a line through: one point per method instead."""
@@ -50,43 +77,42 @@ def accuracy_vs_budget(matrix: DatasetMatrix, path: Path, formats=("png",)) -> s
     if len(matrix.budgets) <= 1:
         return _accuracy_at_one_budget(matrix, path, formats)
     style = styles(matrix.labels)
-    fig, axes = plt.subplots(1, len(matrix.measures), figsize=(5.5 * len(matrix.measures), 4.2), squeeze=False)
+    fig, axes = figure(len(matrix.measures))
     for ax, measure in zip(axes[0], matrix.measures):
         for label in matrix.labels:
             row = sorted(matrix.row(label), key=lambda c: c.budget or 0)
             if not row:
                 continue
             if row[0].budget is None:
-                ax.axhline(row[0].mean(measure), color=style[label]["color"], linestyle="--", linewidth=1.4, label=f"{label} (no budget)")
+                ax.axhline(row[0].mean(measure), color=style[label]["color"], linestyle="--", linewidth=1.0, label=f"{label} (no budget)")
             else:
                 ax.plot([c.budget for c in row], [c.mean(measure) for c in row], label=label, **style[label])
-        ax.set_xlabel("reranking budget k (distinct documents the reranker sees)")
+        ax.set_xlabel("reranking budget k")
         ax.set_ylabel(MEASURE_NAMES.get(measure, measure))
         ax.set_xticks(matrix.budgets)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8, loc="best")
-    fig.suptitle(f"{matrix.name}: accuracy against budget")
+    axes[0][0].legend(loc="best")
     save(fig, path, formats)
-    return (f"{matrix.name}: {_panels(matrix.measures)} against the reranking budget (Reranker@k), one line per "
-            f"method; dashed lines are methods without a budget.")
+    return (f"{matrix.name}: {_panels(matrix.measures)} against the reranking budget k (Reranker@k: distinct documents "
+            f"the reranker sees), one line per method; dashed lines are methods without a budget.")
 
 
+@paper_style
 def _accuracy_at_one_budget(matrix: DatasetMatrix, path: Path, formats) -> str:
     """One point per method and measure, methods along the x axis: a single budget is no curve."""
     style = styles(matrix.labels)
     labels = [label for label in matrix.labels if matrix.row(label)]
-    fig, axes = plt.subplots(1, len(matrix.measures), figsize=(max(5.5, 0.6 * len(labels) + 2) * len(matrix.measures), 4.2), squeeze=False)
+    fig, axes = figure(len(matrix.measures))
     for ax, measure in zip(axes[0], matrix.measures):
         for x, label in enumerate(labels):
             cell = matrix.row(label)[0]
             ax.plot([x], [cell.mean(measure)], linestyle="none", label=label if cell.budget is not None else f"{label} (no budget)",
                     **{k: v for k, v in style[label].items() if k != "linewidth"})
         ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        ax.set_xticklabels(labels, rotation=30, ha="right")
         ax.set_ylabel(MEASURE_NAMES.get(measure, measure))
         ax.grid(alpha=0.3, axis="y")
     at = f"budget {matrix.budgets[0]}" if matrix.budgets else "their one setting (no method here has a budget)"
-    fig.suptitle(f"{matrix.name}: accuracy at {at}")
     save(fig, path, formats)
     return f"{matrix.name}: {_panels(matrix.measures)} of each method at {at} (one point per method: a single budget)."
 
@@ -98,17 +124,18 @@ def _panels(measures) -> str:
     return ", ".join(f"{m} ({side})" for m, side in zip(measures, sides))
 
 
+@paper_style
 def accuracy_vs_cost(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
     """The first measure (nDCG@10) against model calls, model seconds and (when priced) dollars per query, like
     GAREN Fig. 6."""
     measure = matrix.measures[0]
     if not any(c.cost.get("requests") is not None for c in matrix.cells):
         return None
-    axes_spec = [("requests", "model calls per query, all roles (cache hits included)"), ("model_seconds", "model seconds per query")]
+    axes_spec = [("requests", "model calls per query"), ("model_seconds", "model seconds per query")]
     if any(c.cost.get("dollars") for c in matrix.cells):
-        axes_spec.append(("dollars", "dollars per query (estimated from tokens)"))
+        axes_spec.append(("dollars", "dollars per query"))
     style = styles(matrix.labels)
-    fig, axes = plt.subplots(1, len(axes_spec), figsize=(5.5 * len(axes_spec), 4.2), squeeze=False)
+    fig, axes = figure(len(axes_spec))
     for ax, (key, xlabel) in zip(axes[0], axes_spec):
         for label in matrix.labels:
             row = sorted((c for c in matrix.row(label) if c.cost.get(key) is not None), key=lambda c: c.budget or 0)
@@ -118,28 +145,29 @@ def accuracy_vs_cost(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str
             ax.plot(xs, ys, label=label, **style[label], **({"linestyle": "none"} if len(row) == 1 else {}))
             for c, x, y in zip(row, xs, ys):
                 if c.budget is not None:
-                    ax.annotate(str(c.budget), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=style[label]["color"])
+                    ax.annotate(str(c.budget), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7, color=style[label]["color"])
         positive = [c.cost[key] for c in matrix.cells if c.cost.get(key)]
         if positive and max(positive) / min(positive) > 20:  # costs spread over decades: log scale, 0 kept on it
             ax.set_xscale("symlog", linthresh=10 ** math.floor(math.log10(min(positive))), linscale=0.6)
-            xlabel += " (log scale)"
+            xlabel += " (log)"
         ax.set_xlabel(xlabel)
         ax.set_ylabel(measure)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8, loc="best")
-    fig.suptitle(f"{matrix.name}: accuracy against cost (points labelled with their budget)")
+    axes[0][0].legend(loc="best")
     save(fig, path, formats)
     what = ", ".join(x for _, x in axes_spec)
-    return f"{matrix.name}: {measure} against {what}; one line per method through its budgets (labels on the points)."
+    return (f"{matrix.name}: {measure} against {what} (model calls of all roles, cache hits included; dollars estimated "
+            f"from tokens); one line per method through its budgets, points labelled with their budget.")
 
 
+@paper_style
 def reachability(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
     """Hit@100 by hop distance from the first-stage top 20 to the nearest gold document (GAREN Fig. 4 and 8)."""
     columns = matrix.budgets or [None]
     if not any(c.reach for c in matrix.cells):
         return None
     style = styles(matrix.labels)
-    fig, axes = plt.subplots(1, len(columns), figsize=(5.5 * len(columns), 4.2), squeeze=False, sharey=True, layout="constrained")
+    fig, axes = figure(len(columns), sharey=True)
     for ax, budget in zip(axes[0], columns):
         cells = [matrix.cell(label, budget) for label in matrix.labels]
         cells = [c for c in cells if c is not None and c.reach]
@@ -154,20 +182,20 @@ def reachability(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | N
         ax.set_title("no budget" if budget is None else f"budget {budget}")
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3, axis="y")
-    axes[0][0].set_ylabel("Hit@100 (a gold document among the first 100)")
+    axes[0][0].set_ylabel("Hit@100")
     handles = {}
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    fig.legend(handles.values(), handles.keys(), fontsize=8, loc="outside right center")
-    fig.supxlabel("minimum k-NN hops from the first-stage top 20 to a gold document (n = queries at that distance)")
-    fig.suptitle(f"{matrix.name}: reachability of gold documents by distance")
+    fig.legend(handles.values(), handles.keys(), loc="outside right center")
+    fig.supxlabel("minimum k-NN hops from the first-stage top 20 to a gold document", fontsize=8)
     save(fig, path, formats)
-    return (f"{matrix.name}: Hit@100 of each method by the minimum number of k-NN graph hops from the first-stage top 20 "
-            f"to a gold document (GAREN Fig. 4/8), over the queries with no gold document in that top 20; n = queries "
-            f"at that distance; '>10' = not reached within 10 hops.")
+    return (f"{matrix.name}: Hit@100 (a gold document among the first 100) of each method by the minimum number of k-NN "
+            f"graph hops from the first-stage top 20 to a gold document (GAREN Fig. 4/8), over the queries with no gold "
+            f"document in that top 20; n = queries at that distance; '>10' = not reached within 10 hops.")
 
 
+@paper_style
 def gold_distance(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
     """GAREN App. C.1 Fig. 9: minimum hops to a gold document on the document graph and on the group graph."""
     cell = next((c for c in matrix.cells if gold_distances(c)), None)
@@ -175,7 +203,8 @@ def gold_distance(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | 
         return None
     distances = gold_distances(cell)
     keys = sorted({("none" if d is None else d) for ds in distances.values() for d in ds}, key=lambda h: (h == "none", 0 if h == "none" else h))
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, axes = figure()
+    ax = axes[0][0]
     width = 0.4
     for i, (graph, values) in enumerate(distances.items()):
         counts = [sum(1 for d in values if ("none" if d is None else d) == k) for k in keys]
@@ -187,7 +216,6 @@ def gold_distance(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | 
     ax.legend()
     ax.grid(alpha=0.3, axis="y")
     n = len(next(iter(distances.values())))
-    fig.suptitle(f"{matrix.name}: distance to gold on the document and the group graph ({cell.name}, {n} queries)")
     save(fig, path, formats)
     return (f"{matrix.name}: for the {n} queries with no gold document in GAREN's first window, the minimum hops to a gold "
             f"document on the k-NN document graph and on the group graph (GAREN App. C.1, Fig. 9), from the run {cell.name}.")

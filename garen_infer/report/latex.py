@@ -1,5 +1,9 @@
 """The report's tables as LaTeX for a paper: booktabs rules, the best value per column in bold and the second
 underlined as in the Markdown, significance marks as superscript triangles. Needs ``\\usepackage{booktabs,amssymb}``.
+
+A table fits a two-column page: ``\\small`` type, a table of more than ``COLUMN_FIT`` columns spans both columns
+(``table*``), the caption is the first sentence of the report's caption and the rest is a footnote-size note
+under the rules.
 """
 
 from __future__ import annotations
@@ -46,18 +50,27 @@ def _latex_cell(c) -> str:
     return text
 
 
+COLUMN_FIT = 6  # columns of numbers that fit one column of a two-column page in \small type
+
+
 def table_latex(table: Table, label: str = "") -> str:
-    """One ``table`` environment: caption above, booktabs rules, numeric columns right-aligned."""
+    """One ``table`` (or page-wide ``table*``) environment: a one-sentence caption above, booktabs rules, numeric
+    columns right-aligned, the caption's other sentences as a note below."""
     first = [_cell(c) for c in table.rows[0]] if table.rows else []
     spec = "".join("r" if i and i < len(first) and first[i].numeric else "l" for i in range(len(table.header)))
-    lines = [r"\begin{table}[t]", r"\centering"]
-    if table.caption:
-        lines.append(r"\caption{" + _inline(table.caption) + "}")
+    environment = "table*" if len(table.header) > COLUMN_FIT else "table"
+    title, _, note = (table.caption or "").partition(". ")
+    lines = [r"\begin{" + environment + "}[t]", r"\centering", r"\small"]
+    if title:
+        lines.append(r"\caption{" + _inline(title.rstrip(".") + ".") + "}")
     if label:
         lines.append(r"\label{" + label + "}")
     lines += [r"\begin{tabular}{" + spec + "}", r"\toprule", " & ".join(escape(h) for h in table.header) + r" \\", r"\midrule"]
     lines += [" & ".join(_latex_cell(c) for c in row) + r" \\" for row in table.rows]
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if note:
+        lines.append(r"\par\smallskip\parbox{\linewidth}{\footnotesize " + _inline(note) + "}")
+    lines.append(r"\end{" + environment + "}")
     return "\n".join(lines)
 
 

@@ -1,6 +1,11 @@
 """The numbers of a method x budget matrix on one dataset, gathered from its run folders: per-query scores,
 means, costs, reachability by hop distance, and every cell compared with the baseline at the same budget.
-Tables and figures are drawn from this and nothing else."""
+Tables and figures are drawn from this and nothing else.
+
+Every score of a matrix is over one set of queries, the judged queries every run folder of the dataset answered
+(all of them, unless ``--limit`` or a partial merge made fewer): a mean and the paired test beside it can then never
+be over different queries. A TREC run file of another system is scored over the same set, a query it does not
+rank scoring 0."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pathlib import Path
 
 from garen_infer.costs import TokenPrices, prices_for
 from garen_infer.data.dataset import Dataset
+from garen_infer.errors import GarenError
+from garen_infer.evaluate import judged_query_ids
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.report.run_results import MEASURES, RunResult, ranking_rows
 from garen_infer.report.significance import PairedComparison, compare_paired, holm
@@ -62,6 +69,7 @@ class DatasetMatrix:
     embedding_model: str | None = None  # the index's embeddings stage model, which embedding roles use
     measures: tuple[str, ...] = MEASURES  # the first is the one cost, significance and cost plots use
     run_files: dict[str, Path] = field(default_factory=dict)  # label -> a TREC run file of another system (no budget)
+    queries: list[str] = field(default_factory=list)  # the judged queries every score is over (``shared_queries``)
 
     def cell(self, label: str, budget: int | None) -> Cell | None:
         """The cell of a row at a budget column; a method without a budget stands in every column."""
@@ -74,11 +82,11 @@ class DatasetMatrix:
         return [c for c in self.cells if c.label == label]
 
     def queries_text(self) -> str:
-        """How many queries the cells scored: all of the judged ones, or (with limits) how many."""
-        counts = sorted({c.queries for c in self.cells})
-        if counts == [self.judged_queries]:
+        """Which queries every number is over: all of the judged ones, or the ones every run folder answered."""
+        scored = len(self.queries) or max((c.queries for c in self.cells), default=0)  # a matrix filled by hand has no set
+        if scored == self.judged_queries:
             return f"all {self.judged_queries} judged queries"
-        return f"{' to '.join(map(str, counts[::max(len(counts) - 1, 1)]))} of {self.judged_queries} judged queries"
+        return f"the {scored} of {self.judged_queries} judged queries every run folder answered, for every row"
 
     def columns_of(self, cell: Cell) -> list[int | None]:
         return [cell.budget] if cell.budget is not None else (self.budgets or [None])
@@ -86,18 +94,30 @@ class DatasetMatrix:
 
 def collect(matrix: DatasetMatrix, dataset: Dataset, index, bench_prices: dict[str, TokenPrices], significance,
             first_stage_rows) -> DatasetMatrix:
-    """Fill every cell's scores, cost and reachability, then compare each with the baseline at its budget (the
-    bench file's ``significance``: tests, bootstrap and correction). ``first_stage_rows(first_stage_config) ->
-    {qid: rows}`` is asked only for runs that did not record reach."""
+    """Fill every cell's scores (over ``shared_queries``), cost and reachability, then compare each with the
+    baseline at its budget (the bench file's ``significance``: tests, bootstrap and correction).
+    ``first_stage_rows(first_stage_config) -> {qid: rows}`` is asked only for runs that did not record reach."""
+    matrix.queries = shared_queries(matrix, dataset)
     for cell in matrix.cells:
-        cell.scores = cell.run.per_query(dataset, matrix.measures)
-        cell.cost = cell.run.cost({**prices_for(cell.run.config.get("models", {})), **bench_prices})
-        cell.reach = _reach(cell.run, dataset, index, first_stage_rows)
+        cell.scores = cell.run.per_query(dataset, matrix.measures, matrix.queries)
+        cell.cost = cell.run.cost({**prices_for(cell.run.config.get("models", {})), **bench_prices}, matrix.queries)
+        cell.reach = _reach(cell.run, dataset, index, first_stage_rows, set(matrix.queries))
     return compare_with_baseline(matrix, significance)
 
 
+def shared_queries(matrix: DatasetMatrix, dataset: Dataset) -> list[str]:
+    """The judged queries every run folder of the matrix answered (all judged queries when it has none), sorted."""
+    answered = [set(c.run.records) for c in matrix.cells if not c.run.external]
+    queries = sorted(set(judged_query_ids(dataset)).intersection(*answered))
+    if not queries:
+        raise GarenError(f"{matrix.name}: no judged query is answered by every run folder ({', '.join(c.name for c in matrix.cells)}), "
+                         f"so no table can compare them on the same queries; run the cells over the same queries (one --limit)")
+    return queries
+
+
 def compare_with_baseline(matrix: DatasetMatrix, significance) -> DatasetMatrix:
-    """Each cell against the baseline at its budget, per measure; Holm-adjusted when the bench file says so."""
+    """Each cell against the baseline at its budget, per measure; Holm-adjusted when the bench file says so (the
+    comparisons a test cannot speak for, see ``testable``, are shown but neither adjusted nor marked)."""
     for cell in matrix.cells:
         for column in matrix.columns_of(cell):
             base = matrix.cell(matrix.baseline, column) if matrix.baseline else None
@@ -109,19 +129,32 @@ def compare_with_baseline(matrix: DatasetMatrix, significance) -> DatasetMatrix:
     return matrix
 
 
+def testable(measure: str, budget: int | None) -> bool:
+    """Whether a difference in ``measure`` at ``budget`` can say anything about a method: not when the measure's
+    cutoff exceeds the budget (R@100 at budget 50), where the ranks below the budget are the first stage's for the
+    reranking baseline, so a method that fills them otherwise differs by construction."""
+    import ir_measures
+
+    cutoff = ir_measures.parse_measure(measure).params.get("cutoff")
+    return budget is None or cutoff is None or cutoff <= budget
+
+
+def family(matrix: DatasetMatrix, measure: str, run_files: bool = False) -> list[tuple[Cell, int | None]]:
+    """The comparisons adjusted together on one dataset and measure: the bench file's methods at every budget
+    against the baseline (fixed by the bench file's methods and budgets), or, apart, the other systems' run files,
+    so that adding a run file never moves the marks of a method."""
+    return [(cell, column) for cell in matrix.cells for column in cell.versus
+            if testable(measure, column) and (cell.label in matrix.run_files) == run_files]
+
+
 def _holm_adjust(matrix: DatasetMatrix) -> None:
-    """Every comparison with the baseline on one dataset and measure is one family: its t-test p-values are
-    adjusted together, so the marks keep a 5% family-wise error however many cells the bench holds."""
+    """Holm within each ``family``: the marks keep a 5% family-wise error however many cells the bench holds."""
     for measure in matrix.measures:
-        family = [(cell, column) for cell in matrix.cells for column in cell.versus]
-        adjusted = holm([cell.versus[column][measure].t_test_p for cell, column in family])
-        for (cell, column), p in zip(family, adjusted):
-            cell.versus[column][measure] = replace(cell.versus[column][measure], t_test_p_adjusted=p)
-
-
-def comparisons(matrix: DatasetMatrix) -> int:
-    """The size of each measure's family of comparisons with the baseline."""
-    return sum(len(cell.versus) for cell in matrix.cells)
+        for run_files in (False, True):
+            members = family(matrix, measure, run_files)
+            adjusted = holm([cell.versus[column][measure].t_test_p for cell, column in members])
+            for (cell, column), p in zip(members, adjusted):
+                cell.versus[column][measure] = replace(cell.versus[column][measure], t_test_p_adjusted=p)
 
 
 def paired(a: dict[str, float], b: dict[str, float], permutations: int, seed: int, resamples: int = 10_000, confidence: float = 0.95) -> PairedComparison:
@@ -130,19 +163,19 @@ def paired(a: dict[str, float], b: dict[str, float], permutations: int, seed: in
     return compare_paired([a[q] for q in common], [b[q] for q in common], permutations, seed, resamples=resamples, confidence=confidence)
 
 
-def _reach(run: RunResult, dataset: Dataset, index, first_stage_rows) -> dict:
-    """Hit@100 by hop distance from the first-stage top 20 (GAREN Fig. 4/8): what the run recorded, or computed
-    here from the run's rankings, its first stage and the index's k-NN graph."""
-    records = run.records.values()
+def _reach(run: RunResult, dataset: Dataset, index, first_stage_rows, queries: set[str]) -> dict:
+    """Hit@100 by hop distance from the first-stage top 20 (GAREN Fig. 4/8) over ``queries``: what the run
+    recorded, or computed here from the run's rankings, its first stage and the index's k-NN graph."""
+    records = {qid: r for qid, r in run.records.items() if qid in queries}
     if run.external:  # another system's first stage is not ours: distances from ours would mean nothing
         return {}
-    if any("reach" in r for r in records):
-        return hit_by_hops([r.get("reach") for r in records])
+    if any("reach" in r for r in records.values()):
+        return hit_by_hops([r.get("reach") for r in records.values()])
     if index is None or not index.has("knn_graph"):
         return {}
     rows = first_stage_rows(run.config.get("first_stage") or {})
     reaches = []
-    for qid, record in run.records.items():
+    for qid, record in records.items():
         gold = {dataset.doc_index[d] for d, rel in dataset.qrels.get(qid, {}).items() if rel > 0 and d in dataset.doc_index}
         if gold and qid in rows:
             reaches.append(reach(index.knn_graph, rows[qid], gold, ranking_rows(record, dataset)))
@@ -170,6 +203,7 @@ def matrix_json(matrix: DatasetMatrix) -> dict:
             "config": c.run.config,
         })
     return {"dataset": matrix.dataset_name, "documents": matrix.documents, "judged_queries": matrix.judged_queries,
+            "queries": len(matrix.queries), "queries_scored": matrix.queries_text(),
             "index": matrix.index, "budgets": matrix.budgets, "baseline": matrix.baseline, "measures": list(matrix.measures), "cells": cells,
             "skipped": [{"label": s.label, "budget": s.budget, "reason": s.reason} for s in matrix.skipped]}
 

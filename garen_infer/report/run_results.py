@@ -1,8 +1,8 @@
 """What a report reads from a finished run folder: its configuration, its per-query scores, and what each query
 cost (calls, tokens, seconds, dollars per role), all from the files the runner wrote.
 
-Per-query scores are recomputed from ``run.trec`` against the dataset's judgements for the queries the run
-answered (``trace.jsonl``), so two runs are compared query by query on exactly the queries both answered.
+Per-query scores are recomputed from ``run.trec`` against the dataset's judgements, for the queries the run
+answered (``trace.jsonl``) or for the queries a caller names (a report's one set for every row).
 
 A plain TREC run file made by another system (Anserini, PyTerrier, rank_llm) is read the same way: its queries
 are the ones it ranks documents for; it has no configuration and no cost (shown as unknown, never as 0).
@@ -83,11 +83,12 @@ class RunResult:
             raise GarenError(f"{self.folder}: this run was made on corpus '{self.config.get('dataset')}', not on '{dataset.name}'; pass the dataset the run used")
 
     # ---- quality ------------------------------------------------------------------------------------------
-    def per_query(self, dataset: Dataset, measures=MEASURES) -> dict[str, dict[str, float]]:
-        """measure -> {query id: value} over the judged queries this run answered."""
+    def per_query(self, dataset: Dataset, measures=MEASURES, queries=None) -> dict[str, dict[str, float]]:
+        """measure -> {query id: value} over the judged queries this run answered, or over the judged ones of
+        ``queries`` (a query the run does not rank scores 0)."""
         self.check_dataset(dataset)
-        answered = set(self.records)
-        judged = {qid: rels for qid, rels in dataset.qrels.items() if qid in answered}
+        wanted = set(self.records) if queries is None else set(queries)
+        judged = {qid: rels for qid, rels in dataset.qrels.items() if qid in wanted}
         subset = Dataset(dataset.name, [], [q for q in dataset.queries if q.id in judged], judged)
         return per_query(self.run, subset, measures)
 
@@ -96,16 +97,18 @@ class RunResult:
         return read_run(self.folder if self.external else self.folder / "run.trec")
 
     # ---- cost -------------------------------------------------------------------------------------------------
-    def ledgers(self) -> list[dict]:
-        return [r["ledger"] for r in self.records.values()]
+    def ledgers(self, queries=None) -> list[dict]:
+        """The finished queries' ledgers, or those of ``queries`` only."""
+        return [r["ledger"] for qid, r in self.records.items() if queries is None or qid in queries]
 
-    def cost(self, prices: dict[str, TokenPrices]) -> dict:
-        """Means per query: ledger totals, the same per role, and dollars per priced role and in total.
+    def cost(self, prices: dict[str, TokenPrices], queries=None) -> dict:
+        """Means per query (over ``queries`` when given): ledger totals, the same per role, and dollars per priced
+        role and in total.
         ``unpriced`` names roles that used tokens without a price (their dollars are unknown, not 0). A run file's
         cost is unknown: every total is None."""
         if self.external:
             return {**dict.fromkeys(LEDGER_TOTALS), "roles": {}, "unpriced": [], "wall_seconds": None}
-        ledgers = self.ledgers()
+        ledgers = self.ledgers(None if queries is None else set(queries))
         n = max(len(ledgers), 1)
         out = {key: sum(l[key] for l in ledgers) / n for key in LEDGER_TOTALS}
         roles = sorted({role for l in ledgers for role in l["roles"]})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from garen_infer.report.document import Cell, Table
-from garen_infer.report.matrix import DatasetMatrix, comparisons
+from garen_infer.report.matrix import DatasetMatrix, family, testable
 
 BETTER, WORSE = "▲", "▼"
 
@@ -36,20 +36,66 @@ def accuracy_table(matrix: DatasetMatrix, measure: str, alpha: float) -> Table:
                 row.append(Cell("—"))
                 continue
             value = round(cell.mean(measure), 4)
-            mark = _mark(cell.versus.get(b, {}).get(measure), alpha)
+            mark = _mark(cell.versus.get(b, {}).get(measure), alpha) if testable(measure, b) else ""
             row.append(Cell(f"{value:.4f}{mark}", bold=value == ranks[b][0], underline=len(ranks[b]) > 1 and value == ranks[b][1]))
         rows.append(row)
-    baseline = f" {BETTER}/{WORSE}: significantly above/below {matrix.baseline} at the same budget ({test_text(matrix, alpha)})." if matrix.baseline else ""
+    baseline = (f" {BETTER}/{WORSE}: significantly above/below {matrix.baseline} at the same budget ({test_text(matrix, measure, alpha)})."
+                if matrix.baseline else "")
     return Table(["method", *(_column_label(b) for b in columns)], rows,
-                 f"{measure} on {matrix.name} ({matrix.queries_text()}). Best per column in bold, second underlined.{baseline}")
+                 f"{measure} on {matrix.name} ({matrix.queries_text()}). Best per column in bold, second underlined.{baseline}"
+                 f"{untested_text(measure, columns)}")
 
 
-def test_text(matrix: DatasetMatrix, alpha: float) -> str:
-    """What a mark means: the paired t-test, Holm-corrected when the comparisons were adjusted."""
+def datasets_table(matrices: list[DatasetMatrix], measure: str, alpha: float) -> Table:
+    """GAREN Table 1's shape: methods (at each budget) by datasets, then the average over the datasets (the
+    unweighted mean of their means, shown only for a row every dataset has); best per budget and column in bold,
+    second underlined; marks as in each dataset's own table."""
+    budgets = sorted({b for m in matrices for b in m.budgets}) or [None]
+    labels = list(dict.fromkeys(label for m in matrices for label in m.labels))
+    rows = []
+    for budget in budgets:
+        group = []
+        for label in labels:
+            cells = [m.cell(label, budget) for m in matrices]
+            if all(c is None for c in cells):
+                continue
+            values = [None if c is None else round(c.mean(measure), 4) for c in cells]
+            marks = ["" if c is None or not testable(measure, budget) else _mark(c.versus.get(budget, {}).get(measure), alpha)
+                     for c in cells]
+            average = None if None in values else round(sum(values) / len(values), 4)
+            no_budget = next(c for c in cells if c is not None).budget is None
+            group.append((label + (" (no budget)" if no_budget and budget is not None else ""), values + [average], marks + [""]))
+        ranks = [sorted({v[i] for _, v, _ in group if v[i] is not None}, reverse=True)[:2] for i in range(len(matrices) + 1)]
+        for name, values, marks in group:  # bold and underline within the budget's rows, per column
+            row = [name, "—" if budget is None else str(budget)]
+            for value, mark, best in zip(values, marks, ranks):
+                row.append(Cell("—") if value is None else
+                           Cell(f"{value:.4f}{mark}", bold=value == best[0], underline=len(best) > 1 and value == best[1]))
+            rows.append(row)
+    scored = "; ".join(f"{m.name}: {m.queries_text()}" for m in matrices)
+    return Table(["method", "budget", *(m.name for m in matrices), "Avg"], rows,
+                 f"{measure} on each dataset and the average over the {len(matrices)} datasets (the mean of their means). "
+                 f"Best per budget and column in bold, second underlined; {BETTER}/{WORSE} as in each dataset's table. "
+                 f"Queries: {scored}.")
+
+
+def test_text(matrix: DatasetMatrix, measure: str, alpha: float) -> str:
+    """What a mark means: the paired t-test, Holm-corrected within its family when the comparisons were adjusted."""
     adjusted = any(c.t_test_p_adjusted is not None for cell in matrix.cells for by in cell.versus.values() for c in by.values())
-    if adjusted:
-        return f"paired t-test, Holm-corrected over the {comparisons(matrix)} comparisons with {matrix.baseline}, p < {alpha}"
-    return f"paired t-test, p < {alpha}"
+    if not adjusted:
+        return f"paired t-test, p < {alpha}"
+    methods, run_files = len(family(matrix, measure)), len(family(matrix, measure, run_files=True))
+    apart = f"; the {run_files} of other systems' runs apart" if run_files else ""
+    return f"paired t-test, Holm-corrected over the {methods} comparisons of the bench's methods with {matrix.baseline}{apart}, p < {alpha}"
+
+
+def untested_text(measure: str, budgets) -> str:
+    """Which columns carry no marks, and why."""
+    untested = [b for b in budgets if not testable(measure, b)]
+    if not untested:
+        return ""
+    return (f" No marks at budget {', '.join(map(str, untested))}: {measure}'s cutoff is above the budget, so the ranks "
+            f"the reranker never saw decide the difference (shown, not tested: outside the Holm family).")
 
 
 def _mark(comparison, alpha: float) -> str:
@@ -124,13 +170,15 @@ def significance_table(matrix: DatasetMatrix, measure: str) -> Table | None:
     if not rows:
         return None
     rows.sort(key=lambda r: (r[1] != "—", int(r[1]) if r[1] != "—" else 0, matrix.labels.index(r[0])))
-    holm = (f" Holm: the t-test p-values adjusted for the {comparisons(matrix)} comparisons with {matrix.baseline} on "
-            f"{matrix.name} (family-wise error), the ones the marks use.") if adjusted else ""
+    holm = (f" Holm: the t-test p-values adjusted within a fixed family on {matrix.name}, the bench's methods at every "
+            f"budget against {matrix.baseline} ({len(family(matrix, measure))} comparisons), other systems' runs apart "
+            f"(family-wise error); the marks use them.") if adjusted else ""
     return Table(["method", "budget", "queries", f"Δ {measure}", f"{level:.0%} CI of Δ", "wins", "losses", "ties", "paired t-test p",
                   *(["Holm-adjusted p"] if adjusted else []), "randomisation p"], rows,
                  f"Each method against {matrix.baseline} at the same budget on {matrix.name}, query by query on {measure} "
                  f"(wins: the method scores higher on a query). Two-sided p-values; the randomisation test flips the sign "
-                 f"of each query's difference; the confidence interval is a paired bootstrap over the queries.{holm}")
+                 f"of each query's difference; the confidence interval is a paired bootstrap over the queries.{holm}"
+                 f"{untested_text(measure, sorted({b for cell in matrix.cells for b in cell.versus if b is not None}))}")
 
 
 def _ci(c) -> Cell:

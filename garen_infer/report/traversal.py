@@ -49,7 +49,13 @@ def _gold(dataset, qid: str) -> set[int]:
 
 
 def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, formats=("png",)) -> str | None:
-    from garen_infer.report.figures import plt, save
+    from garen_infer.report.figures import paper_style
+
+    return paper_style(_traversal)(matrix, dataset, index, first_stage_rows, path, formats)
+
+
+def _traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, formats) -> str | None:
+    from garen_infer.report.figures import COLUMN_WIDTH, PAGE_WIDTH, plt, save
 
     cells = garen_cells(matrix)
     if not cells or index is None or not index.has("embeddings"):
@@ -84,7 +90,8 @@ def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, for
 
     columns = min(COLUMNS, len(panels))
     rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 4.8 * rows), squeeze=False, sharex=True, sharey=True, layout="constrained")
+    width = COLUMN_WIDTH if columns == 1 else PAGE_WIDTH
+    fig, axes = plt.subplots(rows, columns, figsize=(width, (width / columns) * 0.95 * rows), squeeze=False, sharex=True, sharey=True)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (cell, groups, selected, steps) in zip(axes.flat, panels):
@@ -94,20 +101,20 @@ def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, for
             points = np.array([xy[d] for d in groups.members[g]])
             ax.scatter(points[:, 0], points[:, 1], s=9, color=colour(norm(t)), zorder=1)
         first = np.array([xy[d] for d in start]) if start else np.zeros((0, 2))
-        ax.scatter(first[:, 0], first[:, 1], marker="x", s=30, color="black", zorder=2, label=f"first-stage top {window}")
+        ax.scatter(first[:, 0], first[:, 1], marker="x", s=12, color="black", zorder=2, label=f"first-stage top {window}")
         ranked = set(ranking_rows(cell.run.records[qid], dataset)[:HITS_AT])
         for d in sorted(gold):
             found = d in ranked
-            ax.scatter(*xy[d], marker="*", s=220, zorder=3, edgecolors="red", linewidths=1.5,
+            ax.scatter(*xy[d], marker="*", s=80, zorder=3, edgecolors="red", linewidths=1.0,
                        facecolors="red" if found else "none", label="gold (found)" if found else "gold (not found)")
         hit = bool(gold & ranked)
-        ax.set_title(f"{cell.name}: {len(selected)} groups expanded, Hit@{HITS_AT} {'yes' if hit else 'no'}", fontsize=10)
+        ax.set_title(f"{cell.name}: {len(selected)} groups, Hit@{HITS_AT} {'yes' if hit else 'no'}")  # a panel label
         ax.set_xticks([])
         ax.set_yticks([])
         handles = {}
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-        ax.legend(handles.values(), handles.keys(), fontsize=7, loc="lower right")
+        ax.legend(handles.values(), handles.keys(), loc="lower right")
     from matplotlib.ticker import MaxNLocator
 
     bar = fig.colorbar(plt.cm.ScalarMappable(cmap=colour, norm=norm), ax=axes.ravel().tolist(), label="iteration that expanded the group", shrink=0.8)
@@ -115,7 +122,6 @@ def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, for
     bar.update_ticks()
     hops = cells[0].run.records[qid]["trace"]["gold"]["min_hops_doc_graph"]
     at = "" if cells[0].budget is None else f" at budget {cells[0].budget}"
-    fig.suptitle(f"{matrix.name}, query {qid}: traversal of each GAREN run{at} (gold {hops} k-NN hops from the first window)")
     save(fig, path, formats)
     return (f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for query {qid} (GAREN Fig. 5): the documents of "
             f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "

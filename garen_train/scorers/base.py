@@ -54,6 +54,7 @@ class PairScorer(pl.LightningModule):
         self.objective = objective if isinstance(objective, Objective) else Objective(**(objective or {}))
         self.validation_metrics: dict[str, float] = {}
         self.data_description: dict | None = None
+        self.training_progress: dict = {}  # how long the fit ran, as the checkpoint records it (the model card shows it)
         self._outputs: list[torch.Tensor] = []
 
     # ---- what a family provides -----------------------------------------------------------------------------
@@ -157,12 +158,19 @@ class PairScorer(pl.LightningModule):
             self.data_description = datamodule.describe()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["garen"] = {"validation": self.validation_metrics, "data": self.data_description}
+        trainer = self.trainer
+        batches = trainer.num_training_batches
+        progress = {"epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step"), "max_epochs": trainer.max_epochs,
+                    "max_steps": trainer.max_steps, "limit_train_batches": trainer.limit_train_batches,
+                    "train_batches_per_epoch": batches if isinstance(batches, int) else None}
+        checkpoint["garen"] = {"validation": self.validation_metrics, "data": self.data_description, "training": progress}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         saved = checkpoint.get("garen") or {}
         self.validation_metrics = saved.get("validation") or {}
         self.data_description = saved.get("data")
+        # an older checkpoint: Lightning's own epoch and step, without the limits it ran under
+        self.training_progress = saved.get("training") or {"epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step")}
 
     # ---- export (the Exportable protocol of garen_train.export) ---------------------------------------------
     @classmethod
@@ -177,5 +185,5 @@ class PairScorer(pl.LightningModule):
         return {
             "kind": KIND, "family": self.family, "objective": asdict(self.objective),
             "hyperparameters": plain({k: v for k, v in dict(self.hparams).items() if not k.startswith("_")}),
-            "data": self.data_description, "validation": self.validation_metrics, **extra,
+            "data": self.data_description, "validation": self.validation_metrics, "training": self.training_progress, **extra,
         }
