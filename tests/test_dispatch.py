@@ -99,3 +99,28 @@ def test_answers_come_back_in_the_order_asked_with_repeats_answered_once(tmp_pat
     answers = CachedBackend(server, ResponseCache(tmp_path / "cache.sqlite")).generate([chat(t) for t in "xyxz"], PARAMS)
     assert [a.text for a in answers] == ["X", "Y", "X", "Z"] and [a.cached for a in answers] == [False, False, True, False]
     assert sum(server.calls) == 3
+
+
+class Generator:
+    """The generator role as the index stages hold it: a backend (here the cache's wrapper) and its sampling."""
+
+    name = "test"
+
+    def __init__(self, backend):
+        self.backend, self.sampling = backend, PARAMS
+
+
+def test_index_prompts_stream_to_a_server_each_with_its_own_retries(tmp_path):
+    from garen_infer.llm.json_generation import stream_json
+
+    # "slow" answers last; "retry" is unreadable until a sampled attempt (the server echoes the upper-cased text)
+    server = Server(slots=4, delay=lambda text: 0.3 if text == "slow" else 0.01)
+    texts = ["slow", "retry", "a", "b", "c"]
+
+    def parse(i, text):
+        return None if text == "RETRY" else text
+
+    generator = Generator(CachedBackend(server, ResponseCache(tmp_path / "cache.sqlite")))
+    order = list(stream_json(generator, len(texts), lambda i: chat(texts[i]), parse, retries=1))
+    assert order[-1] == (0, "SLOW") and dict(order) == {0: "SLOW", 1: None, 2: "A", 3: "B", 4: "C"}
+    assert server.calls.count(1) == len(server.calls) == 6  # five prompts and one sampled retry, one request each
