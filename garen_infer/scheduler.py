@@ -15,6 +15,7 @@ import queue
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -65,38 +66,50 @@ class _Item:
 
 
 class Scheduler:
-    def __init__(self, roles: Roles, max_active: int = 16, max_batch: int = 64):
-        self.roles, self.max_active, self.max_batch = roles, max_active, max_batch
+    def __init__(self, roles: Roles, max_active: int = 16, max_batch: int = 64, tool_workers: int = 8):
+        self.roles, self.max_active, self.max_batch, self.tool_workers = roles, max_active, max_batch, tool_workers
 
     def run(self, states: list[QueryState], start_search: Callable[[QueryState], Search]) -> Iterator[Finished]:
         """Yield each query as it finishes (not necessarily in input order)."""
-        answered: queue.SimpleQueue = queue.SimpleQueue()  # (item, answer, error) from every engine's threads
-        engines = _Engines(self.max_batch, lambda item, answer, error: answered.put((item, answer, error)))
+        # every event comes here: (item, answer, error) from the engines' threads, (query, Finished | None, error)
+        # from the tool pool once an agent's tool calls have run
+        events: queue.SimpleQueue = queue.SimpleQueue()
+        engines = _Engines(self.max_batch, lambda item, answer, error: events.put((item, answer, error)))
+        tools = ThreadPoolExecutor(max_workers=self.tool_workers, thread_name_prefix="tools")
         waiting, active = deque(states), 0
         try:
             while waiting or active:
                 while waiting and active < self.max_active:
                     state = waiting.popleft()
                     query = _Active(state, start_search(state), QueryLedger(state.budget), time.perf_counter())
-                    done = self._advance(query, engines, first=True)
+                    done = self._step(query, first=True) or self._submit(query, engines)
                     if done:
                         yield done
                     else:
                         active += 1
                 if not active:
                     continue
-                item, answer, error = answered.get()
+                source, outcome, error = events.get()
                 if error is not None:
                     raise error
-                done = self._receive(item, answer, engines)
+                if isinstance(source, _Active):  # its tool calls have run: send its next request
+                    done = outcome or self._submit(source, engines)
+                elif not self._receive(source, outcome):
+                    continue
+                elif any(isinstance(r, ChatWithTools) for r in source.query.requests):
+                    tools.submit(self._step_in_pool, source.query, engines.local_lock, events)
+                    continue
+                else:
+                    done = self._step(source.query) or self._submit(source.query, engines)
                 if done:
                     active -= 1
                     yield done
         finally:
             engines.close()
+            tools.shutdown(wait=False, cancel_futures=True)
 
-    def _receive(self, item: _Item, answer, engines) -> Finished | None:
-        """File one item's answer; once the query has all of its answers, record them and let it go on."""
+    def _receive(self, item: _Item, answer) -> bool:
+        """File one item's answer; once the query has all of its answers, record them and say so."""
         query = item.query
         value, completion = item.read(answer)
         if item.slot is None:
@@ -107,23 +120,38 @@ class Scheduler:
             query.completions[item.request][item.slot] = (item.role, completion)
         query.outstanding -= 1
         if query.outstanding:
-            return None
+            return False
         for position in sorted(range(len(query.requests)), key=lambda p: KINDS.index(type(query.requests[p]))):
             for role, completion in query.completions[position]:
                 query.ledger.record(role, completion)
-        return self._advance(query, engines)
+        return True
 
-    def _advance(self, query: _Active, engines, first: bool = False) -> Finished | None:
-        """Run the query's search to its next request (with the answers it waited for) and submit that request."""
+    def _step_in_pool(self, query: _Active, lock: threading.Lock, events: queue.SimpleQueue) -> None:
+        """An agent's turn is in: its tool calls run here, off the scheduler's thread, while the engines work on
+        the other conversations. They hold the local models' lock: a tool may use the index's embedder."""
+        try:
+            with lock:
+                events.put((query, self._step(query), None))
+        except BaseException as err:  # noqa: BLE001 - raised by the scheduler's thread
+            events.put((query, None, err))
+
+    @staticmethod
+    def _step(query: _Active, first: bool = False) -> Finished | None:
+        """Run the query's search to its next request, with the answers it waited for (Finished when it returns)."""
         answer = None if first else query.answers if isinstance(query.pending, tuple) else query.answers[0]
         try:
             query.pending = next(query.search) if first else query.search.send(answer)
         except StopIteration as stop:
             return Finished(query.state, list(stop.value or []), query.ledger, time.perf_counter() - query.started)
+        return None
+
+    def _submit(self, query: _Active, engines) -> Finished | None:
+        """Put the query's pending request, cut into items, on the engines' queues (every request is admitted
+        against the budget before any is sent)."""
         unknown = [r for r in query.requests if not isinstance(r, KINDS)]
         if unknown:
             raise TypeError(f"a method yielded {type(unknown[0]).__name__}, which is not a model request")
-        for request in query.requests:  # every request is admitted before any is sent, as the budget requires
+        for request in query.requests:
             rows = request.rows if isinstance(request, Rerank) else getattr(request, "documents", ())
             if isinstance(request, (Rerank, ScoreYesNo, Generate)):
                 query.ledger.admit_documents(rows)  # refuses before any model call would exceed the budget
@@ -132,9 +160,8 @@ class Scheduler:
         query.answers = [[None] * n if n is not None else None for n in map(_item_count, query.requests)]
         query.completions = [[None] * n if n is not None else [None] for n in map(_item_count, query.requests)]
         if not items:  # e.g. scoring no texts: answered at once
-            for position, request in enumerate(query.requests):
-                query.answers[position], query.completions[position] = [], []
-            return self._advance(query, engines)
+            query.completions = [[] for _ in query.requests]
+            return self._step(query) or self._submit(query, engines)
         for item, (model, call), payload in items:
             engines.queue(model, call).put(item, payload)
         return None
@@ -190,7 +217,8 @@ class _Engines:
     def __init__(self, max_batch: int, deliver: Callable):
         self.max_batch, self.deliver = max_batch, deliver
         self._queues: dict[tuple[int, str], EngineQueue] = {}
-        self._locks: dict[int, threading.Lock] = {}
+        self.local_lock = threading.Lock()  # the models without a backend of their own: the index's embedder, ...
+        self._locks: dict[int, threading.Lock] = {0: self.local_lock}
 
     def queue(self, model, call: str) -> EngineQueue:
         key = (id(model), call)

@@ -189,3 +189,38 @@ def test_a_request_that_is_not_a_model_request_is_refused():
 
     with pytest.raises(TypeError, match="not a model request"):
         list(Scheduler(Roles()).run(states(1), odd))
+
+
+class Policy:
+    """An agent model that ends every conversation at once (no tool call)."""
+
+    def chat(self, requests):
+        return [Completion(text="done") for _ in requests]
+
+
+def test_an_agents_tool_calls_run_while_other_queries_go_on():
+    """q0's tool call (after its turn) lasts until q1, a query that only scores, has had its answer, and that answer
+    is given only once the tool has begun: it passes only if the tool runs off the scheduler's thread."""
+    from garen_infer.llm.requests import ChatWithTools
+
+    tool_began, q1_answered = threading.Event(), threading.Event()
+
+    class WaitsForTheTool(EchoScorer):
+        def score(self, jobs):
+            assert tool_began.wait(WAIT)
+            return super().score(jobs)
+
+    def agent_or_scorer(state):
+        if state.query.id == "q0":
+            yield ChatWithTools(({"role": "user", "content": "find"},), ())
+            tool_began.set()  # the tool's work: it waits for the other query
+            assert q1_answered.wait(WAIT), "the tool call held up the other query"
+            return [0]
+        yield ScoreYesNo(("t1",))
+        q1_answered.set()
+        return [1]
+
+    roles = Roles(scorers={"navigator": WaitsForTheTool()}, agent=Policy())
+    roles.scorers["navigator"].backend = Server(1)  # its own engine, not the local models' (which the tools hold)
+    finished = list(Scheduler(roles).run(states(2), agent_or_scorer))
+    assert sorted(f.ranking for f in finished) == [[0], [1]]
