@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from standin_engine import EngineShape, serve  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-NAVIGATED = {"garen", "lattice", "lattice++"}  # methods whose yes/no scorer works on the second engine
+# the engines each method keeps busy: GAREN's navigator and LATTICE's slate scorer are yes/no scorers on the second
+ENGINES = {"garen": ("reranker", "navigator"), "lattice": ("navigator",), "lattice++": ("navigator",)}
 
 
 def checkout(rev: str, work: Path) -> Path:
@@ -69,7 +70,7 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> lis
     engines = {role: serve(shape) for role in ("reranker", "navigator")}
     urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
     try:
-        settings = preset(out.with_suffix(".json"), urls, opts.concurrency)
+        settings = preset(out / "preset.yaml", urls, opts.concurrency)
         common = ["--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings)]
         if method == "groups":
             index = out / "index"
@@ -78,8 +79,8 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> lis
         else:
             garen(code, ["run", *common, "--index", opts.index, "--method", method, "--budget", str(opts.budget),
                          "--limit", str(opts.limit), "--no-cache", "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
-        used = ["reranker", "navigator"] if method in NAVIGATED else ["reranker"]
-        return [{"engine": "generator" if method == "groups" else role, **engines[role][1].stats()} for role in used]
+        return [{"engine": "generator" if method == "groups" else role, **engines[role][1].stats()}
+                for role in ENGINES.get(method, ("reranker",))]
     finally:
         for server, engine in engines.values():
             server.shutdown()
@@ -127,11 +128,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _same(before: Path, after: Path, method: str) -> str:
-    name = "index/groups/groups.jsonl" if method == "groups" else "run.trec"
-    a, b = before / name, after / name
-    if not (a.exists() and b.exists()):
+    """Whether before and after ranked alike (for the groups stage: the same groups and summaries)."""
+    if method == "groups":
+        read = lambda folder: [{k: r[k] for k in ("group", "docs", "concept", "summary")}  # noqa: E731 - the summarizer names its port
+                               for r in map(json.loads, (folder / "index/groups/groups.jsonl").read_text().splitlines())]
+    else:
+        read = lambda folder: (folder / "run.trec").read_bytes()  # noqa: E731
+    try:
+        return "yes" if read(before) == read(after) else "NO"
+    except FileNotFoundError:
         return "?"
-    return "yes" if a.read_bytes() == b.read_bytes() else "NO"
 
 
 if __name__ == "__main__":

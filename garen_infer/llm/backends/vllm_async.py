@@ -52,8 +52,17 @@ class AsyncEngine:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     def shutdown(self) -> None:
+        """Stop the engine, then its loop once the engine's own tasks have ended."""
         try:
             self.engine.shutdown()
+            self._on_loop(_cancel_the_rest())
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
+
+
+async def _cancel_the_rest() -> None:
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
