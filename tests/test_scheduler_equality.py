@@ -7,12 +7,12 @@ answered after a delay drawn from its content, so answers come back in another o
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import time
 
 import pytest
 from agent_scripts import ScriptedPolicy, answer, call, sequence
+from test_shards import untimed_trace
 
 from garen_infer.config import load_preset, run_config_from
 from garen_infer.llm.cache import NoCache
@@ -78,16 +78,6 @@ def run(dataset, index, method: str, models: dict, run_options: dict, out, serve
     return out
 
 
-def untimed(folder) -> list[dict]:
-    records = [json.loads(line) for line in (folder / "trace.jsonl").read_text(encoding="utf-8").splitlines()]
-    for record in records:
-        record.pop("seconds")
-        record["ledger"].pop("model_seconds")
-        for role in record["ledger"]["roles"].values():
-            role.pop("seconds")
-    return records
-
-
 @pytest.mark.parametrize("models", ["oracle", "embedding"])
 @pytest.mark.parametrize("method", list(METHODS))
 def test_many_queries_at_once_rank_as_one_at_a_time(method, models, tiny_dataset, agent_full_index, tmp_path):
@@ -98,4 +88,4 @@ def test_many_queries_at_once_rank_as_one_at_a_time(method, models, tiny_dataset
     for name, options, served in (("together", MANY_AT_ONCE, False), ("served", MANY_AT_ONCE, True)):
         together = run(tiny_dataset, agent_full_index, method, spec, options, tmp_path / name, served)
         assert (together / "run.trec").read_bytes() == (alone / "run.trec").read_bytes(), name
-        assert untimed(together) == untimed(alone), name
+        assert untimed_trace(together) == untimed_trace(alone), name
