@@ -1,7 +1,7 @@
 """Batching across queries: the same run with one query in flight and with several, on a real LLM on CPU.
 
-The runner keeps up to ``max_active_queries`` per-query searches in flight and merges their requests of one
-round into one backend call per role (scheduler.py). This runs a method twice on the first N judged SciFact
+The runner keeps up to ``max_active_queries`` per-query searches in flight, and a local engine answers whatever
+of their requests is pending in one call (scheduler.py). This runs a method twice on the first N judged SciFact
 queries with the transformers backend (Gemma 3 270M, greedy) as the reranker and, for GAREN, the navigator:
 with ``max_active_queries=1`` and batched; both without the response cache, so the model really runs. It
 prints queries/second for each, the speed-up, and whether the two run.trec files are byte-identical.

@@ -1,21 +1,33 @@
-"""Drives many per-query method generators at once and answers their requests in batches per role.
+"""Drives many per-query method generators at once, event by event.
 
-Each method's logic stays sequential inside a query; across queries the requests of one round are merged, so
-an engine sees full batches (up to ``max_batch`` items per backend call). Every answer is recorded in the asking
-query's ledger. With deterministic models the results equal running the queries one by one.
+Each method's logic stays sequential inside a query: it yields a request (or a tuple of them) and waits for the
+answers. The scheduler cuts every request into items (a window, a text to score, a chat) and puts them on the
+queue of the engine that answers them (``llm/engine_queue.py``); every engine works at once, and a query advances
+as soon as its own answers are in, not when the slowest answer of a round is. A new query starts as soon as one
+finishes, so up to ``max_active`` queries are in flight. Answers are recorded in the asking query's ledger in the
+order a query run alone would record them, so with models whose answers do not depend on the batch (the oracle,
+embeddings, a cross-encoder, a server) the results equal running the queries one by one.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from garen_infer.llm.engine_queue import EngineQueue, backend_of, engine_shape
 from garen_infer.llm.ledger import QueryLedger
 from garen_infer.llm.requests import ChatWithTools, EncodeQuery, Generate, Rerank, ScoreYesNo
 from garen_infer.llm.roles import RerankJob, Roles, ScoreJob
 from garen_infer.llm.tool_calls import AssistantTurn
 from garen_infer.methods.base import QueryState, Search
+
+# the order a query's answers are recorded in when one yield asks several things (the order of the ledger's roles)
+KINDS = (EncodeQuery, Rerank, ScoreYesNo, Generate, ChatWithTools)
 
 
 @dataclass
@@ -33,120 +45,193 @@ class _Active:
     ledger: QueryLedger
     started: float
     pending: object = None  # the request (or tuple of requests) awaiting an answer
-    answers: list = field(default_factory=list)
+    answers: list = field(default_factory=list)  # per request: its answer, or a list with one slot per item
+    completions: list = field(default_factory=list)  # per request: (role, completion) per item
+    outstanding: int = 0  # items not answered yet
+
+    @property
+    def requests(self) -> tuple:
+        return self.pending if isinstance(self.pending, tuple) else (self.pending,)
 
 
-def _chunks(items: list, size: int) -> Iterator[list]:
-    for start in range(0, len(items), max(size, 1)):
-        yield items[start : start + size]
+@dataclass(frozen=True)
+class _Item:
+    """One piece of a request on an engine's queue: where its answer goes and how it is read."""
+
+    query: _Active
+    request: int  # position of the request in the query's yield
+    slot: int | None  # position within the request's list of answers; None: the request has one answer
+    role: str
+    read: Callable  # the engine's answer -> (the method's answer, its Completion)
 
 
 class Scheduler:
-    def __init__(self, roles: Roles, max_active: int = 16, max_batch: int = 64):
-        self.roles, self.max_active, self.max_batch = roles, max_active, max_batch
+    def __init__(self, roles: Roles, max_active: int = 16, max_batch: int = 64, tool_workers: int = 8):
+        self.roles, self.max_active, self.max_batch, self.tool_workers = roles, max_active, max_batch, tool_workers
 
     def run(self, states: list[QueryState], start_search: Callable[[QueryState], Search]) -> Iterator[Finished]:
         """Yield each query as it finishes (not necessarily in input order)."""
-        waiting = list(reversed(states))
-        active: list[_Active] = []
-        while waiting or active:
-            while waiting and len(active) < self.max_active:
-                state = waiting.pop()
-                item = _Active(state, start_search(state), QueryLedger(state.budget), time.perf_counter())
-                done = self._advance(item, None)
-                if done:
-                    yield done
+        # every event comes here: (item, answer, error) from the engines' threads, (query, Finished | None, error)
+        # from the tool pool once an agent's tool calls have run
+        events: queue.SimpleQueue = queue.SimpleQueue()
+        engines = _Engines(self.max_batch, lambda item, answer, error: events.put((item, answer, error)))
+        tools = ThreadPoolExecutor(max_workers=self.tool_workers, thread_name_prefix="tools")
+        waiting, active = deque(states), 0
+        try:
+            while waiting or active:
+                while waiting and active < self.max_active:
+                    state = waiting.popleft()
+                    query = _Active(state, start_search(state), QueryLedger(state.budget), time.perf_counter())
+                    done = self._step(query, first=True) or self._submit(query, engines)
+                    if done:
+                        yield done
+                    else:
+                        active += 1
+                if not active:
+                    continue
+                source, outcome, error = events.get()
+                if error is not None:
+                    raise error
+                if isinstance(source, _Active):  # its tool calls have run: send its next request
+                    done = outcome or self._submit(source, engines)
+                elif not self._receive(source, outcome):
+                    continue
+                elif any(isinstance(r, ChatWithTools) for r in source.query.requests):
+                    tools.submit(self._step_in_pool, source.query, engines.local_lock, events)
+                    continue
                 else:
-                    active.append(item)
-            self._answer_round(active)
-            still = []
-            for item in active:
-                done = self._advance(item, item.answers if isinstance(item.pending, tuple) else item.answers[0])
+                    done = self._step(source.query) or self._submit(source.query, engines)
                 if done:
+                    active -= 1
                     yield done
-                else:
-                    still.append(item)
-            active = still
+        finally:
+            engines.close()
+            tools.shutdown(wait=False, cancel_futures=True)
+
+    def _receive(self, item: _Item, answer) -> bool:
+        """File one item's answer; once the query has all of its answers, record them and say so."""
+        query = item.query
+        value, completion = item.read(answer)
+        if item.slot is None:
+            query.answers[item.request] = value
+            query.completions[item.request] = [(item.role, completion)]
+        else:
+            query.answers[item.request][item.slot] = value
+            query.completions[item.request][item.slot] = (item.role, completion)
+        query.outstanding -= 1
+        if query.outstanding:
+            return False
+        for position in sorted(range(len(query.requests)), key=lambda p: KINDS.index(type(query.requests[p]))):
+            for role, completion in query.completions[position]:
+                query.ledger.record(role, completion)
+        return True
+
+    def _step_in_pool(self, query: _Active, lock: threading.Lock, events: queue.SimpleQueue) -> None:
+        """An agent's turn is in: its tool calls run here, off the scheduler's thread, while the engines work on
+        the other conversations. They hold the local models' lock: a tool may use the index's embedder."""
+        try:
+            with lock:
+                events.put((query, self._step(query), None))
+        except BaseException as err:  # noqa: BLE001 - raised by the scheduler's thread
+            events.put((query, None, err))
 
     @staticmethod
-    def _advance(item: _Active, answer) -> Finished | None:
+    def _step(query: _Active, first: bool = False) -> Finished | None:
+        """Run the query's search to its next request, with the answers it waited for (Finished when it returns)."""
+        answer = None if first else query.answers if isinstance(query.pending, tuple) else query.answers[0]
         try:
-            item.pending = item.search.send(answer) if answer is not None else next(item.search)
+            query.pending = next(query.search) if first else query.search.send(answer)
         except StopIteration as stop:
-            return Finished(item.state, list(stop.value or []), item.ledger, time.perf_counter() - item.started)
-        item.answers = []
+            return Finished(query.state, list(stop.value or []), query.ledger, time.perf_counter() - query.started)
         return None
 
-    def _answer_round(self, active: list[_Active]) -> None:
-        """Answer every pending request of this round, batched by role."""
-        slots = []  # (item, position, request)
-        for item in active:
-            requests = item.pending if isinstance(item.pending, tuple) else (item.pending,)
-            item.answers = [None] * len(requests)
-            slots.extend((item, pos, req) for pos, req in enumerate(requests))
-        for kind in (EncodeQuery, Rerank, ScoreYesNo, Generate, ChatWithTools):
-            group = [s for s in slots if isinstance(s[2], kind)]
-            if not group:
-                continue
-            if kind is EncodeQuery:
-                self._encode(group)
-            elif kind is Rerank:
-                self._rerank(group)
-            elif kind is ScoreYesNo:
-                for role in dict.fromkeys(s[2].role for s in group):
-                    self._score(role, [s for s in group if s[2].role == role])
-            elif kind is Generate:
-                self._generate(group)
-            else:
-                self._chat_with_tools(group)
-        unknown = [s for s in slots if not isinstance(s[2], (EncodeQuery, Rerank, ScoreYesNo, Generate, ChatWithTools))]
+    def _submit(self, query: _Active, engines) -> Finished | None:
+        """Put the query's pending request, cut into items, on the engines' queues (every request is admitted
+        against the budget before any is sent)."""
+        unknown = [r for r in query.requests if not isinstance(r, KINDS)]
         if unknown:
-            raise TypeError(f"a method yielded {type(unknown[0][2]).__name__}, which is not a model request")
+            raise TypeError(f"a method yielded {type(unknown[0]).__name__}, which is not a model request")
+        for request in query.requests:
+            rows = request.rows if isinstance(request, Rerank) else getattr(request, "documents", ())
+            if isinstance(request, (Rerank, ScoreYesNo, Generate)):
+                query.ledger.admit_documents(rows)  # refuses before any model call would exceed the budget
+        items = [item for position, request in enumerate(query.requests) for item in self._items(query, position, request)]
+        query.outstanding = len(items)
+        query.answers = [[None] * n if n is not None else None for n in map(_item_count, query.requests)]
+        query.completions = [[None] * n if n is not None else [None] for n in map(_item_count, query.requests)]
+        if not items:  # e.g. scoring no texts: answered at once
+            query.completions = [[] for _ in query.requests]
+            return self._step(query) or self._submit(query, engines)
+        for item, (model, call), payload in items:
+            engines.queue(model, call).put(item, payload)
+        return None
 
-    def _encode(self, group) -> None:
-        for chunk in _chunks(group, self.max_batch):
-            answers = self.roles.encoder().encode([req.text for _, _, req in chunk])
-            for (item, pos, req), (vector, completion) in zip(chunk, answers):
-                item.ledger.record(req.role, completion)
-                item.answers[pos] = vector
+    def _items(self, query: _Active, position: int, request) -> list[tuple[_Item, tuple[object, str], object]]:
+        """The request's items: (where its answer goes, the role's model and the method that answers, its input)."""
+        q = query.state.query
+        if isinstance(request, EncodeQuery):
+            return [(_Item(query, position, None, request.role, _pair), (self.roles.encoder(), "encode"), request.text)]
+        if isinstance(request, Rerank):
+            job = RerankJob(q.text, request.rows, q.id)
+            return [(_Item(query, position, None, "reranker", _pair), (self.roles.reranker, "rerank"), job)]
+        if isinstance(request, ScoreYesNo):
+            scorer = (self.roles.scorer(request.role), "score")
+            return [(_Item(query, position, i, request.role, _score), scorer,
+                     ScoreJob(q.text, text, q.id, request.rows[i] if request.rows else (), request.by_documents))
+                    for i, text in enumerate(request.texts)]
+        if isinstance(request, Generate):
+            generator = (self.roles.generator, "generate")
+            return [(_Item(query, position, i, request.role, _text), generator, chat) for i, chat in enumerate(request.chats)]
+        turn = (list(request.chat), list(request.tools))
+        return [(_Item(query, position, None, request.role, _turn), (self.roles.agent_model(), "chat"), turn)]
 
-    def _rerank(self, group) -> None:
-        for item, _, req in group:
-            item.ledger.admit_documents(req.rows)  # refuses before any model call would exceed the budget
-        for chunk in _chunks(group, self.max_batch):
-            jobs = [RerankJob(item.state.query.text, req.rows, item.state.query.id) for item, _, req in chunk]
-            for (item, pos, _), (order, completion) in zip(chunk, self.roles.reranker.rerank(jobs)):
-                item.ledger.record("reranker", completion)
-                item.answers[pos] = order
 
-    def _score(self, role: str, group) -> None:
-        scorer = self.roles.scorer(role)
-        for item, pos, req in group:
-            item.ledger.admit_documents(req.documents)  # refuses before any model call would exceed the budget
-            item.answers[pos] = []
-        flat = [(item, pos, ScoreJob(item.state.query.text, text, item.state.query.id, req.rows[i] if req.rows else (),
-                         req.by_documents))
-                for item, pos, req in group for i, text in enumerate(req.texts)]
-        for chunk in _chunks(flat, self.max_batch):
-            completions = scorer.score([job for _, _, job in chunk])
-            for (item, pos, _), completion in zip(chunk, completions):
-                item.ledger.record(role, completion)
-                item.answers[pos].append(completion.score)
+def _item_count(request) -> int | None:
+    """How many answers a request's list holds (None: one answer, not a list)."""
+    if isinstance(request, ScoreYesNo):
+        return len(request.texts)
+    if isinstance(request, Generate):
+        return len(request.chats)
+    return None
 
-    def _generate(self, group) -> None:
-        for item, pos, req in group:
-            item.ledger.admit_documents(req.documents)
-            item.answers[pos] = []
-        flat = [(item, pos, chat, req.role) for item, pos, req in group for chat in req.chats]
-        for chunk in _chunks(flat, self.max_batch):
-            completions = self.roles.generator.generate([chat for _, _, chat, _ in chunk])
-            for (item, pos, _, role), completion in zip(chunk, completions):
-                item.ledger.record(role, completion)
-                item.answers[pos].append(completion.text)
 
-    def _chat_with_tools(self, group) -> None:
-        for chunk in _chunks(group, self.max_batch):
-            completions = self.roles.agent_model().chat([(list(req.chat), list(req.tools)) for _, _, req in chunk])
-            for (item, pos, req), completion in zip(chunk, completions):
-                item.ledger.record(req.role, completion)
-                item.answers[pos] = AssistantTurn.from_completion(completion)
+def _pair(answer):  # (answer, completion), as encoders and rerankers give them
+    return answer
+
+
+def _score(completion):
+    return completion.score, completion
+
+
+def _text(completion):
+    return completion.text, completion
+
+
+def _turn(completion):
+    return AssistantTurn.from_completion(completion), completion
+
+
+class _Engines:
+    """One queue per role model; models that share a local engine share its lock."""
+
+    def __init__(self, max_batch: int, deliver: Callable):
+        self.max_batch, self.deliver = max_batch, deliver
+        self._queues: dict[tuple[int, str], EngineQueue] = {}
+        self.local_lock = threading.Lock()  # the models without a backend of their own: the index's embedder, ...
+        self._locks: dict[int, threading.Lock] = {0: self.local_lock}
+
+    def queue(self, model, call: str) -> EngineQueue:
+        key = (id(model), call)
+        if key not in self._queues:
+            shape = engine_shape(model, self.max_batch)
+            engine = backend_of(model)
+            # a local engine is called by one thread at a time; models without a backend of their own (the index's
+            # embedder, the oracle, a scripted policy) count as one engine
+            lock = None if shape.lanes > 1 else self._locks.setdefault(id(engine) if engine is not model else 0, threading.Lock())
+            self._queues[key] = EngineQueue(type(model).__name__, getattr(model, call), shape, self.deliver, lock)
+        return self._queues[key]
+
+    def close(self) -> None:
+        for engine in self._queues.values():
+            engine.close()
+

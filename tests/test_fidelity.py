@@ -134,7 +134,7 @@ def test_summarizer_prompt_is_built_from_the_fitted_documents():
 
     texts = [f"document {d} " + "word " * 200 for d in range(25)]
     generator = CapturingGenerator()
-    _llm_summaries(generator, [0], [list(range(25))], texts, GroupParams(summarizer={"backend": "vllm"}))
+    list(_llm_summaries(generator, [0], [list(range(25))], texts, GroupParams(summarizer={"backend": "vllm"})))  # answers as they come
     user = generator.chats[0][1]["content"]
     assert "The following 25 documents" in user and "[25] document 24" in user and user.count("word") >= 25 * 200
 

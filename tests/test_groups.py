@@ -101,9 +101,9 @@ def test_llm_summaries_retry_then_give_up():
 
     texts = ["a doc", "b doc"]
     good = '{"concept": "Letters", "summary": "Documents about letters."}'
-    retried = _llm_summaries(ScriptedGenerator(ScriptedBackend(["not json", good])), [0], [[0, 1]], texts, GroupParams())
+    retried = dict(_llm_summaries(ScriptedGenerator(ScriptedBackend(["not json", good])), [0], [[0, 1]], texts, GroupParams()))
     assert retried[0] == {"concept": "Letters", "summary": "Documents about letters."}
-    hopeless = _llm_summaries(ScriptedGenerator(ScriptedBackend(["no"])), [0], [[0, 1]], texts, GroupParams(summary_retries=2))
+    hopeless = dict(_llm_summaries(ScriptedGenerator(ScriptedBackend(["no"])), [0], [[0, 1]], texts, GroupParams(summary_retries=2)))
     assert hopeless[0] is None  # the caller then uses the extractive summary and counts a fallback
 
 

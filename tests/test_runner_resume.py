@@ -4,6 +4,9 @@ is started again; a torn last line is cut off and redone; another configuration 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections import Counter
 
 import pytest
 
@@ -157,6 +160,29 @@ def test_an_index_stage_rebuilt_with_other_params_is_not_mixed_into_a_resume(tin
         execute(tiny_dataset, rebuilt, config(), run, roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=1)), log=lambda *_: None)
 
 
+class InterruptedOnThirdWindows(ScriptedReranker):
+    """Served with 4 requests at once, one window each: a query's third window interrupts the run, once q2 and q3
+    (two windows each) are saved, so the interruption does not depend on how the windows were grouped into calls."""
+
+    def __init__(self, index, out):
+        super().__init__(index)
+        self.out, self.backend = out, type("Server", (), {"requests_at_once": 4})()
+        self.windows, self.lock = Counter(), threading.Lock()
+
+    def rerank(self, jobs):
+        with self.lock:
+            self.windows.update(job.query for job in jobs)
+            third = any(self.windows[job.query] == 3 for job in jobs)
+        if third:
+            deadline = time.monotonic() + 10
+            while not {"q2", "q3"} <= set(trace_qids(self.out) if (self.out / "trace.jsonl").exists() else []):
+                assert time.monotonic() < deadline, "q2 and q3 were never saved"
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+        with self.lock:  # one window at a time through the index's embedder
+            return super().rerank(jobs)
+
+
 def test_resume_when_queries_finished_out_of_order_at_the_default_concurrency(tiny_dataset, tiny_index, tmp_path):
     """The other resume tests run one query at a time, so the finished queries are always a prefix. By default 16
     run at once and a query with fewer windows finishes first: here q2 and q3 (3 candidates each, 2 windows of 2)
@@ -169,7 +195,7 @@ def test_resume_when_queries_finished_out_of_order_at_the_default_concurrency(ti
 
     out = tmp_path / "run"
     with pytest.raises(GarenError, match="interrupted: 2 of 4 queries are saved"):
-        execute(tiny_dataset, tiny_index, default, out, roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=3)), log=lambda *_: None)
+        execute(tiny_dataset, tiny_index, default, out, roles=Roles(reranker=InterruptedOnThirdWindows(tiny_index, out)), log=lambda *_: None)
     finished = trace_qids(out)
     assert finished == ["q2", "q3"] and finished != QIDS[: len(finished)]  # not a prefix of the query order
 

@@ -4,9 +4,10 @@ Stages: ``groups`` (Leiden by default), and the App. C.2 controls ``groups_kmean
 the same number of groups. Each writes a folder in the groups format (``groups_format.py``: ``doc_groups.npy``,
 ``groups.jsonl``, ``stats.json``). ``groups_soft`` (overlapping groups) is learned by ``garen-train`` and
 written by ``garen-train export``, which summarises its groups with ``summarize_groups`` below.
-Summarising is batched over groups, cached by the response cache, shown with a progress bar, and resumable:
-finished summaries are appended to ``.<stage>.<partition digest>.partial.jsonl`` and skipped when the build runs
-again.
+Summarising submits every group's prompt as one stream (all at once to a server, in batches to a local engine;
+``json_generation.stream_json``), takes the answers as they come, caches each as it arrives and shows a progress
+bar; it is resumable: each finished summary is appended to ``.<stage>.<partition digest>.partial.jsonl`` at once
+and skipped when the build runs again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Iterator, Literal
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -29,7 +30,7 @@ from garen_infer.index.groups_format import Groups, write_groups  # noqa: F401 -
 from garen_infer.index.partition import kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.stages import Stage, register
 from garen_infer.index.summaries import ExtractiveSummarizer, fit_documents, parse_summary
-from garen_infer.llm.json_generation import generate_json, release_stage_generator, stage_generator
+from garen_infer.llm.json_generation import release_stage_generator, stage_generator, stream_json
 from garen_infer.llm.model_specs import SUMMARIZER_SPEC
 from garen_infer.settings import Count, NonNegative, Positive, Probability, execution_only
 
@@ -54,7 +55,7 @@ class GroupParams:
     summary_max_words: Count | None = None  # words per document (None: whole)
     summary_budget_words: Count | None = 16_000  # words of documents per prompt in all (None: no limit)
     summary_retries: NonNegative = 2  # sampled retries after malformed JSON, then the extractive fallback
-    batch_size: Count = execution_only(32)  # groups per generator batch (answers are cached by prompt, not by batch)
+    batch_size: Count = execution_only(32)  # groups per call to a local generator; a server is given them all at once
     LEGACY: ClassVar[dict] = {"cap_rule": "exceeding"}  # groups built before `cap_rule` existed split groups > s-bar
 
 
@@ -78,38 +79,40 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
     generator = stage_generator(params.summarizer, folder, texts)
     todo = [g for g in range(len(groups)) if g not in done]
     fallbacks = 0
+    answers = _llm_summaries(generator, todo, groups, texts, params) if generator is not None else ((g, None) for g in todo)
     with open(partial, "a", encoding="utf-8") as out, tqdm(total=len(groups), initial=len(done), desc="group summaries", unit="group") as bar:
-        for start in range(0, len(todo), params.batch_size):
-            batch = todo[start : start + params.batch_size]
-            results = {g: None for g in batch}
-            if generator is not None:
-                results = _llm_summaries(generator, batch, groups, texts, params)
-            for g in batch:
-                result, source = results[g], generator.name if generator else "extractive"
-                if result is None:
-                    if generator is not None:
-                        fallbacks += 1
-                        log.warning("group %d: no valid JSON summary after %d retries; using the extractive summary", g, params.summary_retries)
-                    result, source = extractive.summarize(groups[g]), "extractive"
-                record = {"group": g, **result, "summarizer": source}
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                done[g] = record
-            out.flush()
+        for g, result in answers:  # in the order they are answered
+            source = generator.name if generator else "extractive"
+            if result is None:
+                if generator is not None:
+                    fallbacks += 1
+                    log.warning("group %d: no valid JSON summary after %d retries; using the extractive summary", g, params.summary_retries)
+                result, source = extractive.summarize(groups[g]), "extractive"
+            record = {"group": g, **result, "summarizer": source}
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.flush()  # kept if the build stops here; a rerun asks only for the groups not written
+            done[g] = record
             fault_point("groups:summary-batch")
-            bar.update(len(batch))
+            bar.update(1)
     info = {"summarizer": params.summarizer.get("model", "extractive"), "summary_fallbacks": fallbacks,
             **release_stage_generator(generator, stage_name)}
     return [done[g] for g in range(len(groups))], info
 
 
-def _llm_summaries(generator, batch, groups, texts, params: GroupParams) -> dict[int, dict | None]:
+def _llm_summaries(generator, todo: list[int], groups, texts, params: GroupParams) -> Iterator[tuple[int, dict | None]]:
+    """(group, its summary or None) for the groups of ``todo``, all submitted at once, each as it is answered."""
     from garen_infer.llm.prompts import summarizer as summarizer_prompt
 
     text = params.summarizer.get("prompt_text", "paper")
-    chats = [summarizer_prompt(fit_documents([texts[r] for r in groups[g]], params.summary_max_docs, params.summary_max_words,
-                                             params.summary_budget_words), max_words=None, text=text) for g in batch]
-    answers = generate_json(generator, chats, lambda _, answer: parse_summary(answer), params.summary_retries, len(chats), progress=False)
-    return dict(zip(batch, answers))
+
+    def chat(k: int):
+        rows = groups[todo[k]]
+        return summarizer_prompt(fit_documents([texts[r] for r in rows], params.summary_max_docs, params.summary_max_words,
+                                               params.summary_budget_words), max_words=None, text=text)
+
+    for k, answer in stream_json(generator, len(todo), chat, lambda _, answer: parse_summary(answer), params.summary_retries,
+                                 params.batch_size):
+        yield todo[k], answer
 
 
 def summarize_groups(folder, dataset, params: GroupParams, stage_name: str, groups: list[list[int]]) -> tuple[list[dict], dict]:

@@ -1,18 +1,22 @@
 """The generator in index builds (group summaries, the semantic tree).
 
 ``stage_generator`` builds the generator role from a stage's ``summarizer`` spec (None for the extractive one).
-``generate_json`` asks it one prompt per item, each answer parsed by the caller's ``parse(item, text)``. Items whose answer does not parse are asked again with sampling (a greedy retry repeats
-itself, and the response cache would replay it); items that fail every attempt come back as None, so the caller
-can take its explicit, counted fallback."""
+``stream_json`` asks it one prompt per item, all of them at once where the engine takes them so (``generate_json``:
+the same, as a list), each answer parsed by the caller's ``parse(item, text)`` and handed back as soon as it is
+final. Items whose answer does not parse are asked again with sampling (a greedy retry repeats itself, and the
+response cache would replay it); items that fail every attempt come back as None, so the caller can take its
+explicit, counted fallback."""
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Iterator
 
 from tqdm.auto import tqdm
 
+from garen_infer.llm.backends.dispatch import requests_at_once
 from garen_infer.llm.types import Chat
 
 log = logging.getLogger(__name__)
@@ -54,17 +58,54 @@ def release_stage_generator(generator, stage: str) -> dict:
 
 def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], object], retries: int, batch_size: int = 32,
                   what: str = "prompts", progress: bool = True) -> list:
+    """Every item's parsed answer (None after ``retries`` failed attempts), in the items' order."""
     results: list = [None] * len(chats)
     with tqdm(total=len(chats), desc=what, unit="prompt", disable=not progress or len(chats) < 2) as bar:
-        for start in range(0, len(chats), batch_size):
-            pending = list(range(start, min(start + batch_size, len(chats))))
-            for attempt in range(retries + 1):
-                if not pending:
-                    break
-                sampling = generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
-                completions = generator.backend.generate([chats[i] for i in pending], sampling)
-                for i, completion in zip(pending, completions):
-                    results[i] = parse(i, completion.text)
-                pending = [i for i in pending if results[i] is None]
-            bar.update(min(batch_size, len(chats) - start))
+        for i, result in stream_json(generator, len(chats), chats.__getitem__, parse, retries, batch_size):
+            results[i] = result
+            bar.update(1)
     return results
+
+
+def stream_json(generator, count: int, prompt: Callable[[int], Chat], parse: Callable[[int, str], object], retries: int,
+                batch_size: int = 32) -> Iterator[tuple[int, object]]:
+    """(item, its parsed answer or None) for items ``0 .. count-1``, each as soon as it is final, its chat built by
+    ``prompt(item)`` only when it is sent. A server (``requests_at_once`` > 1) is given every item at once, each
+    with its own retries, so no item waits for a slower one; a local engine one ``batch_size`` batch at a time."""
+    slots = requests_at_once(generator.backend)
+    if slots > 1:
+        yield from _streamed(generator, count, prompt, parse, retries, slots)
+        return
+    for start in range(0, count, batch_size):
+        batch = range(start, min(start + batch_size, count))
+        results = _answered(generator, {i: prompt(i) for i in batch}, parse, retries)
+        yield from ((i, results[i]) for i in batch)
+
+
+def _answered(generator, chats: dict[int, Chat], parse, retries: int) -> dict[int, object]:
+    """Each item's parsed answer: the greedy attempt, then sampled ones for the items that did not parse."""
+    results: dict[int, object] = dict.fromkeys(chats)
+    pending = list(chats)
+    for attempt in range(retries + 1):
+        if not pending:
+            break
+        completions = generator.backend.generate([chats[i] for i in pending], _sampling(generator, attempt))
+        for i, completion in zip(pending, completions):
+            results[i] = parse(i, completion.text)
+        pending = [i for i in pending if results[i] is None]
+    return results
+
+
+def _sampling(generator, attempt: int):
+    """Greedy first; a retry samples (a greedy retry repeats itself, and the cache would replay it)."""
+    return generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
+
+
+def _streamed(generator, count: int, prompt, parse, retries: int, slots: int) -> Iterator[tuple[int, object]]:
+    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="stream")
+    try:
+        futures = {pool.submit(lambda i: _answered(generator, {i: prompt(i)}, parse, retries)[i], i): i for i in range(count)}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # a failure stops what is not sent; what is in flight is cached

@@ -1,8 +1,9 @@
 """What a method asks of the models. Methods are generators: they ``yield`` a request (or a tuple of requests
 that are independent and may run together) and receive the answer (or a list of answers, in order).
 
-The runner owns the models: it batches the requests of many queries into one backend call per role, counts
-every document, call and token in the query's ledger, and serves repeats from the response cache.
+The runner owns the models: its scheduler puts the requests of many queries on each engine's queue (every engine
+at work at once), counts every document, call and token in the query's ledger, and serves repeats from the
+response cache.
 """
 
 from __future__ import annotations

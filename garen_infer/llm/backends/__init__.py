@@ -8,9 +8,10 @@ Backends are optional extras imported lazily: ``transformers`` (CPU or GPU), ``v
 
 from __future__ import annotations
 
-import time
+import threading
 from typing import Protocol
 
+from garen_infer.llm.backends.dispatch import as_answered, requests_at_once
 from garen_infer.llm.cache import cache_key
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
@@ -28,12 +29,19 @@ class Backend(Protocol):
 
 
 class CachedBackend:
-    """Answers from the cache where it can and sends only the misses, in one batch, to the backend.
+    """Answers from the cache where it can and sends only the misses to the backend (``dispatch.as_answered``),
+    storing each answer as it arrives.
     ``truncated_prompts`` counts the answers it gave (cached or not) to prompts the backend had to cut."""
 
     def __init__(self, backend: Backend, cache):
         self.backend, self.cache, self.id = backend, cache, backend.id
         self.truncated_prompts = 0
+        self._counting = threading.Lock()
+
+    @property
+    def requests_at_once(self) -> int:
+        """The backend's, so whoever feeds this wrapper feeds the engine behind it."""
+        return requests_at_once(self.backend)
 
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
         keys = [cache_key(self.id, "generate", chat, vars(params)) for chat in chats]
@@ -56,20 +64,16 @@ class CachedBackend:
         stored = self.cache.get_many(unique)
         fresh: dict[str, Completion] = {}
         misses = [k for k in unique if k not in stored]
-        if misses:
-            start = time.perf_counter()
-            answers = call([requests[keys.index(k)] for k in misses])
-            share = (time.perf_counter() - start) / len(misses)
-            for key, answer in zip(misses, answers):
-                answer.seconds = share
-                fresh[key] = answer
-            self.cache.put_many({k: _to_json(a) for k, a in fresh.items()})
-            stored.update({k: _to_json(a) for k, a in fresh.items()})
+        for position, answer in as_answered(self.backend, call, [requests[keys.index(k)] for k in misses]):
+            fresh[misses[position]] = answer
+            stored[misses[position]] = _to_json(answer)
+            self.cache.put_many({misses[position]: stored[misses[position]]})  # kept even if a later request fails
         out = []
         for key in keys:
             answer = fresh.pop(key, None)  # the first asker pays; repeats are hits
             out.append(answer if answer is not None else Completion(**stored[key], cached=True))
-        self.truncated_prompts += sum(a.truncated_tokens > 0 for a in out)
+        with self._counting:  # one wrapper serves every thread that feeds its engine
+            self.truncated_prompts += sum(a.truncated_tokens > 0 for a in out)
         return out
 
     def close(self) -> None:

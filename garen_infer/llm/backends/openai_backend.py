@@ -128,6 +128,12 @@ class OpenAIBackend:
         return extra + (f"|reasoning_effort={self.reasoning_effort}" if self.reasoning_effort else "")
 
     @property
+    def requests_at_once(self) -> int:
+        """``concurrency`` per replica: the scheduler and the cache's wrapper keep this many requests in flight,
+        each sent as its own call and replaced as soon as it returns (``dispatch.py``)."""
+        return self.replicas.capacity
+
+    @property
     def where(self) -> str:
         """The server(s), as messages name them."""
         return ", ".join(replica_urls(self.base_url))

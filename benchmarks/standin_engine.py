@@ -1,0 +1,146 @@
+"""A stand-in for a continuous-batching GPU engine behind an OpenAI-compatible endpoint (``/v1/chat/completions``),
+for throughput measurements without a GPU.
+
+Each request costs work in tokens: its prompt tokens (about 4 characters each) divided by ``prefill_ratio`` (a GPU
+reads a prompt far faster than it writes an answer) plus its answer tokens, drawn from the prompt's hash, lognormal
+(``median_answer``, ``shape``) and capped at the request's ``max_tokens``. The engine does ``capacity`` tokens of
+work per second, shared by the requests in flight, and one request alone gets at most ``capacity / saturation``:
+a decode step serves many sequences in nearly the time of one, so the engine is only full with ``saturation``
+requests or more in flight. It records its work and its busy share (``stats``): the least time the requests need
+is their work over the capacity, and the share of the capacity a client used is that bound over the time it took.
+
+Answers are a function of the prompt alone, as a greedy model's are: a listwise window gets a permutation of its
+passages, a yes/no request P(yes) as the logprobs of "yes" and "no", any other prompt a JSON summary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from statistics import NormalDist
+
+TICK = 0.002  # seconds per step of the engine's clock
+
+
+@dataclass(frozen=True)
+class EngineShape:
+    capacity: float = 20_000.0  # tokens of work per second
+    saturation: int = 16  # requests in flight that fill the engine
+    prefill_ratio: float = 20.0  # prompt tokens read in the time of one answer token
+    median_answer: float = 300.0  # answer tokens, median of the lognormal
+    shape: float = 1.0  # the lognormal's sigma: 0 = every answer the median's length
+
+
+def digest(text: str) -> float:
+    """A number in (0, 1) drawn from ``text``."""
+    return (int(hashlib.sha256(text.encode()).hexdigest()[:12], 16) + 0.5) / 16**12
+
+
+def answer_tokens(prompt: str, max_tokens: int, shape: EngineShape) -> int:
+    drawn = shape.median_answer * math.exp(shape.shape * NormalDist().inv_cdf(digest("length" + prompt)))
+    return max(1, min(int(drawn), max_tokens))
+
+
+def answer(body: dict, prompt: str) -> dict:
+    """The message (and logprobs) a greedy model would give to this prompt."""
+    if body.get("logprobs"):
+        p = min(max(digest("yes" + prompt), 1e-6), 1 - 1e-6)
+        top = [{"token": "yes", "logprob": math.log(p)}, {"token": "no", "logprob": math.log(1 - p)}]
+        return {"message": {"role": "assistant", "content": "yes"}, "logprobs": {"content": [{**top[0], "top_logprobs": top}]}}
+    passages = re.search(r"Rank the (\d+) passages", prompt)
+    if passages:
+        n = int(passages.group(1))
+        order = sorted(range(1, n + 1), key=lambda i: digest(f"{i}:{prompt}"))
+        return {"message": {"role": "assistant", "content": "<answer> " + " > ".join(f"[{i}]" for i in order) + " </answer>"}}
+    return {"message": {"role": "assistant", "content": json.dumps({"concept": "topic", "summary": f"documents {digest(prompt):.6f}"})}}
+
+
+class Engine:
+    """The shared capacity: a clock that advances every request in flight by its share of the work."""
+
+    def __init__(self, shape: EngineShape):
+        self.shape = shape
+        self._flight: dict[int, list] = {}  # id -> [work left, done event]
+        self._lock = threading.Lock()
+        self._next = 0
+        self.requests = self.work = 0
+        self.first = self.last = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def serve(self, work: float) -> None:
+        """Block until ``work`` tokens of this request are done."""
+        done = threading.Event()
+        with self._lock:
+            self._next += 1
+            self._flight[self._next] = [work, done]
+            self.requests += 1
+            self.work += work
+            self.first = self.first or time.perf_counter()
+        done.wait()
+        with self._lock:
+            self.last = time.perf_counter()
+
+    def _run(self) -> None:
+        per_request = self.shape.capacity / self.shape.saturation
+        clock = time.perf_counter()
+        while not self._stop.is_set():
+            time.sleep(TICK)
+            now = time.perf_counter()
+            step, clock = now - clock, now
+            with self._lock:
+                if not self._flight:
+                    continue
+                rate = min(self.shape.capacity / len(self._flight), per_request)
+                for key in list(self._flight):
+                    entry = self._flight[key]
+                    entry[0] -= rate * step
+                    if entry[0] <= 0:
+                        entry[1].set()
+                        del self._flight[key]
+
+    def stats(self) -> dict:
+        span = (self.last - self.first) if self.first and self.last else 0.0
+        bound = self.work / self.shape.capacity
+        return {"requests": self.requests, "work_tokens": round(self.work), "span_s": round(span, 2), "bound_s": round(bound, 2),
+                "capacity_used": round(bound / span, 3) if span else 0.0, "requests_per_s": round(self.requests / span, 1) if span else 0.0}
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def serve(shape: EngineShape, port: int = 0) -> tuple[ThreadingHTTPServer, Engine]:
+    """Start the endpoint in a thread; its URL is ``http://127.0.0.1:<server.server_port>/v1``."""
+    engine = Engine(shape)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):  # noqa: N802 - the http.server name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompt = "\n".join(m.get("content") or "" for m in body.get("messages", []))
+            prompt_tokens = len(prompt) // 4 + 1
+            out = 1 if body.get("logprobs") else answer_tokens(prompt, int(body.get("max_tokens") or 256), shape)
+            engine.serve(prompt_tokens / shape.prefill_ratio + out)
+            reply = {"choices": [{"index": 0, "finish_reason": "stop", **answer(body, prompt)}],
+                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out}}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):  # quiet: thousands of requests
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, engine

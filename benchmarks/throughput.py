@@ -1,0 +1,144 @@
+"""Throughput against the engine's own limit: the code before a change and after it, side by side, each running
+the same methods (and the groups stage's summaries) against stand-in continuous-batching engines
+(``standin_engine.py``) behind the OpenAI-compatible backend. By hand, not in CI::
+
+    python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR --before 277f2af [--limit 32]
+        [--methods rerank,slidegar,rgs,garen,lattice,groups] [--shape 1.0] [--max-active-queries 32]
+
+``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout instead);
+the after side is this checkout. Every run starts fresh engines and uses no response cache. For each (code, method,
+engine) it prints the requests, requests per second, the engine's busy span, the least time the work needs at the
+engine's capacity (the bound) and the share of the capacity used (bound / span), and whether the rankings
+(``run.trec``) of before and after are the same. The reranker answers listwise windows with the reasoning prompt;
+GAREN's navigator and LATTICE's slate scorer are yes/no scorers on a second engine; the groups stage summarises
+every group of the index with the generator on the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from standin_engine import EngineShape, serve  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+# the engines each method keeps busy: GAREN's navigator and LATTICE's slate scorer are yes/no scorers on the second
+ENGINES = {"garen": ("reranker", "navigator"), "lattice": ("navigator",), "lattice++": ("navigator",)}
+
+
+def checkout(rev: str, work: Path) -> Path:
+    """The code of ``rev`` in ``work/code-<rev>`` (made once, with git archive)."""
+    folder = work / f"code-{rev}"
+    if not (folder / "garen_infer").is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def preset(path: Path, urls: dict[str, str], concurrency: int) -> Path:
+    def model(url: str, **extra) -> dict:
+        return {"backend": "openai", "base_url": url, "model": "standin", "api_key_env": "STANDIN_KEY", "concurrency": concurrency, **extra}
+
+    reasoning = {"max_tokens": 4096}
+    config = {"extends": "cpu-default",
+              "models": {"reranker": model(urls["reranker"], prompt="garen-reasoning", sampling=reasoning),
+                         "navigator": model(urls["navigator"])},
+              "index": {"groups": {"summarizer": model(urls["reranker"], sampling=reasoning)}}}
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def garen(code: Path, args: list[str]) -> float:
+    start = f"import sys; sys.path.insert(0, {str(code.resolve())!r}); from garen_infer.cli import main; sys.exit(main())"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "STANDIN_KEY": "none", "PYTHONPATH": str(code.resolve())}
+    begun = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", start, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(args[:6])} ... failed:\n{done.stderr[-3000:]}")
+    return time.perf_counter() - begun
+
+
+def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> list[dict]:
+    engines = {role: serve(shape) for role in ("reranker", "navigator")}
+    urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
+    try:
+        settings = preset(out / "preset.yaml", urls, opts.concurrency)
+        common = ["--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings)]
+        if method == "groups":
+            index = out / "index"
+            shutil.copytree(opts.index, index)
+            garen(code, ["index", *common, "--out", str(index)])
+        else:
+            garen(code, ["run", *common, "--index", opts.index, "--method", method, "--budget", str(opts.budget),
+                         "--limit", str(opts.limit), "--no-cache", "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
+        return [{"engine": "generator" if method == "groups" else role, **engines[role][1].stats()}
+                for role in ENGINES.get(method, ("reranker",))]
+    finally:
+        for server, engine in engines.values():
+            server.shutdown()
+            engine.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--index", required=True, help="an index of the dataset with the stages of cpu-default")
+    ap.add_argument("--before", help="a git revision of this repository: the code before")
+    ap.add_argument("--code", help="a checkout holding garen_infer: the code before (instead of --before)")
+    ap.add_argument("--methods", default="rerank,slidegar,rgs,garen,lattice,groups")
+    ap.add_argument("--limit", type=int, default=32, help="judged queries per run")
+    ap.add_argument("--budget", type=int, default=100)
+    ap.add_argument("--max-active-queries", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, default=32, help="requests in flight per engine (the openai backend's)")
+    ap.add_argument("--capacity", type=float, default=EngineShape.capacity)
+    ap.add_argument("--saturation", type=int, default=EngineShape.saturation)
+    ap.add_argument("--median-answer", type=float, default=EngineShape.median_answer)
+    ap.add_argument("--shape", type=float, default=EngineShape.shape, help="answer lengths' lognormal sigma (0: all equal)")
+    ap.add_argument("--work", default=str(REPO / "runs" / "throughput"))
+    opts = ap.parse_args(argv)
+    if bool(opts.before) == bool(opts.code):
+        ap.error("give the code before as --before REV or --code DIR")
+    work = Path(opts.work)
+    before = checkout(opts.before, work) if opts.before else Path(opts.code)
+    shape = EngineShape(opts.capacity, opts.saturation, median_answer=opts.median_answer, shape=opts.shape)
+    print(f"# engine: {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} queries and "
+          f"{opts.concurrency} requests per engine in flight")
+    print(f"{'method':10} {'engine':10} {'code':8} {'requests':>8} {'req/s':>7} {'span s':>7} {'bound s':>7} {'used':>6}  same ranking")
+    for method in opts.methods.split(","):
+        rows = {}
+        for side, code in (("before", before), ("after", REPO)):
+            out = work / f"{side}-{method}-shape{opts.shape}"
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            rows[side] = (measure(code, method, opts, out, shape), out)
+        same = _same(rows["before"][1], rows["after"][1], method)
+        for side, (stats, _) in rows.items():
+            for s in stats:
+                print(f"{method:10} {s['engine']:10} {side:8} {s['requests']:8} {s['requests_per_s']:7.1f} {s['span_s']:7.1f} "
+                      f"{s['bound_s']:7.1f} {s['capacity_used']:6.0%}  {same if side == 'after' else ''}", flush=True)
+    return 0
+
+
+def _same(before: Path, after: Path, method: str) -> str:
+    """Whether before and after ranked alike (for the groups stage: the same groups and summaries)."""
+    if method == "groups":
+        read = lambda folder: [{k: r[k] for k in ("group", "docs", "concept", "summary")}  # noqa: E731 - the summarizer names its port
+                               for r in map(json.loads, (folder / "index/groups/groups.jsonl").read_text().splitlines())]
+    else:
+        read = lambda folder: (folder / "run.trec").read_bytes()  # noqa: E731
+    try:
+        return "yes" if read(before) == read(after) else "NO"
+    except FileNotFoundError:
+        return "?"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""How a list of requests reaches an engine, with each answer handed back as it arrives.
+
+A server (a backend that declares ``requests_at_once``: the OpenAI-compatible backend's slots over its replicas)
+is sent one request per call, ``requests_at_once`` of them in flight, and a slot is refilled as soon as its answer
+returns: no request waits for a slower one. A local engine (transformers, a cross-encoder) is called with one of its
+own batches (``batch_size``) at a time. Either way the caller (the response cache's wrapper) stores each answer as
+it arrives, so a failure loses only the answers not yet given.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Callable, Iterator
+
+from garen_infer.llm.types import Completion
+
+
+def requests_at_once(backend) -> int:
+    """Requests the backend answers concurrently (1: one call at a time)."""
+    return max(int(getattr(backend, "requests_at_once", 1) or 1), 1)
+
+
+def as_answered(backend, call: Callable[[list], list[Completion]], requests: list) -> Iterator[tuple[int, Completion]]:
+    """(position in ``requests``, its answer) for every request, in the order they are answered; each answer's
+    ``seconds`` is its own time (a server's) or its share of its batch's. When a call fails, the answers already
+    on their way are still given, then the first failure is raised."""
+    slots = requests_at_once(backend)
+    if slots > 1 and len(requests) > 1:
+        yield from _in_flight(call, requests, slots)
+        return
+    size = getattr(backend, "batch_size", None) or len(requests) or 1
+    for start in range(0, len(requests), size):
+        begun = time.perf_counter()
+        answers = call(requests[start : start + size])
+        share = (time.perf_counter() - begun) / max(len(answers), 1)
+        for offset, answer in enumerate(answers):
+            answer.seconds = share
+            yield start + offset, answer
+
+
+def _in_flight(call, requests: list, slots: int) -> Iterator[tuple[int, Completion]]:
+    def one(position: int) -> tuple[int, Completion]:
+        begun = time.perf_counter()
+        (answer,) = call([requests[position]])
+        answer.seconds = time.perf_counter() - begun
+        return position, answer
+
+    pool = ThreadPoolExecutor(max_workers=min(slots, len(requests)), thread_name_prefix="in-flight")
+    waiting = {pool.submit(one, position) for position in range(len(requests))}  # the pool keeps ``slots`` running
+    failure = None
+    try:
+        while waiting:
+            done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+            for future in done:
+                if future.cancelled():
+                    continue
+                if future.exception() is not None:
+                    if failure is None:
+                        failure = future.exception()
+                        for queued in waiting:
+                            queued.cancel()  # those not started yet; the ones in flight finish and are given
+                    continue
+                yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if failure is not None:
+        raise failure
