@@ -23,7 +23,7 @@ from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.exported_models import read_manifest, trained_scoring, weights_tag
 from garen_infer.llm.model_specs import ROLE_KEYS, check_model_spec
 from garen_infer.llm.oracle import build_oracle
-from garen_infer.llm.permutation import parse_permutation
+from garen_infer.llm.permutation import read_permutation
 from garen_infer.llm.pointwise import PointwiseReranker
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
                                      PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
@@ -75,13 +75,17 @@ class LLMListwiseReranker:
         template("", text)  # refuses an unknown reading now rather than at the first query
         self.backend, self.doc_texts, self.max_words, self.text, self.task = backend, doc_texts, max_words, text, task
         self.prompt, self.name = LISTWISE_PROMPTS[prompt], f"{backend.id}:{prompt}"
-        self.parse = PROMPT_PARSERS.get(prompt, parse_permutation)
+        self.parse = PROMPT_PARSERS.get(prompt, read_permutation)
         self.sampling = sampling or SamplingParams(max_tokens=PROMPT_MAX_TOKENS[prompt])
 
     def rerank(self, jobs: list[RerankJob]) -> list[tuple[list[int], Completion]]:
         chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text, self.task) for j in jobs]
-        completions = self.backend.generate(chats, self.sampling)
-        return [([j.rows[i] for i in self.parse(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
+        out = []
+        for job, completion in zip(jobs, self.backend.generate(chats, self.sampling)):
+            parsed = self.parse(completion.text, len(job.rows))
+            completion.problems += parsed.problems
+            out.append(([job.rows[i] for i in parsed.order], completion))
+        return out
 
 
 class EmbeddingYesNoScorer:
