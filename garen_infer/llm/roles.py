@@ -25,9 +25,11 @@ from garen_infer.llm.model_specs import ROLE_KEYS, check_model_spec
 from garen_infer.llm.oracle import build_oracle
 from garen_infer.llm.permutation import read_permutation
 from garen_infer.llm.pointwise import PointwiseReranker
+from garen_infer.llm.problems import TOOL_CALL_RECOVERED
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
                                      PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
 from garen_infer.llm.rgs_prompt import bright_task
+from garen_infer.llm.tool_calls import split_tool_calls
 from garen_infer.llm.types import Chat, Completion, RerankJob, SamplingParams, ScoreJob
 
 
@@ -167,13 +169,28 @@ class LLMGenerator:
 
 
 class LLMToolChat:
-    """The agent role (RARG): a model that answers a chat with text and tool calls."""
+    """The agent role (RARG): a model that answers a chat with text and tool calls.
+
+    A server whose tool parser could not read a call (vLLM's hermes parser on a call with broken JSON) returns it as
+    plain ``content``: such calls are read from the text exactly as a local model's are (``split_tool_calls``) and
+    counted as recovered, so both paths run the same calls."""
 
     def __init__(self, backend, sampling: SamplingParams | None = None):
         self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
 
     def chat(self, requests: list[tuple[Chat, list[dict]]]) -> list[Completion]:
-        return self.backend.chat_with_tools(requests, self.sampling)
+        return [_recover_tool_calls(c) for c in self.backend.chat_with_tools(requests, self.sampling)]
+
+
+def _recover_tool_calls(completion: Completion) -> Completion:
+    if (completion.extra or {}).get("tool_calls"):
+        return completion
+    text, calls = split_tool_calls(completion.text or "")
+    if calls:
+        completion.text = text
+        completion.extra = {**(completion.extra or {}), "tool_calls": [c.as_dict() for c in calls]}
+        completion.problems.append(TOOL_CALL_RECOVERED)
+    return completion
 
 
 # ---- building roles from a config ----------------------------------------------------------------------------
