@@ -168,6 +168,9 @@ class LLMGenerator:
         return self.backend.generate(chats, self.sampling)
 
 
+AGENT_MAX_TOKENS = 1024  # an agent turn's answer tokens when the role's sampling does not say
+
+
 class LLMToolChat:
     """The agent role (RARG): a model that answers a chat with text and tool calls.
 
@@ -176,7 +179,7 @@ class LLMToolChat:
     counted as recovered, so both paths run the same calls."""
 
     def __init__(self, backend, sampling: SamplingParams | None = None):
-        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
+        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=AGENT_MAX_TOKENS), backend.id
 
     def chat(self, requests: list[tuple[Chat, list[dict]]]) -> list[Completion]:
         return [_recover_tool_calls(c) for c in self.backend.chat_with_tools(requests, self.sampling)]

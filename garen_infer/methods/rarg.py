@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -32,6 +32,7 @@ from garen_infer.agent.sandbox import Limits, Sandbox
 from garen_infer.agent.tools import Toolbox
 from garen_infer.agent.transcript import Transcript
 from garen_infer.index.corpus_files import CorpusFiles
+from garen_infer.llm.roles import AGENT_MAX_TOKENS
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.settings import AtLeast, AtMost, Count, NonNegative, Positive
 
@@ -63,6 +64,8 @@ class RargConfig:
     # ---- compaction (sec. 3.1, 4.1) ----
     keep_tool_results: Count = 40  # results of the 40 most recent tool calls survive compaction
     compaction_threshold: Count = 230_000  # tokens of context before compaction starts
+    context_limit: Count | None = None  # tokens the agent's prompt may hold: compaction always keeps the context under
+    #   it; None: models.agent's max_length, else its max_model_len minus its sampling.max_tokens (settle), else none
     # ---- harness (not in the paper) ----
     command_seconds: Positive = 20.0  # wall-clock (and CPU) limit of one bash command
     backfill: Literal["none", "scope"] = "none"  # "scope": after the agent's list, the latest scope's order
@@ -101,6 +104,12 @@ class Rarg(Method):
 
             match_embedder = Embedder(EmbeddingParams(**self.config.match_embedding))
         return Relevance(self.index, [d.full_text for d in self.dataset.documents], match_embedder)
+
+    @classmethod
+    def settle(cls, config: RargConfig, models: dict) -> RargConfig:
+        if config.context_limit is None:
+            config = replace(config, context_limit=prompt_limit_of((models or {}).get("agent") or {}))
+        return config
 
     def search(self, state: QueryState) -> Search:
         cfg = self.config
@@ -146,6 +155,16 @@ class Rarg(Method):
         out.update({f"mean_calls_{name}": round(sum(a["tool_calls"].get(name, 0) for a in agents) / n, 4) for name in tools})
         out["answered_share"] = round(sum(a["stop"] == "answer" for a in agents) / n, 4)
         return out
+
+
+def prompt_limit_of(spec: dict) -> int | None:
+    """The prompt tokens an agent model spec allows: its ``max_length``, else ``max_model_len`` minus the answer's
+    ``max_tokens`` (the agent role's default 1024 when the spec sets none); None when the spec names neither."""
+    if spec.get("max_length"):
+        return int(spec["max_length"])
+    if spec.get("max_model_len"):
+        return int(spec["max_model_len"]) - int((spec.get("sampling") or {}).get("max_tokens", AGENT_MAX_TOKENS))
+    return None
 
 
 class RargPlus(Rarg):
