@@ -196,6 +196,8 @@ def answer_queries(dataset: Dataset, index, config: RunConfig, method, states: l
             gold = {doc_index[d] for d, rel in dataset.qrels.get(finished.state.query.id, {}).items() if rel > 0}
             if gold:
                 method.diagnose(finished.state, gold)
+            for role, kind in finished.state.answer_problems:
+                finished.ledger.count_problem(role, kind)
             record = {
                 "qid": finished.state.query.id,
                 "ranking": [doc_ids[r] for r in finished.ranking],

@@ -55,7 +55,12 @@ class QueryLedger:
         cost.truncated_prompts += completion.truncated_tokens > 0
         cost.truncated_tokens += completion.truncated_tokens
         for kind in answer_problems(completion):
-            cost.problems[kind] = cost.problems.get(kind, 0) + 1
+            self.count_problem(role, kind)
+
+    def count_problem(self, role: str, kind: str) -> None:
+        """One answer of ``role`` that was not what we asked for, found where the answer is read."""
+        cost = self.roles.setdefault(role, RoleCost())
+        cost.problems[kind] = cost.problems.get(kind, 0) + 1
 
     def summary(self) -> dict:
         total = RoleCost()
