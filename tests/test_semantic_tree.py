@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -156,6 +157,7 @@ class ScriptedTreeBackend:
 class ScriptedGenerator:
     backend: ScriptedTreeBackend
     sampling: SamplingParams = SamplingParams()
+    problems: Counter = field(default_factory=Counter)
     name: str = "scripted-llm"
 
 

@@ -1,9 +1,12 @@
 """The generator in index builds (group summaries, the semantic tree).
 
 ``stage_generator`` builds the generator role from a stage's ``summarizer`` spec (None for the extractive one).
-``generate_json`` asks it one prompt per item, each answer parsed by the caller's ``parse(item, text)``. Items whose answer does not parse are asked again with sampling (a greedy retry repeats
-itself, and the response cache would replay it); items that fail every attempt come back as None, so the caller
-can take its explicit, counted fallback."""
+``generate_json`` asks it one prompt per item, each answer parsed by the caller's ``parse(item, text)``. Items whose
+answer does not parse, or was cut at ``max_tokens`` (JSON repair would close it and keep a summary cut mid-sentence),
+are asked again with sampling (a greedy retry repeats itself, and the response cache would replay it); items that
+fail every attempt come back as None, so the caller can take its explicit, counted fallback. Every answer not used
+as asked is counted in ``generator.problems`` by kind, reported when the stage releases its generator and kept in
+the stage's manifest."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from typing import Callable
 
 from tqdm.auto import tqdm
 
+from garen_infer.llm.ledger import answer_problems
+from garen_infer.llm.problems import CUT_AT_MAX_TOKENS, UNREADABLE
 from garen_infer.llm.types import Chat
 
 log = logging.getLogger(__name__)
@@ -48,8 +53,13 @@ def release_stage_generator(generator, stage: str) -> dict:
     if cut:
         log.warning("%s: %d prompts were cut in the middle to fit the summarizer's limit; raise its max_model_len or "
                     "max_length, or show fewer words per document", stage, cut)
+    problems = dict(sorted(generator.problems.items()))
+    if problems:
+        log.warning("%s: summarizer answers not used as asked (each asked again, then the counted fallback): %s%s", stage,
+                    ", ".join(f"{kind} {n}" for kind, n in problems.items()),
+                    "; raise its sampling.max_tokens" if CUT_AT_MAX_TOKENS in problems else "")
     generator.backend.close()
-    return {"truncated_prompts": cut}
+    return {"truncated_prompts": cut, "answer_problems": problems}
 
 
 def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], object], retries: int, batch_size: int = 32,
@@ -64,7 +74,17 @@ def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], obje
                 sampling = generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
                 completions = generator.backend.generate([chats[i] for i in pending], sampling)
                 for i, completion in zip(pending, completions):
-                    results[i] = parse(i, completion.text)
+                    results[i] = _read(completion, lambda text: parse(i, text), generator.problems)
                 pending = [i for i in pending if results[i] is None]
             bar.update(min(batch_size, len(chats) - start))
     return results
+
+
+def _read(completion, parse: Callable[[str], object], problems) -> object:
+    """The parsed answer, or None when it does not parse or was cut at max_tokens; its problems are counted."""
+    kinds = answer_problems(completion)
+    parsed = None if CUT_AT_MAX_TOKENS in kinds else parse(completion.text)
+    if parsed is None and CUT_AT_MAX_TOKENS not in kinds:
+        kinds.append(UNREADABLE)
+    problems.update(kinds)
+    return parsed

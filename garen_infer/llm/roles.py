@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -163,6 +164,7 @@ class CrossEncoderScorer:
 class LLMGenerator:
     def __init__(self, backend, sampling: SamplingParams | None = None):
         self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
+        self.problems: Counter = Counter()  # an index stage's answers not used as asked, by kind (generate_json)
 
     def generate(self, chats: list[Chat]) -> list[Completion]:
         return self.backend.generate(chats, self.sampling)
