@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from garen_infer.llm.model_specs import ROLE_KEYS, check_model_spec
 from garen_infer.llm.oracle import build_oracle
 from garen_infer.llm.permutation import read_permutation
 from garen_infer.llm.pointwise import PointwiseReranker
-from garen_infer.llm.problems import TOOL_CALL_RECOVERED
+from garen_infer.llm.problems import NOT_A_NUMBER, TOOL_CALL_RECOVERED
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
                                      PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
 from garen_infer.llm.rgs_prompt import bright_task
@@ -148,7 +149,7 @@ class LLMYesNoScorer:
 
     def score(self, jobs: list[ScoreJob]) -> list[Completion]:
         chats = [yes_no(j.query, j.text, self.instruction, self.text) for j in jobs]
-        return self.backend.score_yes_no(chats, self.assistant_prefix)
+        return [_finite(c) for c in self.backend.score_yes_no(chats, self.assistant_prefix)]
 
 
 class CrossEncoderScorer:
@@ -158,7 +159,16 @@ class CrossEncoderScorer:
         self.backend, self.name = backend, backend.id
 
     def score(self, jobs: list[ScoreJob]) -> list[Completion]:
-        return self.backend.score_pairs([(j.query, j.text) for j in jobs])
+        return [_finite(c) for c in self.backend.score_pairs([(j.query, j.text) for j in jobs])]
+
+
+def _finite(completion: Completion) -> Completion:
+    """A NaN P(yes) (log-probs of a broken forward pass, fp16 overflow) is not ranked on: it reads as 0, the lowest
+    score, and is counted; the cache never keeps it (CachedBackend), so a rerun asks the model again."""
+    if completion.score is not None and math.isnan(completion.score):
+        completion.score = 0.0
+        completion.problems.append(NOT_A_NUMBER)
+    return completion
 
 
 class LLMGenerator:

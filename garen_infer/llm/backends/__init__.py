@@ -63,7 +63,8 @@ class CachedBackend:
             for key, answer in zip(misses, answers):
                 answer.seconds = share
                 fresh[key] = answer
-            self.cache.put_many({k: _to_json(a) for k, a in fresh.items()})
+            # a NaN score is never kept: a replay would rank on it, and a rerun should ask the model again
+            self.cache.put_many({k: _to_json(a) for k, a in fresh.items() if not _is_nan(a.score)})
             stored.update({k: _to_json(a) for k, a in fresh.items()})
         out = []
         for key in keys:
@@ -77,6 +78,10 @@ class CachedBackend:
         close = getattr(self.backend, "close", None)
         if close is not None:
             close()
+
+
+def _is_nan(score: float | None) -> bool:
+    return score is not None and score != score
 
 
 def _to_json(c: Completion) -> dict:
