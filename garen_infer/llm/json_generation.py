@@ -17,6 +17,7 @@ from typing import Callable
 from tqdm.auto import tqdm
 
 from garen_infer.llm.ledger import answer_problems
+from garen_infer.llm.permutation import answer_part
 from garen_infer.llm.problems import CUT_AT_MAX_TOKENS, UNREADABLE
 from garen_infer.llm.types import Chat
 
@@ -25,9 +26,13 @@ log = logging.getLogger(__name__)
 
 def repaired_json(text: str):
     """``text`` parsed as JSON, repaired by json_repair if need be (valid JSON parses as json.loads would); None when
-    even repair fails. Small models' answers often miss a bracket or a quote."""
+    even repair fails. Small models' answers often miss a bracket or a quote. A thought (``<think>...</think>``) is
+    not the answer: what follows it is read, and a thought that never closed leaves nothing."""
     import json_repair
 
+    text, thought = answer_part(text, headers=False)
+    if thought:
+        return None
     try:
         return json_repair.loads(text)
     except Exception:  # noqa: BLE001 - json_repair raises assorted errors on hopeless input

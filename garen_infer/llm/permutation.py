@@ -58,14 +58,17 @@ def _ascii_digits(text: str) -> str:
     return "".join(out)
 
 
-def answer_part(text: str) -> tuple[str, list[str]]:
-    """The part of ``text`` that holds the ranking, and THOUGHT_WITHOUT_ANSWER when a thought left none."""
+def answer_part(text: str, headers: bool = True) -> tuple[str, list[str]]:
+    """The part of ``text`` that holds the answer (``headers``: the ranking, read after its header), and
+    THOUGHT_WITHOUT_ANSWER when a thought left none."""
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
         if not text.strip():
             return "", [THOUGHT_WITHOUT_ANSWER]
     elif "<think>" in text:  # the thought never closed (cut at max_tokens): whatever it cites is not an answer
         return "", [THOUGHT_WITHOUT_ANSWER]
+    if not headers:
+        return text, []
     answers = _ANSWER.findall(text)
     if answers:  # GAREN's non-reasoning prompt asks for <answer> [] > [] </answer>
         return answers[-1], []

@@ -27,7 +27,7 @@ from garen_infer.llm.model_specs import ROLE_KEYS, check_model_spec
 from garen_infer.llm.oracle import build_oracle
 from garen_infer.llm.permutation import read_permutation
 from garen_infer.llm.pointwise import PointwiseReranker
-from garen_infer.llm.problems import NOT_A_NUMBER, TOOL_CALL_RECOVERED
+from garen_infer.llm.problems import NOT_A_NUMBER, TOOL_CALL_RECOVERED, UNREADABLE
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
                                      PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
 from garen_infer.llm.rgs_prompt import bright_task
@@ -198,13 +198,16 @@ class LLMToolChat:
 
 
 def _recover_tool_calls(completion: Completion) -> Completion:
-    if (completion.extra or {}).get("tool_calls"):
-        return completion
-    text, calls = split_tool_calls(completion.text or "")
-    if calls:
-        completion.text = text
-        completion.extra = {**(completion.extra or {}), "tool_calls": [c.as_dict() for c in calls]}
-        completion.problems.append(TOOL_CALL_RECOVERED)
+    """The completion with the calls written in its text moved to ``extra["tool_calls"]``; a call that cannot be read
+    (the agent is told why; nothing runs) is counted unreadable."""
+    if not (completion.extra or {}).get("tool_calls"):
+        text, calls = split_tool_calls(completion.text or "")
+        if calls:
+            completion.text = text
+            completion.extra = {**(completion.extra or {}), "tool_calls": [c.as_dict() for c in calls]}
+            completion.problems.append(TOOL_CALL_RECOVERED)
+    if any(call.get("error") for call in completion.extra.get("tool_calls") or ()):
+        completion.problems.append(UNREADABLE)
     return completion
 
 
