@@ -139,7 +139,7 @@ class ScriptedModel:
         out = []
         for chat in chats:
             prompt = _content(chat)
-            kind, perfect = ("json", perfect_json(prompt)) if "JSON" in prompt else ("ranking", perfect_ranking(prompt))
+            kind, perfect = ("json", perfect_json(prompt)) if "JSON" in prompt else ("ranking", perfect_ranking(_content(chat[1:])))
             content, finish = self._shape(kind, prompt, params).write(perfect)
             out.append(Completion(text=content, input_tokens=len(prompt) // 4, output_tokens=len(str(content)) // 4,
                                   finish_reason=finish))
@@ -171,22 +171,51 @@ class ScriptedModel:
 
 
 # ---- the perfect answers --------------------------------------------------------------------------------------
-_ID = re.compile(r"^\[(\d+)\]", re.M)
-_CANDIDATE = re.compile(r"^\[(\d+)\]\.", re.M)
+_CANDIDATE = re.compile(r"^\[(\d+)\]\. ", re.M)
 _PATH = re.compile(r"corpus/[\w.-]+?\.txt")
 
 
+_QUERY = re.compile(r"Search Query: (.*?)\.\s*Rank|\[Query\] (.*?) \[Documents\]|## Query\n(.*?)\n|Query: (.*?)\.?\n", re.S)
+
+
+def _overlap(query: str, text: str) -> int:
+    words = set(re.findall(r"[a-z]{4,}", text.lower()))
+    return sum(w in words for w in set(re.findall(r"[a-z]{4,}", query.lower())))
+
+
+def _passages(prompt: str, marker: re.Pattern) -> dict[int, str]:
+    """Each id's passage: the text from its marker to the next one."""
+    found = list(marker.finditer(prompt))
+    out: dict[int, str] = {}
+    for m, nxt in zip(found, [*found[1:], None]):  # the first: later ones are the answer format's examples
+        out.setdefault(int(m.group(1)), prompt[m.end(): nxt.start() if nxt else len(prompt)])
+    return out
+
+
+def _query(prompt: str) -> str:
+    match = _QUERY.search(prompt)
+    return next((g for g in match.groups() if g), "") if match else ""
+
+
+def _without(prompt: str, query: str) -> str:
+    """The prompt without its query, so that no passage holds it."""
+    return prompt.replace(query, " ") if query else prompt
+
+
 def perfect_ranking(prompt: str) -> list[int]:
-    """The window's ids in a fixed order drawn from the prompt (the scripted model has no notion of relevance)."""
-    ids = sorted({int(i) for i in re.findall(r"\[(\d+)\]", prompt)} - {0}) or [1]
-    return sorted(ids, key=lambda i: _digest(f"{i}:{prompt}"))
+    """The window's ids by how many of the query's words each passage holds (ties in an order drawn from the
+    prompt): a model with a crude but real notion of relevance. ``prompt``: the chat without its system message."""
+    query = _query(prompt)
+    passages = {i: t for i, t in _passages(_without(prompt, query), re.compile(r"\[(\d+)\]")).items() if i > 0}
+    return sorted(passages, key=lambda i: (-_overlap(query, passages[i]), _digest(f"{i}:{prompt}"))) or [1]
 
 
 def perfect_json(prompt: str) -> dict:
-    """A LATTICE slate's scores, or a summary / node description."""
+    """A LATTICE slate's scores (query-word overlap, as ``perfect_ranking``), or a summary / node description."""
     if "relevance_scores" in prompt:
-        ids = sorted({int(i) for i in _CANDIDATE.findall(prompt)})
-        scores = [[i, _digest(f"{i}:{prompt}") % 101] for i in ids]
+        query = _query(prompt)
+        candidates = _passages(_without(prompt, query), _CANDIDATE)
+        scores = [[i, min(100, 20 * _overlap(query, text))] for i, text in sorted(candidates.items())]
         return {"reasoning": "Each candidate is judged on what the query needs.",
                 "ranking": [i for i, _ in sorted(scores, key=lambda s: -s[1])], "relevance_scores": scores}
     words = re.findall(r"[a-z]{5,}", prompt.split("\n", 2)[-1].lower())
