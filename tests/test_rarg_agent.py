@@ -248,6 +248,7 @@ def test_nudges_remind_a_model_that_answers_in_prose(agent_index, tiny_dataset, 
     policy = ScriptedPolicy(sequence(prose, final=answer("corpus/vol1.txt")))
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "b", policy, limit=1)
     assert len(policy.requests) == 1 and trace["q1"]["ranking"] == [] and trace["q1"]["trace"]["agent"]["stop"] == "answer"
+    assert trace["q1"]["ledger"]["problems"] == {"unreadable": 1}  # a final answer that names no document
 
 
 ROWS = {"a.txt": 0, "b.txt": 1, "4983.txt": 2, "2010.txt": 3}
@@ -261,6 +262,7 @@ IDS = {"a": 0, "b": 1, "4983": 2, "2010": 3}
         ("I looked at corpus/a.txt in 2010.\nFinal ranking:\n1) 4983\n2) a\n(3) corpus/2010.txt", [2, 0, 3]),
         ("Found corpus/b.txt and corpus/4983.txt, but not 2010.", [1, 2]),  # no header: file names only
         ("<think>corpus/a.txt is wrong</think>The answer: **corpus/b.txt**.", [1]),
+        ("<think>corpus/a.txt looks right, but let me check corpus/b.txt", []),  # a thought cut before its answer
         ("Final Ranking\n1. `corpus/a.txt`\n2. [b.txt]\n3. corpus/unknown.txt\n4. 1.", [0, 1]),
         ("final ranking: 1. a 2. b 3. 4983 4. 2010", [0, 1]),  # cut at answer_size = 2
         ("I cannot find anything.", []),

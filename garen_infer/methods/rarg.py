@@ -32,6 +32,8 @@ from garen_infer.agent.sandbox import Limits, Sandbox
 from garen_infer.agent.tools import Toolbox
 from garen_infer.agent.transcript import Transcript
 from garen_infer.index.corpus_files import CorpusFiles
+from garen_infer.llm.permutation import answer_part
+from garen_infer.llm.problems import UNREADABLE
 from garen_infer.llm.roles import AGENT_MAX_TOKENS
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.settings import AtLeast, AtMost, Count, NonNegative, Positive
@@ -129,6 +131,9 @@ class Rarg(Method):
             shutil.rmtree(workdir, ignore_errors=True)
         ranking = self.ranking_of(result.answer)
         answered = len(ranking)
+        if result.stop == "answer" and not answered:  # a final answer that names no document is counted
+            _, thought = answer_part(result.answer, headers=False)
+            state.answer_problems.append(("agent", thought[0] if thought else UNREADABLE))
         if cfg.backfill == "scope" and toolbox.scope_rows:
             listed = set(ranking)
             ranking += [r for r in list(toolbox.scope_rows.values())[-1] if r not in listed]

@@ -97,7 +97,7 @@ TOOL_SHAPES = (
     Shape("native_call", _native),
     Shape("call_in_content", _in_content, ("tool_call_recovered",)),
     Shape("invalid_call_in_content", _invalid_call, ("tool_call_recovered", "unreadable")),
-    Shape("empty_cut", lambda answer: ("", "length"), ("cut_at_max_tokens",)),
+    Shape("empty_cut", lambda answer: ("", "length"), ("cut_at_max_tokens",)),  # + unreadable when it is the final answer
 )
 
 SCORE_SHAPES = (
