@@ -29,7 +29,7 @@ from garen_infer.llm.roles import LLMGenerator, LLMListwiseReranker, LLMToolChat
 from garen_infer.runner import execute
 from garen_infer.testing.answers import ScriptedModel
 
-METHODS = {"rerank": {}, "slidegar": {}, "rgs": {}, "garen": {"navigator": "model"}, "lattice": {"slate_scorer": "generator"},
+METHODS = {"bm25": {}, "rerank": {}, "slidegar": {}, "rgs": {}, "garen": {"navigator": "model"}, "lattice": {"slate_scorer": "generator"},
            "rarg": {}}
 PERFECT = {"ranking": ("plain",), "json": ("plain",), "tools": ("native_call",), "score": ("probability",)}
 
@@ -69,7 +69,7 @@ def main() -> None:
         print(f"{'method':10} {'nDCG@10 perfect':>16} {'nDCG@10 shapes':>15} {'unusable':>9}  counted")
         for name, options in METHODS.items():
             preset["methods"][name] = {**(preset["methods"].get(name) or {}), **options}
-            config = run_config_from(preset, name, None if name == "rarg" else args.budget)
+            config = run_config_from(preset, name, None if name in ("bm25", "rarg") else args.budget)
             runs = {}
             for label, shapes in (("perfect", PERFECT), ("shapes", {})):
                 model = ScriptedModel(shapes)
