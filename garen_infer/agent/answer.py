@@ -24,7 +24,7 @@ _WORDS = re.compile(r"[\s\"'`<>\[\]{}|]+")
 
 
 def parse_ranking(answer: str, row_of_name: dict[str, int], row_of_id: dict[str, int], size: int) -> list[int]:
-    text, _ = answer_part(answer, headers=False)
+    text, _ = answer_part(answer, ranking=False)
     headers = list(_HEADER.finditer(text))
     if headers:
         text = text[headers[-1].end() :]

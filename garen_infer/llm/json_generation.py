@@ -30,7 +30,7 @@ def repaired_json(text: str):
     not the answer: what follows it is read, and a thought that never closed leaves nothing."""
     import json_repair
 
-    text, thought = answer_part(text, headers=False)
+    text, thought = answer_part(text, ranking=False)
     if thought:
         return None
     try:

@@ -58,8 +58,8 @@ def _ascii_digits(text: str) -> str:
     return "".join(out)
 
 
-def answer_part(text: str, headers: bool = True) -> tuple[str, list[str]]:
-    """The part of ``text`` that holds the answer (``headers``: the ranking, read after its header), and
+def answer_part(text: str, ranking: bool = True) -> tuple[str, list[str]]:
+    """The part of ``text`` after any thought (``ranking``: the part of that which holds a listwise ranking), and
     THOUGHT_WITHOUT_ANSWER when a thought left none."""
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
@@ -67,14 +67,14 @@ def answer_part(text: str, headers: bool = True) -> tuple[str, list[str]]:
             return "", [THOUGHT_WITHOUT_ANSWER]
     elif "<think>" in text:  # the thought never closed (cut at max_tokens): whatever it cites is not an answer
         return "", [THOUGHT_WITHOUT_ANSWER]
-    if not headers:
+    if not ranking:
         return text, []
     answers = _ANSWER.findall(text)
     if answers:  # GAREN's non-reasoning prompt asks for <answer> [] > [] </answer>
         return answers[-1], []
     headers = list(_RANKING_HEADER.finditer(text))
     if headers:  # GAREN's reasoning prompt: the ranking follows its own header
-        return text[headers[-1].end():], []
+        return text[headers[-1].end() :], []
     if _TRACE_HEADER.search(text):  # reasoning cut off before its ranking: its step numbers are not ids
         return "", []
     return text, []

@@ -132,7 +132,7 @@ class Rarg(Method):
         ranking = self.ranking_of(result.answer)
         answered = len(ranking)
         if result.stop == "answer" and not answered:  # a final answer that names no document is counted
-            _, thought = answer_part(result.answer, headers=False)
+            _, thought = answer_part(result.answer, ranking=False)
             state.answer_problems.append(("agent", thought[0] if thought else UNREADABLE))
         if cfg.backfill == "scope" and toolbox.scope_rows:
             listed = set(ranking)
