@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -157,7 +156,6 @@ class ScriptedTreeBackend:
 class ScriptedGenerator:
     backend: ScriptedTreeBackend
     sampling: SamplingParams = SamplingParams()
-    problems: Counter = field(default_factory=Counter)
     name: str = "scripted-llm"
 
 

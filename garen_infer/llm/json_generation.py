@@ -11,6 +11,7 @@ the stage's manifest."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import replace
 from typing import Callable
 
@@ -58,7 +59,7 @@ def release_stage_generator(generator, stage: str) -> dict:
     if cut:
         log.warning("%s: %d prompts were cut in the middle to fit the summarizer's limit; raise its max_model_len or "
                     "max_length, or show fewer words per document", stage, cut)
-    problems = dict(sorted(generator.problems.items()))
+    problems = dict(sorted(getattr(generator, "problems", {}).items()))
     if problems:
         log.warning("%s: summarizer answers not used as asked (each asked again, then the counted fallback): %s%s", stage,
                     ", ".join(f"{kind} {n}" for kind, n in problems.items()),
@@ -70,6 +71,7 @@ def release_stage_generator(generator, stage: str) -> dict:
 def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], object], retries: int, batch_size: int = 32,
                   what: str = "prompts", progress: bool = True) -> list:
     results: list = [None] * len(chats)
+    counts = getattr(generator, "problems", Counter())  # LLMGenerator's, reported when the stage releases it
     with tqdm(total=len(chats), desc=what, unit="prompt", disable=not progress or len(chats) < 2) as bar:
         for start in range(0, len(chats), batch_size):
             pending = list(range(start, min(start + batch_size, len(chats))))
@@ -79,7 +81,7 @@ def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], obje
                 sampling = generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
                 completions = generator.backend.generate([chats[i] for i in pending], sampling)
                 for i, completion in zip(pending, completions):
-                    results[i] = _read(completion, lambda text: parse(i, text), generator.problems)
+                    results[i] = _read(completion, lambda text: parse(i, text), counts)
                 pending = [i for i in pending if results[i] is None]
             bar.update(min(batch_size, len(chats) - start))
     return results
