@@ -275,7 +275,7 @@ def test_parse_slate_scores_is_robust():
 
 def test_a_fenced_answer_whose_reasoning_quotes_fenced_code_is_read():
     """leetcode, pony, aops, theoremqa: the reasoning quotes code in fences of its own inside the fenced JSON."""
-    text = ('```json\n{"reasoning": "Candidate 0 defines the helper:\\n```python\\ndef two_sum(nums, target):\\n'
+    text = ('```json\n{"reasoning": "Candidate 0 defines the function:\\n```python\\ndef two_sum(nums, target):\\n'
             '    seen = {}\\n```\\nwhich the query needs.", "relevance_scores": [[0, 85], [1, 10]]}\n```')
     assert parse_slate_scores(text, 2) == {0: 0.85, 1: 0.1}
 
