@@ -13,9 +13,10 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Annotated, Iterator
 
 from tqdm.auto import tqdm
 
@@ -28,10 +29,11 @@ from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
 from garen_infer.index.atomic import atomic_path, write_json
 from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
+from garen_infer.llm.problems import UNUSABLE
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.scheduler import Scheduler
-from garen_infer.settings import Count
+from garen_infer.settings import Count, Range
 from garen_infer.shards import parse_shard
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
@@ -53,6 +55,9 @@ class RunConfig:
     max_batch: Count = 64  # items per backend call
     limit: Count | None = None  # first N judged queries only (smoke runs)
     shard: str | None = None  # "i/n": only shard i of n of those queries (garen_infer/shards.py), from --shard
+    # a role whose share of unusable answers (unreadable, a thought without an answer, NaN) is above this is
+    # named loudly at the end of the run: its numbers rest on fallbacks, not on the model
+    unusable_answers_warning: Annotated[float, Range(0.0, 1.0)] = 0.05
 
     def method_config(self):
         """The method's options with ``budget`` applied, each checked against its field (one line if not)."""
@@ -201,6 +206,8 @@ def answer_queries(dataset: Dataset, index, config: RunConfig, method, states: l
             gold = {doc_index[d] for d, rel in dataset.qrels.get(finished.state.query.id, {}).items() if rel > 0}
             if gold:
                 method.diagnose(finished.state, gold)
+            for role, kind in finished.state.answer_problems:
+                finished.ledger.count_problem(role, kind)
             record = {
                 "qid": finished.state.query.id,
                 "ranking": [doc_ids[r] for r in finished.ranking],
@@ -242,10 +249,42 @@ def truncation_report(metrics: dict) -> str:
             "middles); raise max_model_len or max_length in the model spec, or show fewer words per passage")
 
 
+def answer_problems(ledgers: list[dict]) -> dict:
+    """Answers that were not what we asked for over the whole run, by kind, in all and per role, with each role's
+    answer count (ledgers written before the count existed read as none)."""
+    answers: Counter = Counter()
+    by_role: dict[str, Counter] = {}
+    for ledger in ledgers:
+        for role, cost in ledger.get("roles", {}).items():
+            answers[role] += cost.get("requests", 0)
+            by_role.setdefault(role, Counter()).update(cost.get("problems", {}))
+    by_role = {role: kinds for role, kinds in sorted(by_role.items()) if kinds}
+    return {"answer_problems": dict(sorted(sum(by_role.values(), Counter()).items())),
+            "answer_problems_by_role": {role: {"answers": answers[role], **dict(sorted(kinds.items()))} for role, kinds in by_role.items()}}
+
+
+def answer_problems_report(metrics: dict, warn_share: float) -> list[str]:
+    """The run's line about answers it could not use as asked (a healthy run says none), then one loud line per
+    role whose share of unusable answers is above ``warn_share``."""
+    by_role = metrics["answer_problems_by_role"]
+    if not by_role:
+        return ["[run] answers not used as asked: none"]
+    parts = "; ".join(f"{role} " + ", ".join(f"{k} {n}" for k, n in kinds.items() if k != "answers") for role, kinds in by_role.items())
+    lines = [f"[run] answers not used as asked: {parts}"]
+    for role, kinds in by_role.items():
+        unusable = sum(kinds.get(kind, 0) for kind in UNUSABLE)
+        if kinds["answers"] and unusable / kinds["answers"] > warn_share:
+            lines.append(f"[run] WARNING: {unusable} of the {kinds['answers']} {role} answers ({unusable / kinds['answers']:.0%}) gave "
+                         f"nothing usable (more than {warn_share:.0%}); this run's numbers rest on fallbacks, not on the model: "
+                         "read its answers in trace.jsonl or the response cache")
+    return lines
+
+
 def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None,
             log=to_stderr) -> dict:
     write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
-    return write_results(dataset, config.method, out, queries, done, wall, fresh, method_cls, simulation, config.models, log=log)
+    return write_results(dataset, config.method, out, queries, done, wall, fresh, method_cls, simulation, config.models, log=log,
+                         warn_share=config.unusable_answers_warning)
 
 
 def write_trace_in_order(path: Path, records: list[dict]) -> None:
@@ -259,7 +298,8 @@ def write_trace_in_order(path: Path, records: list[dict]) -> None:
 
 
 def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict, wall: float, fresh: int, method_cls,
-                  simulation=None, models=None, label: dict | None = None, log=to_stderr) -> dict:
+                  simulation=None, models=None, label: dict | None = None, log=to_stderr,
+                  warn_share: float = RunConfig.unusable_answers_warning) -> dict:
     """``run.trec`` and ``metrics.json`` from the finished records (``done``: qid -> trace record) of ``queries``;
     ``label`` (a partial merge's) leads metrics.json."""
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
@@ -280,6 +320,9 @@ def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict,
         metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
     metrics.update(truncations(ledgers))
     log(truncation_report(metrics))
+    metrics.update(answer_problems(ledgers))
+    for line in answer_problems_report(metrics, warn_share):
+        log(line)
     metrics["mean_seconds_in_flight"] = round(sum(done[q.id]["seconds"] for q in queries) / n, 4)
     metrics.update(mean_cost(ledgers, prices_for(models or {})))  # Table 7's dollars, for priced models
     by_hops = hit_by_hops([done[q.id].get("reach") for q in queries])

@@ -205,3 +205,32 @@ def test_a_full_or_damaged_cache_file_is_one_line(tmp_path):
     with pytest.raises(GarenError, match=f"response cache {cut}: cannot (open|read) it \\(database disk image is malformed\\); "
                                          "it holds only cached model answers"):
         len(ResponseCache(cut))
+
+
+def test_a_nan_score_is_never_ranked_on_nor_cached(tmp_path):
+    """A yes/no scorer whose log-probs come back NaN (fp16 overflow): the answer reads as the lowest score, is
+    counted, and the cache does not keep it, so a rerun asks the model again."""
+    from garen_infer.llm.ledger import QueryLedger
+    from garen_infer.llm.roles import LLMYesNoScorer
+    from garen_infer.llm.types import Completion, ScoreJob
+
+    class NanOnLava:
+        id = "nan-on-lava"
+
+        def __init__(self):
+            self.prompts = 0
+
+        def score_yes_no(self, chats, prefix):
+            self.prompts += len(chats)
+            return [Completion(score=float("nan") if "lava" in chat[-1]["content"] else 0.8) for chat in chats]
+
+    inner = NanOnLava()
+    scorer = LLMYesNoScorer(CachedBackend(inner, ResponseCache(tmp_path / "cache")))
+    jobs = [ScoreJob("q", "lava flows"), ScoreJob("q", "plant cells")]
+    for expected_prompts in (2, 3):  # the second time only the NaN pair reaches the model
+        lava, plants = scorer.score(jobs)
+        assert (lava.score, lava.problems, plants.score, plants.problems) == (0.0, ["not_a_number"], 0.8, [])
+        assert inner.prompts == expected_prompts
+    ledger = QueryLedger()
+    ledger.record("navigator", lava)
+    assert ledger.summary()["problems"] == {"not_a_number": 1}

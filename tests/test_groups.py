@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -93,6 +94,7 @@ class ScriptedBackend:
 class ScriptedGenerator:
     backend: ScriptedBackend
     sampling: SamplingParams = SamplingParams()
+    problems: Counter = field(default_factory=Counter)
     name: str = "scripted"
 
 
@@ -105,6 +107,28 @@ def test_llm_summaries_retry_then_give_up():
     assert retried[0] == {"concept": "Letters", "summary": "Documents about letters."}
     hopeless = dict(_llm_summaries(ScriptedGenerator(ScriptedBackend(["no"])), [0], [[0, 1]], texts, GroupParams(summary_retries=2)))
     assert hopeless[0] is None  # the caller then uses the extractive summary and counts a fallback
+
+
+def test_a_summary_cut_at_max_tokens_is_not_kept_but_asked_again_and_counted():
+    """JSON repair would close a cut answer and keep its summary cut mid-sentence."""
+    from garen_infer.index.groups import GroupParams, _llm_summaries
+
+    cut = '{"concept": "Volcanoes", "summary": "Documents about lava flows and the'
+    good = '{"concept": "Volcanoes", "summary": "Documents about lava flows."}'
+
+    class CutFirst(ScriptedBackend):
+        def generate(self, chats, params):
+            return [Completion(c.text, finish_reason="length" if c.text == cut else "stop") for c in super().generate(chats, params)]
+
+    generator = ScriptedGenerator(CutFirst([cut, good]))
+    assert _llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams())[0]["summary"] == "Documents about lava flows."
+    assert generator.problems == {"cut_at_max_tokens": 1}
+    generator = ScriptedGenerator(CutFirst([cut]))
+    assert _llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams(summary_retries=1))[0] is None
+    assert generator.problems == {"cut_at_max_tokens": 2}
+    generator = ScriptedGenerator(ScriptedBackend(["Sure! Here is a summary of the documents."]))
+    _llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams(summary_retries=0))
+    assert generator.problems == {"unreadable": 1}
 
 
 def test_groups_stage_with_a_real_llm_summarizer_falls_back_and_resumes(tiny_dataset, tiny_index, tiny_model_dir, tmp_path, monkeypatch):

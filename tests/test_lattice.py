@@ -258,6 +258,7 @@ def test_a_failed_answer_leaves_the_node_on_the_frontier(make_lattice):
     state_ = state()
     rows, requests = drive(make_lattice(slate_scorer="generator", give_up_after=2).search(state_), lambda r: ["no"] * len(r.chats))
     assert rows == [] and len(requests) == 2 and state_.trace["stop"] == "frontier"
+    assert state_.answer_problems == [("generator", "unreadable")] * 2  # the runner adds them to the query's ledger
 
 
 def test_parse_slate_scores_is_robust():
@@ -270,6 +271,13 @@ def test_parse_slate_scores_is_robust():
     assert parse_slate_scores('{"relevance_scores": [[0, 50], [1, 6', 2) is not None  # cut mid-answer: repaired
     assert parse_slate_scores("I cannot rank these.", 2) is None
     assert parse_slate_scores('{"reasoning": "no scores"}', 2) is None
+
+
+def test_a_fenced_answer_whose_reasoning_quotes_fenced_code_is_read():
+    """leetcode, pony, aops, theoremqa: the reasoning quotes code in fences of its own inside the fenced JSON."""
+    text = ('```json\n{"reasoning": "Candidate 0 defines the function:\\n```python\\ndef two_sum(nums, target):\\n'
+            '    seen = {}\\n```\\nwhich the query needs.", "relevance_scores": [[0, 85], [1, 10]]}\n```')
+    assert parse_slate_scores(text, 2) == {0: 0.85, 1: 0.1}
 
 
 # ---- reference leaves --------------------------------------------------------------------------------------

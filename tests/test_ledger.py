@@ -53,11 +53,38 @@ def test_record_sums_per_role():
     assert summary["roles"]["reranker"] == {
         "requests": 2, "model_calls": 1, "cache_hits": 1, "input_tokens": 220, "output_tokens": 22, "seconds": 0.5,
         "truncated_prompts": 1, "truncated_tokens": 40,  # a replayed answer to a cut prompt is still one
+        "problems": {},
     }
     assert (summary["truncated_prompts"], summary["truncated_tokens"]) == (1, 40)
     assert summary["roles"]["navigator"]["model_calls"] == 1
     assert (summary["requests"], summary["model_calls"], summary["cache_hits"]) == (3, 2, 1)
     assert (summary["input_tokens"], summary["output_tokens"], summary["model_seconds"]) == (250, 23, 0.75)
+
+
+def test_record_counts_each_answer_problem_per_role():
+    ledger = QueryLedger()
+    ledger.record("reranker", Completion(text="I cannot rank these.", problems=["unreadable"]))
+    ledger.record("reranker", Completion(text="[2] > [1", finish_reason="length", problems=["ids_missing", "ids_appended"]))
+    ledger.record("reranker", Completion(text="<think>[1]", finish_reason="length", problems=["thought_without_answer"], cached=True))
+    ledger.record("agent", Completion(text="", problems=["tool_call_recovered", "retry:429"]))
+    summary = ledger.summary()
+    assert summary["roles"]["reranker"]["problems"] == {
+        "cut_at_max_tokens": 2, "ids_appended": 1, "ids_missing": 1, "thought_without_answer": 1, "unreadable": 1}
+    assert summary["problems"]["retry:429"] == 1 and summary["problems"]["cut_at_max_tokens"] == 2
+
+
+def test_run_metrics_and_end_line_count_answers_and_warn_over_the_share():
+    from garen_infer.runner import answer_problems, answer_problems_report
+
+    ledgers = [{"roles": {"reranker": {"requests": 4, "problems": {"unreadable": 1}}, "navigator": {"requests": 9}}},
+               {"roles": {"reranker": {"requests": 6, "problems": {"ids_missing": 2, "unreadable": 1}}}}]
+    metrics = answer_problems(ledgers)
+    assert metrics == {"answer_problems": {"ids_missing": 2, "unreadable": 2},
+                       "answer_problems_by_role": {"reranker": {"answers": 10, "ids_missing": 2, "unreadable": 2}}}
+    quiet, loud = answer_problems_report(metrics, 0.25), answer_problems_report(metrics, 0.1)
+    assert quiet == ["[run] answers not used as asked: reranker ids_missing 2, unreadable 2"]
+    assert len(loud) == 2 and loud[1].startswith("[run] WARNING: 2 of the 10 reranker answers (20%) gave nothing usable")
+    assert answer_problems_report(answer_problems([{"roles": {}}]), 0.1) == ["[run] answers not used as asked: none"]
 
 
 # ---- the scheduler consults the ledger before any model call ----------------------------------------------------

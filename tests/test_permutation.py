@@ -102,3 +102,52 @@ def test_always_a_permutation(text):
 def test_reasoning_cut_off_before_its_ranking_gives_the_identity():
     cut = "[Reasoning Trace] Step 1: identify the 2 mechanisms. Step 2: documents [14] and [3] describe"
     assert parse_permutation(cut, 20) == list(range(20))
+
+
+# ---- what real models write, and what each answer is counted as ------------------------------------------------
+from garen_infer.llm.permutation import read_permutation  # noqa: E402
+from garen_infer.llm.rgs_prompt import parse_all_or_identity  # noqa: E402
+
+
+@pytest.mark.parametrize("header", ["**Document Ranking:**", "## Document Ranking", "### Document Ranking:", "Document Ranking:"])
+def test_markdown_ranking_headers_are_read_like_garens_own(header):
+    text = f"**Reasoning Trace:** Step 1: the query needs 2 facts. Step 2: passage [4] has one.\n{header}\n[3] > [1] > [4] > [2]"
+    assert read_permutation(text, 4).order == [2, 0, 3, 1]
+    assert read_permutation(text, 4).problems == []
+
+
+def test_a_markdown_trace_cut_before_its_ranking_is_unreadable():
+    parsed = read_permutation("## Reasoning Trace\nStep 1: documents [14] and [3] describe", 20)
+    assert (parsed.order, parsed.problems) == (list(range(20)), ["unreadable"])
+
+
+@pytest.mark.parametrize("text", ["<think>Passage [3] beats [1] because", "<think>[2] > [1]</think>\n  "])
+def test_a_thought_without_an_answer_is_never_read_for_ids(text):
+    parsed = read_permutation(text, 3)
+    assert (parsed.order, parsed.problems) == ([0, 1, 2], ["thought_without_answer"])
+
+
+def test_refusal_is_counted_unreadable():
+    parsed = read_permutation("I'm sorry, but I can't help with ranking these documents.", 5)
+    assert (parsed.order, parsed.problems) == ([0, 1, 2, 3, 4], ["unreadable"])
+
+
+def test_missing_and_duplicate_ids_are_named():
+    parsed = read_permutation("[2] > [2] > [4]", 4)
+    assert parsed.order == [1, 3, 0, 2]
+    assert parsed.problems == ["ids_duplicate", "ids_missing", "ids_appended"]
+    assert read_permutation("[2] > [1]", 2).problems == []
+
+
+@pytest.mark.parametrize("content", [3, [3, 1, 2], [{"type": "text", "text": "[3] > [1] > [2]"}]])
+def test_a_number_or_a_list_as_content_is_read_and_counted(content):
+    parsed = read_permutation(content, 3)
+    assert parsed.problems[0] == "content_not_text"
+    assert parsed.order[0] == 2
+
+
+def test_rgs_rule_keeps_input_order_and_says_why():
+    assert parse_all_or_identity("[3] > [1]", 3).problems == ["ids_missing", "unreadable"]
+    assert parse_all_or_identity("I cannot rank these.", 3).problems == ["unreadable"]
+    assert parse_all_or_identity("<think>[1] [2] [3]", 3).problems == ["thought_without_answer"]
+    assert parse_all_or_identity("<think>[3] [2] [1]</think>[2] > [3] > [1]", 3).order == [1, 2, 0]

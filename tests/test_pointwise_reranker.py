@@ -200,3 +200,17 @@ def test_the_embedding_scorer_reads_corpus_vectors_from_the_index(tiny_dataset, 
 def test_a_wrong_mode_is_one_clear_error(models, message, tiny_index):
     with pytest.raises(GarenError, match=message):
         build_roles(models, [], tiny_index, NoCache())
+
+
+def test_a_windows_answer_carries_the_problems_of_its_documents_scores():
+    from garen_infer.llm.pointwise import PointwiseReranker
+    from garen_infer.llm.types import Completion, RerankJob
+
+    class NanForB:
+        name = "nan-for-b"
+
+        def score(self, jobs):
+            return [Completion(score=0.0 if j.text == "b" else 0.5, problems=["not_a_number"] if j.text == "b" else []) for j in jobs]
+
+    [(order, completion)] = PointwiseReranker(NanForB(), ["a", "b", "c"]).rerank([RerankJob("q", (0, 1, 2))])
+    assert order == [0, 2, 1] and completion.problems == ["not_a_number"]

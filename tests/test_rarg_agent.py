@@ -248,6 +248,7 @@ def test_nudges_remind_a_model_that_answers_in_prose(agent_index, tiny_dataset, 
     policy = ScriptedPolicy(sequence(prose, final=answer("corpus/vol1.txt")))
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "b", policy, limit=1)
     assert len(policy.requests) == 1 and trace["q1"]["ranking"] == [] and trace["q1"]["trace"]["agent"]["stop"] == "answer"
+    assert trace["q1"]["ledger"]["problems"] == {"unreadable": 1}  # a final answer that names no document
 
 
 ROWS = {"a.txt": 0, "b.txt": 1, "4983.txt": 2, "2010.txt": 3}
@@ -261,6 +262,7 @@ IDS = {"a": 0, "b": 1, "4983": 2, "2010": 3}
         ("I looked at corpus/a.txt in 2010.\nFinal ranking:\n1) 4983\n2) a\n(3) corpus/2010.txt", [2, 0, 3]),
         ("Found corpus/b.txt and corpus/4983.txt, but not 2010.", [1, 2]),  # no header: file names only
         ("<think>corpus/a.txt is wrong</think>The answer: **corpus/b.txt**.", [1]),
+        ("<think>corpus/a.txt looks right, but let me check corpus/b.txt", []),  # a thought cut before its answer
         ("Final Ranking\n1. `corpus/a.txt`\n2. [b.txt]\n3. corpus/unknown.txt\n4. 1.", [0, 1]),
         ("final ranking: 1. a 2. b 3. 4983 4. 2010", [0, 1]),  # cut at answer_size = 2
         ("I cannot find anything.", []),
@@ -347,3 +349,41 @@ def test_a_real_transformers_model_drives_the_loop(agent_index, tiny_dataset, ti
     trace = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
     assert len(trace) == 2 and metrics["mean_model_calls"] >= 1 and metrics["mean_input_tokens"] > 300
     assert all(r["trace"]["transcript"][0]["kind"] == "assistant" for r in trace)
+
+
+def test_compaction_keeps_every_prompt_within_the_models_limit_and_the_newest_results_whole(agent_index, tiny_dataset, tmp_path):
+    """The paper's threshold (230K) is never reached here, but the model takes 900 tokens: older results are cleared,
+    one at a time, so that no chat is sent longer than that (a backend would cut its middle, or a server refuse it)."""
+    def tokens(chat):
+        return sum(len(m.get("content") or "") for m in chat) // 4  # what ScriptedPolicy reports as input_tokens
+
+    searches = [call("bash", command=f"rg -n {w} corpus") for w in ("the", "of", "and", "a", "is", "in", "to", "lava")]
+    unlimited = ScriptedPolicy(sequence(*searches))
+    run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "unlimited", unlimited, limit=1)
+    assert tokens(unlimited.requests[-1][0]) > 900
+    policy = ScriptedPolicy(sequence(*searches))
+    _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1, context_limit=900)
+    assert max(tokens(chat) for chat, _ in policy.requests) <= 900
+    results = tool_results(policy.requests[-1][0])
+    assert "[cleared]" in results and results[-1].startswith("corpus/")  # the newest search is whole
+    assert trace["q1"]["trace"]["agent"]["compactions"] >= 1 and trace["q1"]["trace"]["agent"]["stop"] == "answer"
+
+
+def test_a_context_that_cannot_fit_ends_the_episode_instead_of_being_cut(agent_index, tiny_dataset, tmp_path):
+    probe = ScriptedPolicy(sequence(call("bash", command="rg -n the corpus")))
+    run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "probe", probe, limit=1)
+    first_turn = sum(len(m.get("content") or "") for m in probe.requests[0][0]) // 4
+    policy = ScriptedPolicy(sequence(call("bash", command="rg -n the corpus")))
+    _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1, context_limit=first_turn + 5)
+    assert len(policy.requests) == 1  # the first turn fits; with the search's result nothing older is left to clear
+    assert trace["q1"]["trace"]["agent"]["stop"] == "context_full"
+
+
+def test_the_context_limit_follows_from_the_agent_models_spec():
+    from garen_infer.methods.rarg import Rarg, RargConfig
+
+    spec = {"backend": "vllm", "max_model_len": 131072, "sampling": {"max_tokens": 4096}}
+    assert Rarg.settle(RargConfig(), {"agent": spec}).context_limit == 126_976
+    assert Rarg.settle(RargConfig(), {"agent": {**spec, "max_length": 60_000}}).context_limit == 60_000
+    assert Rarg.settle(RargConfig(), {"agent": {"backend": "openai"}}).context_limit is None
+    assert Rarg.settle(RargConfig(context_limit=5000), {"agent": spec}).context_limit == 5000

@@ -88,9 +88,26 @@ def test_marks_are_holm_corrected_over_the_comparisons_with_the_baseline():
 def test_cost_columns_that_are_zero_for_every_method_are_left_out():
     table = tables.cost_table(hand_matrix(methods=1))
     assert table.header == ["method", "budget", "nDCG@10", "calls/q", "model s/q"]
-    assert "Left out, 0 or unknown for every method: input tokens/q, output tokens/q, wall s/q." in table.caption
+    assert "Left out, 0 or unknown for every method: input tokens/q, output tokens/q, wall s/q, unusable %." in table.caption
     assert all(len(row) == len(table.header) for row in table.rows)
     assert [str(row[0]) for row in table.rows] == ["bm25", "rerank", "  ↳ reranker", "m0"]
+
+
+def test_the_cost_table_shows_the_share_of_unusable_answers_where_there_are_any():
+    matrix = hand_matrix(methods=1)
+    rerank = matrix.cell("rerank", 100)
+    rerank.cost = {**rerank.cost, "unusable": 0.25, "roles": {"reranker": {**rerank.cost["roles"]["reranker"], "unusable": 0.25}}}
+    table = tables.cost_table(matrix)
+    assert table.header == ["method", "budget", "nDCG@10", "calls/q", "model s/q", "unusable %"]
+    assert [row[-1].text for row in table.rows] == ["—", "25.0", "25.0", "—"]
+
+
+def test_run_results_read_the_unusable_share_from_the_ledgers():
+    from garen_infer.report.run_results import unusable_share
+
+    costs = [{"requests": 6, "problems": {"unreadable": 1, "ids_missing": 2}}, {"requests": 2, "problems": {"thought_without_answer": 1}}, {}]
+    assert unusable_share(costs) == 0.25
+    assert unusable_share([{"requests": 3}]) == 0.0 and unusable_share([]) == 0.0
 
 
 def test_a_single_budget_is_drawn_as_points(monkeypatch, tmp_path):

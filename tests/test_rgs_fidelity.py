@@ -51,8 +51,8 @@ def test_rgs_author_answer_rule_keeps_the_input_order_when_an_id_is_missing(tiny
     from garen_infer.llm.rgs_prompt import parse_all_or_identity
     from garen_infer.llm.types import Completion
 
-    assert parse_all_or_identity("[3] > [1] > [2]", 3) == [2, 0, 1]
-    assert parse_all_or_identity("[3] > [1]", 3) == [0, 1, 2]  # invalid: the window keeps its order
+    assert parse_all_or_identity("[3] > [1] > [2]", 3).order == [2, 0, 1]
+    assert parse_all_or_identity("[3] > [1]", 3).order == [0, 1, 2]  # invalid: the window keeps its order
     assert parse_permutation("[3] > [1]", 3) == [2, 0, 1]  # rank_llm appends the missing id instead
     spec = {"reranker": {"backend": "openai", "base_url": "http://127.0.0.1:9", "model": "m", "api_key_env": None,
                          "prompt": "rgs-author", "sampling": {"temperature": 0.0}}}

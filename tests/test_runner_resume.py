@@ -81,7 +81,8 @@ def test_resume_after_interruption(tiny_dataset, tiny_index, tmp_path, uninterru
     logs = []
     resumed = ScriptedReranker(tiny_index)
     metrics = execute(tiny_dataset, tiny_index, config(), out, roles=Roles(reranker=resumed), log=logs.append)
-    assert logs == ["[run] resuming: 2 of 4 queries already finished", "[run] prompts cut to fit a model's limit: 0"]
+    assert logs == ["[run] resuming: 2 of 4 queries already finished", "[run] prompts cut to fit a model's limit: 0",
+                    "[run] answers not used as asked: none"]
     assert resumed.calls == calls["q3"] + calls["q4"]  # finished queries cost nothing
     assert sorted(trace_qids(out)) == QIDS  # each query once
     assert (out / "run.trec").read_bytes() == (uninterrupted / "run.trec").read_bytes()

@@ -139,3 +139,32 @@ def test_openai_backend_sends_tools_and_reads_tool_calls():
     assert (calls[0]["name"], calls[0]["arguments"], calls[0]["error"]) == ("bash", {"command": "rg -n lava"}, None)
     assert calls[1]["name"] == "read" and "not a JSON object" in calls[1]["error"]
     assert (answer.text, answer.input_tokens, answer.output_tokens) == ("", 120, 30)
+
+
+def test_a_call_the_server_returned_as_content_is_recovered_by_the_agent_role_and_counted(tmp_path):
+    """vLLM's hermes parser gives up on a call with broken JSON and returns the reply as plain content; the agent
+    role reads it as the offline path does, and the ledger counts it (again on replay from the cache)."""
+    from test_openai_backend import FakeServer
+
+    from garen_infer.llm.backends.openai_backend import OpenAIBackend
+    from garen_infer.llm.ledger import QueryLedger
+    from garen_infer.llm.roles import LLMToolChat
+
+    content = "I will search.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"rg -n lava\",}}\n</tool_call>"
+    server = FakeServer()
+    try:
+        server.answer((200, {"choices": [{"message": {"content": content}, "finish_reason": "stop"}], "usage": {}}))
+        backend = OpenAIBackend("m", base_url=server.base_url, api_key_env=None, max_retries=0, timeout=5)
+        agent = LLMToolChat(CachedBackend(backend, ResponseCache(tmp_path / "cache")))
+        [first] = agent.chat([(_conversation(), TOOLS)])
+        [again] = agent.chat([(_conversation(), TOOLS)])
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+    for answer in (first, again):
+        assert answer.text == "I will search."
+        assert [(c["name"], c["arguments"]) for c in answer.extra["tool_calls"]] == [("bash", {"command": "rg -n lava"})]
+        ledger = QueryLedger()
+        ledger.record("agent", answer)
+        assert ledger.summary()["problems"] == {"tool_call_recovered": 1}
+    assert again.cached and len(server.requests) == 1

@@ -7,9 +7,14 @@ results, not turns) and older ones are replaced by ``[cleared]``. RARG adds two 
 keeps its "scope file -> query" line, so the agent always knows which scopes exist, and the ``<qr_paragraph>``
 entry points are cleared from every result at compaction, recent ones included.
 
+The model's own limit comes first: a context longer than ``limit`` tokens (what the agent model's prompt may hold,
+its ``max_model_len`` minus the answer's ``max_tokens``) has more of its oldest results cleared, one at a time,
+until it fits. An agent's chat is never sent to be cut in the middle: that would drop its newest results, or, on a
+server, be refused.
+
 The context length is the prompt tokens of the last model call plus its answer, plus a quarter of the characters
-added since (about four characters a token); a backend that reports no tokens is estimated from characters alone.
-Compaction is deterministic, so a rerun sends the same prompts and is served from the cache.
+added (or minus those cleared) since, about four characters a token; a backend that reports no tokens is estimated
+from characters alone. Compaction is deterministic, so a rerun sends the same prompts and is served from the cache.
 """
 
 from __future__ import annotations
@@ -62,14 +67,17 @@ class Context:
     def length_estimate(self) -> int:
         chars = self.chars()
         if self._tokens_seen:
-            return self._tokens_seen + max(chars - self._chars_then, 0) // CHARS_PER_TOKEN
+            return max(self._tokens_seen + (chars - self._chars_then) // CHARS_PER_TOKEN, 0)
         return chars // CHARS_PER_TOKEN
 
-    def compact_if_long(self, threshold: int, keep_results: int) -> bool:
-        """Compact when the context is longer than ``threshold`` tokens; True when anything changed."""
-        if self.length_estimate() <= threshold:
-            return False
-        changed = self.compact(keep_results)
+    def compact_if_long(self, threshold: int, keep_results: int, limit: int | None = None) -> bool:
+        """Compact when the context is longer than ``threshold`` tokens, then clear older results until it is no
+        longer than ``limit`` (None: no limit) or no result is left to clear; True when anything changed."""
+        changed = self.length_estimate() > threshold and self.compact(keep_results)
+        keep = min(keep_results, len(self.results))
+        while limit is not None and keep > 0 and self.length_estimate() > limit:
+            keep -= 1
+            changed = self.compact(keep) or changed
         if changed:
             self.compactions += 1
         return changed

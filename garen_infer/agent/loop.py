@@ -4,7 +4,8 @@ response cache replays a finished conversation without a model (DCI-Agent-Lite's
 
     context = system prompt + the query
     for turn in 1..max_turns:
-        compact the context if it is too long
+        compact the context if it is too long (and always until it fits the model's prompt limit)
+        still too long for the model (nothing left to clear): stop, never send a chat to be cut
         reply = model(context, tools)              (the last turn is told to answer now)
         no tool call in reply: it is the final answer; stop   (optionally: no ranking either -> remind, go on)
         run each tool call, append its result
@@ -30,7 +31,7 @@ from garen_infer.llm.tool_calls import AssistantTurn
 @dataclass
 class AgentResult:
     answer: str  # the final answer's text ("" when the loop ended without one)
-    stop: str  # "answer" | "turn_cap"
+    stop: str  # "answer" | "turn_cap" | "context_full"
     turns: int
     tool_calls: dict[str, int] = field(default_factory=dict)  # by tool name ("unreadable" for broken calls)
     refused: int = 0  # commands the sandbox refused
@@ -44,7 +45,8 @@ def run_agent(
     system: str, user: str, tools: list[dict], toolbox: Toolbox, transcript: Transcript, config,
     is_answer: Callable[[str], bool] = bool, nudge: str = "",
 ) -> Generator[ChatWithTools, AssistantTurn, AgentResult]:
-    """``config`` gives max_turns, compaction_threshold, keep_tool_results and nudges; a reply without a tool
+    """``config`` gives max_turns, compaction_threshold, keep_tool_results, context_limit (tokens the model's prompt
+    may hold; None: no limit) and nudges; a reply without a tool
     call for which ``is_answer`` is false is replaced in the context by ``nudge`` instead of ending the episode,
     ``config.nudges`` times (the transcript keeps the reply)."""
     context = Context(system, user)
@@ -55,8 +57,13 @@ def run_agent(
         last = turn == config.max_turns
         if last:
             context.add_user(TURN_LIMIT_NOTE)
-        if context.compact_if_long(config.compaction_threshold, config.keep_tool_results):
+        if context.compact_if_long(config.compaction_threshold, config.keep_tool_results, config.context_limit):
             transcript.compaction(turn, context.length_estimate())
+        if config.context_limit is not None and context.length_estimate() > config.context_limit:
+            result.stop = "context_full"
+            transcript.note(turn, f"the context holds about {context.length_estimate()} tokens with every older tool "
+                                  f"result cleared, more than the model's {config.context_limit}: the episode ends here")
+            break
         sent, chars = context.snapshot(), context.chars()
         reply = yield ChatWithTools(sent, schemas)
         context.saw_model_call(reply.input_tokens, reply.output_tokens, chars)

@@ -3,13 +3,17 @@
 ``stage_generator`` builds the generator role from a stage's ``summarizer`` spec (None for the extractive one).
 ``stream_json`` asks it one prompt per item, all of them at once where the engine takes them so (``generate_json``:
 the same, as a list), each answer parsed by the caller's ``parse(item, text)`` and handed back as soon as it is
-final. Items whose answer does not parse are asked again with sampling (a greedy retry repeats itself, and the
-response cache would replay it); items that fail every attempt come back as None, so the caller can take its
-explicit, counted fallback."""
+final. Items whose answer does not parse, or was cut at ``max_tokens`` (JSON repair would close it and keep a summary
+cut mid-sentence), are asked again with sampling (a greedy retry repeats itself, and the response cache would replay
+it); items that fail every attempt come back as None, so the caller can take its explicit, counted fallback. Every
+answer not used as asked is counted in ``generator.problems`` by kind, reported when the stage releases its generator
+and kept in the stage's manifest."""
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from typing import Callable, Iterator
@@ -17,6 +21,9 @@ from typing import Callable, Iterator
 from tqdm.auto import tqdm
 
 from garen_infer.llm.backends.dispatch import requests_at_once
+from garen_infer.llm.ledger import answer_problems
+from garen_infer.llm.permutation import answer_part
+from garen_infer.llm.problems import CUT_AT_MAX_TOKENS, UNREADABLE
 from garen_infer.llm.types import Chat
 
 log = logging.getLogger(__name__)
@@ -24,9 +31,13 @@ log = logging.getLogger(__name__)
 
 def repaired_json(text: str):
     """``text`` parsed as JSON, repaired by json_repair if need be (valid JSON parses as json.loads would); None when
-    even repair fails. Small models' answers often miss a bracket or a quote."""
+    even repair fails. Small models' answers often miss a bracket or a quote. A thought (``<think>...</think>``) is
+    not the answer: what follows it is read, and a thought that never closed leaves nothing."""
     import json_repair
 
+    text, thought = answer_part(text, ranking=False)
+    if thought:
+        return None
     try:
         return json_repair.loads(text)
     except Exception:  # noqa: BLE001 - json_repair raises assorted errors on hopeless input
@@ -52,8 +63,13 @@ def release_stage_generator(generator, stage: str) -> dict:
     if cut:
         log.warning("%s: %d prompts were cut in the middle to fit the summarizer's limit; raise its max_model_len or "
                     "max_length, or show fewer words per document", stage, cut)
+    problems = dict(sorted(getattr(generator, "problems", {}).items()))
+    if problems:
+        log.warning("%s: summarizer answers not used as asked (each asked again, then the counted fallback): %s%s", stage,
+                    ", ".join(f"{kind} {n}" for kind, n in problems.items()),
+                    "; raise its sampling.max_tokens" if CUT_AT_MAX_TOKENS in problems else "")
     generator.backend.close()
-    return {"truncated_prompts": cut}
+    return {"truncated_prompts": cut, "answer_problems": problems}
 
 
 def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], object], retries: int, batch_size: int = 32,
@@ -85,13 +101,14 @@ def stream_json(generator, count: int, prompt: Callable[[int], Chat], parse: Cal
 def _answered(generator, chats: dict[int, Chat], parse, retries: int) -> dict[int, object]:
     """Each item's parsed answer: the greedy attempt, then sampled ones for the items that did not parse."""
     results: dict[int, object] = dict.fromkeys(chats)
+    counts = getattr(generator, "problems", Counter())  # LLMGenerator's, reported when the stage releases it
     pending = list(chats)
     for attempt in range(retries + 1):
         if not pending:
             break
         completions = generator.backend.generate([chats[i] for i in pending], _sampling(generator, attempt))
         for i, completion in zip(pending, completions):
-            results[i] = parse(i, completion.text)
+            results[i] = _read(completion, lambda text, i=i: parse(i, text), counts)
         pending = [i for i in pending if results[i] is None]
     return results
 
@@ -109,3 +126,17 @@ def _streamed(generator, count: int, prompt, parse, retries: int, slots: int) ->
             yield futures[future], future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # a failure stops what is not sent; what is in flight is cached
+
+
+_counting = threading.Lock()  # streamed items are read on several threads
+
+
+def _read(completion, parse: Callable[[str], object], problems) -> object:
+    """The parsed answer, or None when it does not parse or was cut at max_tokens; its problems are counted."""
+    kinds = answer_problems(completion)
+    parsed = None if CUT_AT_MAX_TOKENS in kinds else parse(completion.text)
+    if parsed is None and CUT_AT_MAX_TOKENS not in kinds:
+        kinds.append(UNREADABLE)
+    with _counting:
+        problems.update(kinds)
+    return parsed

@@ -1,10 +1,14 @@
-"""What one query cost, per role: the budget of Reranker@k and everything a fair comparison needs."""
+"""What one query cost, per role: the budget of Reranker@k and everything a fair comparison needs, and every
+answer that was not what we asked for (by kind: ``Completion.problems``, plus ``cut_at_max_tokens`` from the
+engine's ``finish_reason``), the way rank_llm's ResponseAnalyzer counts format errors."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from garen_infer.errors import GarenError
+from garen_infer.llm.problems import CUT_AT_MAX_TOKENS
 from garen_infer.llm.types import Completion
 
 
@@ -22,6 +26,7 @@ class RoleCost:
     seconds: float = 0.0
     truncated_prompts: int = 0  # requests whose prompt lost its middle to fit the model's limit (cache hits included)
     truncated_tokens: int = 0  # prompt tokens those cuts removed
+    problems: dict[str, int] = field(default_factory=dict)  # answers by problem kind (cache hits included)
 
 
 @dataclass
@@ -49,12 +54,20 @@ class QueryLedger:
         cost.seconds += completion.seconds
         cost.truncated_prompts += completion.truncated_tokens > 0
         cost.truncated_tokens += completion.truncated_tokens
+        for kind in answer_problems(completion):
+            self.count_problem(role, kind)
+
+    def count_problem(self, role: str, kind: str) -> None:
+        """One answer of ``role`` that was not what we asked for, found where the answer is read."""
+        cost = self.roles.setdefault(role, RoleCost())
+        cost.problems[kind] = cost.problems.get(kind, 0) + 1
 
     def summary(self) -> dict:
         total = RoleCost()
         for cost in self.roles.values():
             for name in vars(total):
-                setattr(total, name, getattr(total, name) + getattr(cost, name))
+                if name != "problems":
+                    setattr(total, name, getattr(total, name) + getattr(cost, name))
         return {
             "budget_used": len(self.reranked),
             "budget": self.budget,
@@ -66,5 +79,14 @@ class QueryLedger:
             "model_seconds": round(total.seconds, 4),
             "truncated_prompts": total.truncated_prompts,
             "truncated_tokens": total.truncated_tokens,
-            "roles": {role: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in vars(c).items()} for role, c in self.roles.items()},
+            "problems": dict(sorted(sum((Counter(c.problems) for c in self.roles.values()), Counter()).items())),
+            "roles": {role: {k: (round(v, 4) if isinstance(v, float) else dict(sorted(v.items())) if isinstance(v, dict) else v) for k, v in vars(c).items()} for role, c in self.roles.items()},
         }
+
+
+def answer_problems(completion: Completion) -> list[str]:
+    """What the ledger counts for one answer: the problems its parser named, and ``cut_at_max_tokens`` when the
+    engine stopped it at ``max_tokens`` (a cut answer may still parse: it is counted either way)."""
+    cut = completion.finish_reason == "length" and CUT_AT_MAX_TOKENS not in completion.problems
+    return [*completion.problems, *([CUT_AT_MAX_TOKENS] if cut else [])]
+

@@ -46,5 +46,6 @@ class PointwiseReranker:
             cached=all(c.cached for c in paid),  # nothing reached a model (also true when nothing was new)
             seconds=sum(c.seconds for c in paid),
             extra={"scored": len(paid), "reused": len(rows) - len(paid)},
+            problems=[kind for c in paid for kind in c.problems],  # the documents' scores' (a NaN, a retry)
         )
         return [rows[i] for i in order], completion

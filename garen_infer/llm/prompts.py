@@ -160,7 +160,7 @@ LISTWISE_PROMPTS = {"rankgpt": rankgpt, "garen": garen_non_reasoning, "garen-rea
 # the reranker's output budget follows from its prompt (App. G): a ranking of 20 ids, or a reasoning trace first
 PROMPT_MAX_TOKENS = {"rankgpt": 200, "garen": 200, "garen-reasoning": 4096, "rgs-author": 200}
 PROMPT_MAX_WORDS = {"rgs-author": None}  # words per passage when the role does not say; others: MAX_PASSAGE_WORDS
-PROMPT_PARSERS = {"rgs-author": parse_all_or_identity}  # others: rank_llm's rule (permutation.parse_permutation)
+PROMPT_PARSERS = {"rgs-author": parse_all_or_identity}  # others: rank_llm's rule (permutation.read_permutation)
 
 # ---- Pointwise yes/no: the Qwen3-Reranker format (GAREN App. G Table 10 navigator; anchors.md sec. 7) ----------
 DEFAULT_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query."  # GAREN Table 10

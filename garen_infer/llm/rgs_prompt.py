@@ -5,13 +5,16 @@
   brackets stripped; BRIGHT documents have no title, hence the leading space), then the ranking instruction.
   This is the OpenAI-compatible branch of the author's code, the one an open model on vLLM goes through.
 - Answer: each id "[i]" is placed where it first appears in the text; if ANY id is missing the answer is invalid
-  and the window keeps its input order (rank_llm instead appends the missing ids).
+  and the window keeps its input order (rank_llm instead appends the missing ids). The author's models did not
+  think aloud; here a thought (``<think>...</think>``) is never read for ids, as in every listwise answer.
 Sampling in the author's code: temperature 0 and 10 x window output tokens.
 """
 
 from __future__ import annotations
 
 from garen_infer.errors import GarenError
+from garen_infer.llm.permutation import ParsedRanking, answer_part, as_text
+from garen_infer.llm.problems import IDS_MISSING, UNREADABLE
 from garen_infer.llm.types import Chat
 
 # BRIGHT's short per-task instructions, as the author's code lists them
@@ -53,9 +56,13 @@ def rgs_author(query: str, docs: list[str], max_words: int | None = None, text: 
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def parse_all_or_identity(text: str, n: int) -> list[int]:
-    """Order ids by where "[i]" first appears; the identity if any of the n ids is missing (the author's rule)."""
-    positions = [(text or "").find(f"[{i}]") for i in range(1, n + 1)]
+def parse_all_or_identity(content, n: int) -> ParsedRanking:
+    """Order ids by where "[i]" first appears; the identity if any of the n ids is missing (the author's rule), which
+    leaves the whole answer unused."""
+    text, problems = as_text(content)
+    text, thought = answer_part(text)
+    positions = [text.find(f"[{i}]") for i in range(1, n + 1)]
     if min(positions, default=0) < 0:
-        return list(range(n))
-    return sorted(range(n), key=lambda i: (positions[i], i))
+        missing = [IDS_MISSING] if max(positions) >= 0 else []
+        return ParsedRanking(list(range(n)), [*problems, *thought, *missing, *([] if thought else [UNREADABLE])])
+    return ParsedRanking(sorted(range(n), key=lambda i: (positions[i], i)), problems)

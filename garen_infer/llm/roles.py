@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -23,11 +25,13 @@ from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.exported_models import read_manifest, trained_scoring, weights_tag
 from garen_infer.llm.model_specs import ROLE_KEYS, check_model_spec
 from garen_infer.llm.oracle import build_oracle
-from garen_infer.llm.permutation import parse_permutation
+from garen_infer.llm.permutation import read_permutation
 from garen_infer.llm.pointwise import PointwiseReranker
+from garen_infer.llm.problems import NOT_A_NUMBER, TOOL_CALL_RECOVERED, UNREADABLE
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
                                      PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
 from garen_infer.llm.rgs_prompt import bright_task
+from garen_infer.llm.tool_calls import split_tool_calls
 from garen_infer.llm.types import Chat, Completion, RerankJob, SamplingParams, ScoreJob
 
 
@@ -75,13 +79,17 @@ class LLMListwiseReranker:
         template("", text)  # refuses an unknown reading now rather than at the first query
         self.backend, self.doc_texts, self.max_words, self.text, self.task = backend, doc_texts, max_words, text, task
         self.prompt, self.name = LISTWISE_PROMPTS[prompt], f"{backend.id}:{prompt}"
-        self.parse = PROMPT_PARSERS.get(prompt, parse_permutation)
+        self.parse = PROMPT_PARSERS.get(prompt, read_permutation)
         self.sampling = sampling or SamplingParams(max_tokens=PROMPT_MAX_TOKENS[prompt])
 
     def rerank(self, jobs: list[RerankJob]) -> list[tuple[list[int], Completion]]:
         chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text, self.task) for j in jobs]
-        completions = self.backend.generate(chats, self.sampling)
-        return [([j.rows[i] for i in self.parse(c.text, len(j.rows))], c) for j, c in zip(jobs, completions)]
+        out = []
+        for job, completion in zip(jobs, self.backend.generate(chats, self.sampling)):
+            parsed = self.parse(completion.text, len(job.rows))
+            completion.problems += parsed.problems
+            out.append(([job.rows[i] for i in parsed.order], completion))
+        return out
 
 
 class EmbeddingYesNoScorer:
@@ -141,7 +149,7 @@ class LLMYesNoScorer:
 
     def score(self, jobs: list[ScoreJob]) -> list[Completion]:
         chats = [yes_no(j.query, j.text, self.instruction, self.text) for j in jobs]
-        return self.backend.score_yes_no(chats, self.assistant_prefix)
+        return [_finite(c) for c in self.backend.score_yes_no(chats, self.assistant_prefix)]
 
 
 class CrossEncoderScorer:
@@ -151,25 +159,56 @@ class CrossEncoderScorer:
         self.backend, self.name = backend, backend.id
 
     def score(self, jobs: list[ScoreJob]) -> list[Completion]:
-        return self.backend.score_pairs([(j.query, j.text) for j in jobs])
+        return [_finite(c) for c in self.backend.score_pairs([(j.query, j.text) for j in jobs])]
+
+
+def _finite(completion: Completion) -> Completion:
+    """A NaN P(yes) (log-probs of a broken forward pass, fp16 overflow) is not ranked on: it reads as 0, the lowest
+    score, and is counted; the cache never keeps it (CachedBackend), so a rerun asks the model again."""
+    if completion.score is not None and math.isnan(completion.score):
+        completion.score = 0.0
+        completion.problems.append(NOT_A_NUMBER)
+    return completion
 
 
 class LLMGenerator:
     def __init__(self, backend, sampling: SamplingParams | None = None):
         self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
+        self.problems: Counter = Counter()  # an index stage's answers not used as asked, by kind (generate_json)
 
     def generate(self, chats: list[Chat]) -> list[Completion]:
         return self.backend.generate(chats, self.sampling)
 
 
+AGENT_MAX_TOKENS = 1024  # an agent turn's answer tokens when the role's sampling does not say
+
+
 class LLMToolChat:
-    """The agent role (RARG): a model that answers a chat with text and tool calls."""
+    """The agent role (RARG): a model that answers a chat with text and tool calls.
+
+    A server whose tool parser could not read a call (vLLM's hermes parser on a call with broken JSON) returns it as
+    plain ``content``: such calls are read from the text exactly as a local model's are (``split_tool_calls``) and
+    counted as recovered, so both paths run the same calls."""
 
     def __init__(self, backend, sampling: SamplingParams | None = None):
-        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=1024), backend.id
+        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=AGENT_MAX_TOKENS), backend.id
 
     def chat(self, requests: list[tuple[Chat, list[dict]]]) -> list[Completion]:
-        return self.backend.chat_with_tools(requests, self.sampling)
+        return [_recover_tool_calls(c) for c in self.backend.chat_with_tools(requests, self.sampling)]
+
+
+def _recover_tool_calls(completion: Completion) -> Completion:
+    """The completion with the calls written in its text moved to ``extra["tool_calls"]``; a call that cannot be read
+    (the agent is told why; nothing runs) is counted unreadable."""
+    if not (completion.extra or {}).get("tool_calls"):
+        text, calls = split_tool_calls(completion.text or "")
+        if calls:
+            completion.text = text
+            completion.extra = {**(completion.extra or {}), "tool_calls": [c.as_dict() for c in calls]}
+            completion.problems.append(TOOL_CALL_RECOVERED)
+    if any(call.get("error") for call in completion.extra.get("tool_calls") or ()):
+        completion.problems.append(UNREADABLE)
+    return completion
 
 
 # ---- building roles from a config ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -32,6 +32,9 @@ from garen_infer.agent.sandbox import Limits, Sandbox
 from garen_infer.agent.tools import Toolbox
 from garen_infer.agent.transcript import Transcript
 from garen_infer.index.corpus_files import CorpusFiles
+from garen_infer.llm.permutation import answer_part
+from garen_infer.llm.problems import UNREADABLE
+from garen_infer.llm.roles import AGENT_MAX_TOKENS
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.settings import AtLeast, AtMost, Count, NonNegative, Positive
 
@@ -63,6 +66,8 @@ class RargConfig:
     # ---- compaction (sec. 3.1, 4.1) ----
     keep_tool_results: Count = 40  # results of the 40 most recent tool calls survive compaction
     compaction_threshold: Count = 230_000  # tokens of context before compaction starts
+    context_limit: Count | None = None  # tokens the agent's prompt may hold: compaction always keeps the context under
+    #   it; None: models.agent's max_length, else its max_model_len minus its sampling.max_tokens (settle), else none
     # ---- harness (not in the paper) ----
     command_seconds: Positive = 20.0  # wall-clock (and CPU) limit of one bash command
     backfill: Literal["none", "scope"] = "none"  # "scope": after the agent's list, the latest scope's order
@@ -102,6 +107,12 @@ class Rarg(Method):
             match_embedder = Embedder(EmbeddingParams(**self.config.match_embedding))
         return Relevance(self.index, [d.full_text for d in self.dataset.documents], match_embedder)
 
+    @classmethod
+    def settle(cls, config: RargConfig, models: dict) -> RargConfig:
+        if config.context_limit is None:
+            config = replace(config, context_limit=prompt_limit_of((models or {}).get("agent") or {}))
+        return config
+
     def search(self, state: QueryState) -> Search:
         cfg = self.config
         workdir = Path(tempfile.mkdtemp(prefix="query-", dir=self._workspace))
@@ -120,6 +131,9 @@ class Rarg(Method):
             shutil.rmtree(workdir, ignore_errors=True)
         ranking = self.ranking_of(result.answer)
         answered = len(ranking)
+        if result.stop == "answer" and not answered:  # a final answer that names no document is counted
+            _, thought = answer_part(result.answer, ranking=False)
+            state.answer_problems.append(("agent", thought[0] if thought else UNREADABLE))
         if cfg.backfill == "scope" and toolbox.scope_rows:
             listed = set(ranking)
             ranking += [r for r in list(toolbox.scope_rows.values())[-1] if r not in listed]
@@ -146,6 +160,16 @@ class Rarg(Method):
         out.update({f"mean_calls_{name}": round(sum(a["tool_calls"].get(name, 0) for a in agents) / n, 4) for name in tools})
         out["answered_share"] = round(sum(a["stop"] == "answer" for a in agents) / n, 4)
         return out
+
+
+def prompt_limit_of(spec: dict) -> int | None:
+    """The prompt tokens an agent model spec allows: its ``max_length``, else ``max_model_len`` minus the answer's
+    ``max_tokens`` (the agent role's default 1024 when the spec sets none); None when the spec names neither."""
+    if spec.get("max_length"):
+        return int(spec["max_length"])
+    if spec.get("max_model_len"):
+        return int(spec["max_model_len"]) - int((spec.get("sampling") or {}).get("max_tokens", AGENT_MAX_TOKENS))
+    return None
 
 
 class RargPlus(Rarg):

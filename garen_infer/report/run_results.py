@@ -20,6 +20,7 @@ from garen_infer.costs import TokenPrices, query_cost
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import per_query
+from garen_infer.llm.problems import UNUSABLE
 from garen_infer.trec import read_run, read_tag
 
 MEASURES = ("nDCG@10", "R@100")
@@ -113,6 +114,9 @@ class RunResult:
         out = {key: sum(l[key] for l in ledgers) / n for key in LEDGER_TOTALS}
         roles = sorted({role for l in ledgers for role in l["roles"]})
         out["roles"] = {role: {key: sum(l["roles"].get(role, {}).get(key, 0) for l in ledgers) / n for key in ROLE_FIELDS} for role in roles}
+        for role in roles:
+            out["roles"][role]["unusable"] = unusable_share([l["roles"].get(role, {}) for l in ledgers])
+        out["unusable"] = unusable_share([cost for l in ledgers for cost in l["roles"].values()])
         priced = {role: p for role, p in prices.items() if role in roles}
         out["unpriced"] = [r for r in roles if r not in priced and (out["roles"][r]["input_tokens"] or out["roles"][r]["output_tokens"])]
         if priced:
@@ -132,6 +136,14 @@ class RunResult:
         entries = list(read_finished(path, "at").values())
         queries = sum(e["queries"] for e in entries)
         return sum(e["wall_seconds"] for e in entries) / queries if queries else None
+
+
+def unusable_share(costs: list[dict]) -> float:
+    """The share of these answers (ledger role entries) that gave nothing usable (llm/problems.py UNUSABLE); 0 for
+    ledgers written before answers were counted."""
+    answers = sum(c.get("requests", 0) for c in costs)
+    unusable = sum(c.get("problems", {}).get(kind, 0) for c in costs for kind in UNUSABLE)
+    return unusable / answers if answers else 0.0
 
 
 def ranking_rows(record: dict, dataset: Dataset) -> list[int]:

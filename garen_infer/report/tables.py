@@ -111,7 +111,7 @@ def _number(value, digits: int) -> Cell:
     return Cell(f"{value:,.{digits}f}")
 
 
-COST_COLUMNS = ("calls/q", "input tokens/q", "output tokens/q", "model s/q", "wall s/q", "$/q")
+COST_COLUMNS = ("calls/q", "input tokens/q", "output tokens/q", "model s/q", "wall s/q", "unusable %", "$/q")
 
 
 def cost_table(matrix: DatasetMatrix) -> Table:
@@ -125,12 +125,13 @@ def cost_table(matrix: DatasetMatrix) -> Table:
         dollars = [_number(cost.get("dollars"), 5)] if priced else []
         rows.append([cell.label, "—" if cell.budget is None else str(cell.budget), *(_number(cell.mean(m), 4) for m in measures),
                      _number(cost["requests"], 1), _number(cost["input_tokens"], 0),
-                     _number(cost["output_tokens"], 0), _number(cost["model_seconds"], 3), _number(cost.get("wall_seconds"), 3), *dollars])
+                     _number(cost["output_tokens"], 0), _number(cost["model_seconds"], 3), _number(cost.get("wall_seconds"), 3),
+                     _percent(cost.get("unusable")), *dollars])
         for role, rc in cost["roles"].items():
             role_dollars = [_number(rc.get("dollars"), 5)] if priced else []
             rows.append([f"  ↳ {role}", "", *(Cell("") for _ in measures), _number(rc["requests"], 1), _number(rc["input_tokens"], 0),
-                         _number(rc["output_tokens"], 0), _number(rc["seconds"], 3), Cell(""), *role_dollars])
-    header = ["method", "budget", *measures, *COST_COLUMNS[: 5 + priced]]
+                         _number(rc["output_tokens"], 0), _number(rc["seconds"], 3), Cell(""), _percent(rc.get("unusable")), *role_dollars])
+    header = ["method", "budget", *measures, *COST_COLUMNS[: 6 + priced]]
     unpriced = sorted({r for c in matrix.cells for r in c.cost.get("unpriced", [])})
     note, unknown = "", "; — : unknown (a run file of another system)" if any(c.run is not None and c.run.external for c in matrix.cells) else ""
     if priced and unpriced:
@@ -142,8 +143,13 @@ def cost_table(matrix: DatasetMatrix) -> Table:
         rows = [[c for i, c in enumerate(row) if i not in empty] for row in rows]
     return Table(header, rows, (
         f"Cost per query on {matrix.name}: model calls (cache hits included), tokens in and out, model seconds (time in "
-        f"the model, cache hits count 0) and wall seconds (measured when `garen-infer bench` ran the queries), per "
+        f"the model, cache hits count 0), wall seconds (measured when `garen-infer bench` ran the queries) and the share "
+        f"of answers that gave nothing usable (unreadable, a thought without an answer, NaN: the method fell back), per "
         f"method and per role{unknown}.{note}"))
+
+
+def _percent(share) -> Cell:
+    return Cell("—") if share is None else Cell(f"{100 * share:.1f}")
 
 
 def _says_nothing(cell) -> bool:

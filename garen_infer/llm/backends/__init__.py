@@ -67,7 +67,10 @@ class CachedBackend:
         for position, answer in as_answered(self.backend, call, [requests[keys.index(k)] for k in misses]):
             fresh[misses[position]] = answer
             stored[misses[position]] = _to_json(answer)
-            self.cache.put_many({misses[position]: stored[misses[position]]})  # kept even if a later request fails
+            # kept even if a later request fails; a NaN score is never kept: a replay would rank on it, and a rerun
+            # should ask the model again
+            if not _is_nan(answer.score):
+                self.cache.put_many({misses[position]: stored[misses[position]]})
         out = []
         for key in keys:
             answer = fresh.pop(key, None)  # the first asker pays; repeats are hits
@@ -81,6 +84,10 @@ class CachedBackend:
         close = getattr(self.backend, "close", None)
         if close is not None:
             close()
+
+
+def _is_nan(score: float | None) -> bool:
+    return score is not None and score != score
 
 
 def _to_json(c: Completion) -> dict:

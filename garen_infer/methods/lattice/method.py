@@ -40,6 +40,7 @@ import numpy as np
 
 from garen_infer.first_stage import excluded_rows
 from garen_infer.index.semantic_tree import SemanticTree
+from garen_infer.llm.problems import UNREADABLE
 from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.requests import Generate, ScoreYesNo
 from garen_infer.methods.base import Method, QueryState, Search
@@ -139,6 +140,8 @@ class Lattice(Method):
                 if scores is None:
                     tree.failures[slate.node] += 1
                     stats["failed_slates"] += 1
+                    if self.listwise:  # a yes/no scorer counts its own answers
+                        state.answer_problems.append(("generator", UNREADABLE))
                     continue
                 calibration.add({slate.items[i]: s for i, s in scores.items()})
                 tree.expand(slate.node, {child: scores.get(i, 0.0) for i, child in enumerate(slate.children)})

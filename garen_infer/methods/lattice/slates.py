@@ -107,14 +107,24 @@ def parse_slate_scores(text: str, size: int) -> dict[int, float] | None:
     """Slate position -> score in [0, 1] from the JSON answer (repaired if need be); None when no valid pair is
     found (the node then stays on the frontier). Unlike the reference code, one malformed pair does not void the
     others; scores are clipped to 0-100 before scaling."""
+    for candidate in _json_candidates(text):
+        scores: dict[int, float] = {}
+        for ident, value in _pairs(_find_key(repaired_json(candidate), "relevance_scores")):
+            try:
+                position, score = int(ident), float(value)
+            except (TypeError, ValueError):
+                continue
+            if 0 <= position < size and math.isfinite(score):
+                scores[position] = min(100.0, max(0.0, score)) / 100.0
+        if scores:
+            return scores
+    return None
+
+
+def _json_candidates(text: str) -> list[str]:
+    """Where the answer's JSON may be, most likely first: the last fenced block (the reference code's reading); the
+    span from the first ``{`` to the last ``}``, for a fenced answer whose reasoning quotes code in fences of its
+    own (the fences then pair up wrongly); the whole text."""
     fenced = _FENCE.findall(text)
-    obj = repaired_json(fenced[-1] if fenced else text)
-    scores: dict[int, float] = {}
-    for ident, value in _pairs(_find_key(obj, "relevance_scores")):
-        try:
-            position, score = int(ident), float(value)
-        except (TypeError, ValueError):
-            continue
-        if 0 <= position < size and math.isfinite(score):
-            scores[position] = min(100.0, max(0.0, score)) / 100.0
-    return scores or None
+    start, end = text.find("{"), text.rfind("}")
+    return [*fenced[-1:], *([text[start : end + 1]] if 0 <= start < end else []), text]

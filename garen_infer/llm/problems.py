@@ -1,0 +1,17 @@
+"""The kinds of answer the ledger counts: each names one way a model's answer was not what we asked for, or one
+thing the parser had to assume. Parsers add them to ``Completion.problems``; backends add ``retry:<cause>``."""
+
+from __future__ import annotations
+
+UNREADABLE = "unreadable"  # nothing usable was read: the caller fell back (first-stage order, no score, a retry)
+IDS_MISSING = "ids_missing"  # a ranking without some of the ids it was shown
+IDS_APPENDED = "ids_appended"  # ... whose missing ids were appended in input order (rank_llm's rule)
+IDS_DUPLICATE = "ids_duplicate"  # an id ranked twice: its first place is kept
+CUT_AT_MAX_TOKENS = "cut_at_max_tokens"  # the engine stopped the answer at max_tokens (finish_reason "length")
+THOUGHT_WITHOUT_ANSWER = "thought_without_answer"  # a <think> that never closed, or nothing after it
+TOOL_CALL_RECOVERED = "tool_call_recovered"  # a tool call read from the text the server returned as plain content
+CONTENT_NOT_TEXT = "content_not_text"  # the server's content was a number, a list or null, not text
+NOT_A_NUMBER = "not_a_number"  # a yes/no score that is NaN (never cached, never ranked on)
+
+# answers that gave nothing usable: their share per role is what the end of a run warns about
+UNUSABLE = (UNREADABLE, THOUGHT_WITHOUT_ANSWER, NOT_A_NUMBER)
