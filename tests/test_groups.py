@@ -121,13 +121,13 @@ def test_a_summary_cut_at_max_tokens_is_not_kept_but_asked_again_and_counted():
             return [Completion(c.text, finish_reason="length" if c.text == cut else "stop") for c in super().generate(chats, params)]
 
     generator = ScriptedGenerator(CutFirst([cut, good]))
-    assert _llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams())[0]["summary"] == "Documents about lava flows."
+    assert dict(_llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams()))[0]["summary"] == "Documents about lava flows."
     assert generator.problems == {"cut_at_max_tokens": 1}
     generator = ScriptedGenerator(CutFirst([cut]))
-    assert _llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams(summary_retries=1))[0] is None
+    assert dict(_llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams(summary_retries=1)))[0] is None
     assert generator.problems == {"cut_at_max_tokens": 2}
     generator = ScriptedGenerator(ScriptedBackend(["Sure! Here is a summary of the documents."]))
-    _llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams(summary_retries=0))
+    dict(_llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams(summary_retries=0)))
     assert generator.problems == {"unreadable": 1}
 
 
