@@ -9,7 +9,9 @@ these tables by hand.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -150,3 +152,53 @@ def test_plan_reader():
 
 def test_registered():
     assert get_method("repair") is Repair
+
+
+# ---- end to end: the CLI, the scheduler and the ledger, with a scripted planner behind the generator role ----------
+class KeywordPlanner:
+    """A scripted planning reranker: its plan is the query's words, one step each, and it ranks the window by the
+    share of query words a passage contains, in the reasoning prompt's answer format (plain layout)."""
+
+    name = "keyword-planner"
+
+    def generate(self, chats):
+        from garen_infer.llm.types import Completion
+
+        out = []
+        for chat in chats:
+            user = chat[-1]["content"]
+            query = user.split("[Query] ", 1)[1].split("\n", 1)[0]
+            words = set(query.lower().split())
+            passages = re.findall(r"^\[(\d+)\] (.*)$", user.split("[Documents]\n", 1)[1], re.MULTILINE)
+            order = sorted(passages, key=lambda p: -len(words & set(p[1].lower().split())))
+            plan = "".join(f"Step {n}: {w}\n" for n, w in enumerate(sorted(words), start=1))
+            text = f"[Reasoning Trace]\n{plan}[Document Ranking]\n" + " > ".join(f"[{i}]" for i, _ in order)
+            out.append(Completion(text=text, input_tokens=len(user.split()), output_tokens=len(text.split())))
+        return out
+
+
+def test_run_repair_through_the_cli(tiny_index, beir_dir, tmp_path, monkeypatch, capsys):
+    from garen_infer.cli import main
+    from garen_infer.llm import roles
+
+    monkeypatch.setattr(roles, "build_roles", lambda *args, **kwargs: roles.Roles(generator=KeywordPlanner()))
+    out = tmp_path / "run"
+    code = main(["run", "--dataset", f"beir:{beir_dir}", "--preset", "cpu-default", "--index", str(tiny_index.path),
+                 "--method", "repair", "--set", "models.generator={backend: transformers, model: scripted}",
+                 "--set", "methods.repair={window: 4, keep: 2, expand_from: 2, prompt_text: plain}",
+                 "--budget", "8", "--out", str(out), "--no-cache"])
+    assert code == 0, capsys.readouterr().err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["queries"] == 4 and metrics["repair_expansions_per_query"] == 2  # windows 2 and 3 expand
+    assert metrics["repair_unreadable_rankings"] == metrics["repair_unreadable_plans"] == 0
+    for record in (json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()):
+        ledger, trace = record["ledger"], record["trace"]
+        assert ledger["roles"]["reranker"]["model_calls"] == trace["windows"] == 3
+        assert ledger["roles"]["step_encoder"]["model_calls"] > 0 and ledger["budget_used"] <= 8
+        assert all(e["step"] in record_query_words(beir_dir, record["qid"]) for e in trace["expansions"])
+        assert len(record["ranking"]) == len(set(record["ranking"])) == ledger["budget_used"]
+
+
+def record_query_words(beir_dir, qid: str) -> set[str]:
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (beir_dir / "queries.jsonl").read_text().splitlines())}
+    return set(queries[qid].lower().split())
