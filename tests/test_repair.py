@@ -202,3 +202,23 @@ def test_run_repair_through_the_cli(tiny_index, beir_dir, tmp_path, monkeypatch,
 def record_query_words(beir_dir, qid: str) -> set[str]:
     queries = {q["_id"]: q["text"] for q in map(json.loads, (beir_dir / "queries.jsonl").read_text().splitlines())}
     return set(queries[qid].lower().split())
+
+
+def test_the_simulated_planner_plans_from_the_judgments_and_says_so(tiny_dataset, tiny_index, beir_dir, tmp_path, capsys):
+    """models.generator {backend: oracle}: the plan is the judged documents' first words, the ranking the oracle
+    reranker's; the run is labelled SIMULATED like every oracle run."""
+    from garen_infer.cli import main
+
+    out = tmp_path / "run"
+    code = main(["run", "--dataset", f"beir:{beir_dir}", "--preset", "cpu-default", "--index", str(tiny_index.path),
+                 "--method", "repair", "--set", "models.generator={backend: oracle, sigma: 0.0}",
+                 "--set", "methods.repair={window: 4, keep: 2, expand_from: 2}", "--budget", "8", "--out", str(out), "--no-cache"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "SIMULATED RUN" in captured.err + captured.out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["simulation"]["roles"]["generator"]["sigma"] == 0.0 and metrics["repair_unreadable_plans"] == 0
+    records = {r["qid"]: r for r in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
+    q4 = records["q4"]  # one judged document, py3
+    assert q4["trace"]["plans"][0] == [" ".join(tiny_dataset.documents[tiny_dataset.doc_index["py3"]].full_text.split()[:32])]
+    assert q4["ranking"][0] == "py3"  # sigma 0: the judged document leads every window it is in
