@@ -24,7 +24,8 @@ def rewritten_queries(spec: str, dataset_name: str) -> dict[str, str]:
         from garen_infer.data.bright import load_reasoning_queries, source_and_revision
 
         if not dataset_name.startswith("bright/"):
-            raise GarenError(f"first_stage.query '{spec}': BRIGHT's reasoning queries need a bright:<task> dataset, not '{dataset_name}'")
+            raise GarenError(f"first_stage.query '{spec}': BRIGHT's reasoning queries need a bright:<task> dataset, "
+                             f"not '{dataset_name}'")
         model, _, pin = rest.partition("@")
         task = dataset_name.removeprefix("bright/").split(":")[0]
         source, revision = source_and_revision(pin)

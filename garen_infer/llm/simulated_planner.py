@@ -48,12 +48,14 @@ class SimulatedPlanner:
         start = time.perf_counter()
         found = _PROMPT.search(prompt)
         if not found or found.group(1) not in self.query_ids:
-            raise GarenError("the simulated planner reads GAREN's reasoning prompt of a query of this dataset; this chat is neither")
+            raise GarenError("the simulated planner reads GAREN's reasoning prompt for a query of this dataset; "
+                             "this chat is neither")
         qid = self.query_ids[found.group(1)]
         rows = []
         for _, text in _PASSAGE.findall(found.group(2)):
             if text not in self.rows:
-                raise GarenError(f"the simulated planner cannot place a passage of query '{qid}' in the corpus: {text[:60]!r}")
+                raise GarenError(f"the simulated planner cannot place a passage of query '{qid}' in the corpus: "
+                                 f"{text[:60]!r}")
             rows.append(self.rows[text])
         keys = [(self.judge.score(qid, (r,)), self.judge.draw(qid, (r,))) for r in rows]
         order = sorted(range(len(rows)), key=lambda i: keys[i], reverse=True)
@@ -64,5 +66,6 @@ class SimulatedPlanner:
 
 def simulated_planner(spec: dict, dataset) -> SimulatedPlanner:
     if dataset is None or not dataset.qrels:
-        raise GarenError(f"models.generator: the oracle plans from relevance judgments, and dataset '{getattr(dataset, 'name', '?')}' has none")
+        name = getattr(dataset, "name", "?")
+        raise GarenError(f"models.generator: the oracle plans from relevance judgments, and dataset '{name}' has none")
     return SimulatedPlanner(dataset, spec)

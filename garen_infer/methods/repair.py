@@ -25,8 +25,8 @@ embedding model (``EncodeQuery`` per step, counted as ``step_encoder``).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Annotated, Any, Generator, Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from garen_infer.settings import AtLeast, Below, Count, NonNegative, NonNegative
 
 @dataclass
 class RepairConfig:
-    budget: Count = 100  # Reranker@k: distinct documents shown to the step reranker (GAREN sec. 5: 100 for every method)
+    budget: Count = 100  # Reranker@k: distinct documents shown to the step reranker (GAREN sec. 5: 100)
     window: Count = 20  # w (code: --window_size 20)
     keep: Annotated[int, AtLeast(1), Below("window")] = 10  # documents kept per window (code: window_size // 2)
     windows: NonNegative = 0  # T; 0 = by budget: 1 + (budget - w) / (w - keep), 9 at 100 (code: stops at iteration 9)
@@ -59,6 +59,22 @@ class RepairConfig:
     max_words: Count = MAX_PASSAGE_WORDS  # words per passage, as for every method here (code: 512 tokens)
 
 
+@dataclass
+class Progress:
+    """One query's search so far."""
+
+    excluded: set[int]  # BRIGHT's excluded ids, never taken from the graph (the first stage has dropped them)
+    seen: set[int] = field(default_factory=set)  # every document shown: the budget spent
+    window: list[int] = field(default_factory=list)  # the last window, as shown
+    kept: list[int] = field(default_factory=list)  # its best, best first
+    left_out: list[list[int]] = field(default_factory=list)  # what each window dropped, in window order
+    plan: tuple[str, ...] = ()  # the last plan read (the code keeps it when an answer has none)
+    verdicts: Verdicts = field(default_factory=Verdicts)
+    plans: list[list[str]] = field(default_factory=list)  # every window's plan, for the trace
+    expansions: list[dict] = field(default_factory=list)
+    unreadable: Counter = field(default_factory=Counter)
+
+
 class Repair(Method):
     name, Config, index_stages, roles = "repair", RepairConfig, ("embeddings", "knn_graph"), ("generator",)
 
@@ -69,81 +85,72 @@ class Repair(Method):
     def search(self, state: QueryState) -> Search:
         c = self.config
         budget = state.budget if state.budget is not None else c.budget
-        excluded = excluded_rows(state.query, self.dataset.doc_index) if self.dataset is not None else set()
-        seen: set[int] = set()
-        kept: list[int] = []
-        left_out: list[list[int]] = []  # what each window dropped, in window order
-        window: list[int] = []
-        plan: tuple[str, ...] = ()
-        verdicts = Verdicts()
-        trace = {"plans": [], "expansions": [], "unreadable": Counter()}
-
+        p = Progress(excluded_rows(state.query, self.dataset.doc_index) if self.dataset is not None else set())
         for t in range(1, self.window_count(budget) + 1):
-            room = min(c.window - len(kept), budget - len(seen))
-            fresh = [d for d in state.first_stage if d not in seen][:room]
-            if t >= c.expand_from and kept and plan:
-                newcomers = yield from self.expand(state, plan, window, kept, fresh, seen, excluded, verdicts, room, t, trace)
+            room = min(c.window - len(p.kept), budget - len(p.seen))
+            fresh = [d for d in state.first_stage if d not in p.seen][:room]
+            if t >= c.expand_from and p.kept and p.plan:
+                newcomers = yield from self.expand(p, fresh, room, t)
             else:
                 newcomers = fresh
             if not newcomers:
                 break
-            window = kept + newcomers
-            seen.update(newcomers)
-            order, steps = yield from self.plan_and_rank(state, window, trace)
-            plan = steps or plan  # the code keeps the last plan it could read
+            p.window = p.kept + newcomers
+            p.seen.update(newcomers)
+            order = yield from self.plan_and_rank(state, p)
             if t <= c.verdict_windows:
-                verdicts.record(order[: c.keep], order)
-            kept, dropped = order[: c.keep], order[c.keep:]
-            left_out.append(dropped)
+                p.verdicts.record(order[: c.keep], order)
+            p.kept = order[: c.keep]
+            p.left_out.append(order[c.keep:])
 
-        state.trace.update(windows=len(trace["plans"]), budget_used=len(seen), plans=trace["plans"],
-                           expansions=trace["expansions"], unreadable=dict(trace["unreadable"]))
-        ranking = list(kept)
-        for dropped in reversed(left_out):
+        state.trace.update(windows=len(p.plans), budget_used=len(p.seen), plans=p.plans, expansions=p.expansions,
+                           unreadable=dict(p.unreadable))
+        ranking = list(p.kept)
+        for dropped in reversed(p.left_out):
             ranking += dropped
         return list(dict.fromkeys(ranking))  # a revisited document appears once, at its best place
 
-    def plan_and_rank(self, state: QueryState, window: list[int], trace: dict) -> Generator[Any, Any, tuple[list[int], tuple[str, ...]]]:
-        """PSR: one call that writes the plan and ranks the window."""
-        docs = [self.dataset.documents[r].full_text for r in window]
+    def plan_and_rank(self, state: QueryState, p: Progress) -> Search:
+        """PSR: one call writes the plan and ranks the window."""
+        docs = [self.dataset.documents[r].full_text for r in p.window]
         chat = garen_reasoning(state.query.text, docs, self.config.max_words, self.config.prompt_text)
-        (text,) = yield Generate((chat,), role="reranker", documents=tuple(window))
+        (text,) = yield Generate((chat,), role="reranker", documents=tuple(p.window))
         answer = read_plan(text)
         if not answer.has_ranking:
-            trace["unreadable"]["ranking"] += 1  # the window keeps its order (the permutation parser's identity)
+            p.unreadable["ranking"] += 1  # the window keeps its order (the permutation parser's identity)
         if not answer.steps:
-            trace["unreadable"]["plan"] += 1
-        trace["plans"].append(list(answer.steps))
-        return [window[i] for i in parse_permutation(text, len(window))], answer.steps
+            p.unreadable["plan"] += 1
+        p.plans.append(list(answer.steps))
+        p.plan = answer.steps or p.plan
+        return [p.window[i] for i in parse_permutation(text, len(p.window))]
 
-    def expand(self, state, plan, window, kept, fresh, seen, excluded, verdicts, room, t, trace) -> Search:
+    def expand(self, p: Progress, fresh: list[int], room: int, t: int) -> Search:
         """SAR: the candidates most similar to the pivotal, under-supported step of the current plan."""
         c = self.config
-        step_vectors = np.stack((yield tuple(EncodeQuery(s, role="step_encoder") for s in plan)))
-        signals = step_signals(step_vectors @ self.vectors(window).T, window, kept, verdicts, c.alpha, c.beta)
+        step_vectors = np.stack((yield tuple(EncodeQuery(s, role="step_encoder") for s in p.plan)))
+        signals = step_signals(step_vectors @ self.vectors(p.window).T, p.window, p.kept, p.verdicts, c.alpha, c.beta)
         target = signals.target
 
         neighbours: list[int] = []
-        for d in kept:
-            neighbours += [n for n in self.index.knn_graph.of(d) if n not in excluded][: c.graph_k]
-        pool = (fresh if c.candidates == "code" else []) + neighbours
-        skip = set(kept) if c.revisit else set(kept) | seen
-        pool = [d for d in dict.fromkeys(pool) if d not in skip]
+        for d in p.kept:
+            neighbours += [n for n in self.index.knn_graph.of(d) if n not in p.excluded][: c.graph_k]
+        skip = set(p.kept) if c.revisit else set(p.kept) | p.seen
+        pool = [d for d in dict.fromkeys((fresh if c.candidates == "code" else []) + neighbours) if d not in skip]
 
         sims = self.vectors(pool) @ step_vectors[target] if pool else np.zeros(0)
         newcomers, cost = [], 0
-        for i in np.argsort(-sims, kind="stable"):
-            d = pool[i]
-            if d not in seen:
+        for d in (pool[i] for i in np.argsort(-sims, kind="stable")):
+            if d not in p.seen:
                 if cost == room:
                     continue  # an unseen document would overrun the budget; a revisited one costs none
                 cost += 1
             newcomers.append(d)
-            if len(newcomers) == c.window - len(kept):
+            if len(newcomers) == c.window - len(p.kept):
                 break
-        source = Counter("revisited" if d in seen else "from_first_stage" if d in fresh else "from_graph" for d in newcomers)
-        trace["expansions"].append({"window": t, "target_step": target, "step": plan[target], **signals.as_trace(),
-                                    **{k: source[k] for k in ("from_graph", "from_first_stage", "revisited")}})
+        source = Counter("revisited" if d in p.seen else "from_first_stage" if d in fresh else "from_graph"
+                         for d in newcomers)
+        p.expansions.append({"window": t, "target_step": target, "step": p.plan[target], **signals.as_trace(),
+                             **{k: source[k] for k in ("from_graph", "from_first_stage", "revisited")}})
         return newcomers
 
     def vectors(self, rows: list[int]) -> np.ndarray:

@@ -58,7 +58,8 @@ class StepSignals:
         return int(np.argmin(self.pivot))
 
     def as_trace(self) -> dict:
-        return {name: [round(v, 5) for v in getattr(self, name)] for name in ("support", "contribution", "consistency", "pivot")}
+        names = ("support", "contribution", "consistency", "pivot")
+        return {name: [round(v, 5) for v in getattr(self, name)] for name in names}
 
 
 def step_signals(similarity: np.ndarray, window: list[int], kept: list[int], verdicts: Verdicts,
