@@ -29,7 +29,7 @@ def stand_in(path, data_dir, index, tmp):
 
 
 def test_every_table_has_a_bench_file():
-    assert [p.name for p in TABLES] == ["garen-table-1.yaml", "garen-table-2.yaml", "garen-table-3.yaml"]
+    assert [p.name for p in TABLES] == [f"garen-table-{n}.yaml" for n in (1, 2, 3, 5)]
 
 
 @pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
