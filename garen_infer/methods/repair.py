@@ -52,7 +52,7 @@ class RepairConfig:
     beta: NonNegativeFloat = 1.0  # weight of consistency in s(t) (code's default; swept 0-1 likewise)
     graph_k: Count = 16  # neighbours taken per kept document (code: get_neighbours k = 16 of a 32-NN graph)
     # "code": the next first-stage documents pad the candidates ahead of the graph neighbours, all then ordered by
-    #   the target step (scripts/reranker.py); "graph": graph neighbours only, the expansion as the paper frames SAR
+    #   the target step (scripts/reranker.py); "graph": graph neighbours only (SAR as the paper's abstract frames it)
     candidates: Literal["code", "graph"] = "code"
     revisit: bool = True  # code: a neighbour shown in an earlier window may return (only the kept ones are removed)
     prompt_text: Literal["paper", "plain"] = "paper"  # GAREN App. G Table 10 as printed, or in the plain layout
