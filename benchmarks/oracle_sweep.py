@@ -31,7 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SIGMAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
 MEASURES = ("nDCG@10", "R@100")
-PLAYABLE = {"reranker", "navigator"}  # roles the sweep fills; a method needing others (a generator) is skipped
+PLAYABLE = {"reranker", "navigator", "generator"}  # roles the sweep fills (the generator: REPAIR's simulated planner,
+#   llm/simulated_planner.py, at the reranker's sigma); a method needing others (an agent) is skipped
 
 
 def parse_args(argv):
@@ -75,7 +76,7 @@ def sweep_methods(names, preset: dict):
         if not set(roles) <= PLAYABLE:
             print(f"[sweep] skipping {name}: it needs {', '.join(sorted(set(roles) - PLAYABLE))}, which the oracle cannot play", file=sys.stderr)
             continue
-        if names is None and "reranker" not in roles and name != "bm25":
+        if names is None and not {"reranker", "generator"} & set(roles) and name != "bm25":
             continue
         chosen.append((name, method, roles))
     return chosen
@@ -121,7 +122,8 @@ class Sweep:
 
         spec = {**self.oracle, "sigma": sigma}
         built = build_roles({role: spec}, self.doc_texts, self.index, None, dataset=self.dataset)
-        return spec, (built.reranker if role == "reranker" else built.scorer(role))
+        played = {"reranker": built.reranker, "generator": built.generator}
+        return spec, (played[role] if role in played else built.scorer(role))
 
     def run(self, name: str, roles_used: tuple[str, ...], sigma: float, nav: str | None) -> tuple[str, dict, dict]:
         """One run folder (re-read when finished); returns its column name, metrics and per-query values."""
@@ -136,13 +138,15 @@ class Sweep:
         config.models, roles = {}, Roles()
         if "reranker" in roles_used:
             config.models["reranker"], roles.reranker = self.oracle_role("reranker", sigma)
+        if "generator" in roles_used:  # REPAIR's planning step reranker: the oracle reranker's order, a judged plan
+            config.models["generator"], roles.generator = self.oracle_role("generator", sigma)
         if nav == "oracle":
             nav_sigma = sigma if self.args.navigator_sigma is None else self.args.navigator_sigma
             config.models["navigator"], roles.scorers["navigator"] = self.oracle_role("navigator", nav_sigma)
         elif nav is not None:
             config.models["navigator"], roles.scorers["navigator"] = navigator_spec(nav), self.real_navigators[nav]
         folder = Path(self.args.out) / column.replace("[", ".").replace("]", "").replace("=", "-")
-        simulated = roles.reranker or nav == "oracle"  # a simulated navigator's noise follows sigma too (LATTICE)
+        simulated = roles.reranker or roles.generator or nav == "oracle"  # a simulated navigator's noise follows sigma too (LATTICE)
         folder /= f"sigma-{sigma:g}" if simulated else "no-reranker"
         metrics = execute(self.dataset, self.index, config, folder, roles=roles, log=lambda *_: None)
         print(f"[sweep] sigma={sigma:g} {column}: nDCG@10 {metrics['nDCG@10']:.4f}  R@100 {metrics['R@100']:.4f}", file=sys.stderr, flush=True)

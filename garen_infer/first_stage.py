@@ -20,6 +20,10 @@ from garen_infer.settings import Count
 class FirstStageConfig:
     kind: Literal["bm25", "dense"] = "bm25"
     depth: Count = 1000  # BRIGHT keeps the top 1000
+    # the text it searches with: "original" (the query), or a rewrite from bright:<model> (BRIGHT's published
+    #   reasoning queries: GAREN Table 4 uses gpt4's) or jsonl:<queries.jsonl>[#<field>] (data/query_texts.py);
+    #   every model downstream still reads the original query
+    query: str = "original"
 
 
 def first_stage(index, query_texts: list[str], config: FirstStageConfig, exclude: list[set[int]] | None = None) -> list[list[int]]:
@@ -38,6 +42,20 @@ def first_stage(index, query_texts: list[str], config: FirstStageConfig, exclude
     if not exclude:
         return ranked
     return [[r for r in rows if r not in drop][: config.depth] for rows, drop in zip(ranked, exclude)]
+
+
+def first_stage_texts(queries, config: FirstStageConfig, dataset_name: str) -> list[str]:
+    """The text the first stage searches with for each query: its own, or its rewrite (every query needs one)."""
+    if config.query == "original":
+        return [q.text for q in queries]
+    from garen_infer.data.query_texts import rewritten_queries
+
+    rewrites = rewritten_queries(config.query, dataset_name)
+    missing = [q.id for q in queries if q.id not in rewrites]
+    if missing:
+        raise GarenError(f"first_stage.query '{config.query}' has no text for {len(missing)} of {len(queries)} queries "
+                         f"(first: '{missing[0]}')")
+    return [rewrites[q.id] for q in queries]
 
 
 def excluded_rows(query, doc_index: dict[str, int]) -> set[int]:

@@ -25,7 +25,7 @@ from garen_infer.costs import mean_cost, prices_for
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
-from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
+from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage, first_stage_texts
 from garen_infer.index.atomic import atomic_path, write_json
 from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
@@ -183,13 +183,13 @@ def query_states(dataset: Dataset, index, config: RunConfig, method, budget, que
     """Each query with its first-stage ranking (corpus rows, excluded ids dropped unless the method keeps them, as
     RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
     the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
-    kind = FirstStageConfig(**config.first_stage).kind
+    stage = FirstStageConfig(**config.first_stage)
     exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
     if first is None:
-        first = first_stage(index, [q.text for q in queries], FirstStageConfig(**config.first_stage), exclude)
+        first = first_stage(index, first_stage_texts(queries, stage, dataset.name), stage, exclude)
     elif exclude is not None:
         first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
-    return [QueryState(q, list(rows), budget, first_stage_kind=kind) for q, rows in zip(queries, first)]
+    return [QueryState(q, list(rows), budget, first_stage_kind=stage.kind) for q, rows in zip(queries, first)]
 
 
 def answer_queries(dataset: Dataset, index, config: RunConfig, method, states: list[QueryState], roles) -> Iterator[dict]:

@@ -102,9 +102,10 @@ def test_tables_hold_the_runs_numbers(bench):
     assert "Hit@100" in report
     lines = (tmp / "report" / "per_query.csv").read_text().splitlines()
     assert lines[0] == "dataset,method,budget,query_id,nDCG@10,R@100" and len(lines) == 1 + 15 * 5
-    # 'all' brings in the RARG agents, which cpu-default has no model for: listed with the reason, not run
+    # 'all' brings in the RARG agents and REPAIR, which cpu-default has no model for: listed with the reason, not run
     skipped = {s["label"]: s["reason"] for s in results["skipped"]}
-    assert set(skipped) == {"rarg", "rarg+", "rarg++"} and all("sets no model for models.agent" in r for r in skipped.values())
+    assert set(skipped) == {"rarg", "rarg+", "rarg++", "repair"}
+    assert all(f"sets no model for models.{'generator' if label == 'repair' else 'agent'}" in reason for label, reason in skipped.items())
     assert "not run because" in report
 
 

@@ -287,10 +287,13 @@ def test_bad_oracle_options_are_named(spec, message, tiny_dataset):
         build_roles({"reranker": spec}, [], None, None, dataset=tiny_dataset)
 
 
-@pytest.mark.parametrize("role", ["generator", "agent"])
-def test_the_oracle_cannot_write_text(role, tiny_dataset):
-    with pytest.raises(GarenError, match=f"models.{role} cannot be 'oracle'"):
-        build_roles({role: {"backend": "oracle"}}, [], None, None, dataset=tiny_dataset)
+def test_the_oracle_writes_no_text_but_the_simulated_planner(tiny_dataset):
+    """An agent cannot be simulated; a generator can only as REPAIR's planner (llm/simulated_planner.py)."""
+    from garen_infer.llm.simulated_planner import SimulatedPlanner
+
+    with pytest.raises(GarenError, match="models.agent cannot be 'oracle'"):
+        build_roles({"agent": {"backend": "oracle"}}, [], None, None, dataset=tiny_dataset)
+    assert isinstance(build_roles({"generator": {"backend": "oracle"}}, [], None, None, dataset=tiny_dataset).generator, SimulatedPlanner)
 
 
 def test_the_oracle_scorer_needs_to_know_what_a_text_stands_for(tiny_dataset):

@@ -91,3 +91,24 @@ def load_bright(task: str, *, long_documents: bool = False, source: str = HUB_NA
     documents = _load_split(source, doc_config, task, revision)
     examples = _load_split(source, "examples", task, revision)
     return bright_from_records(task, documents, examples, long_documents=long_documents, origin=f"{source}:{task}")
+
+
+# BRIGHT publishes each example rewritten by an LLM's reasoning, one configuration per model (`<model>_reason`,
+# split by task, the examples' ids). BRIGHT's run.py `--reasoning <model>` retrieves with that configuration's
+# `query` field, which is what a first stage reads here (first_stage.query: bright:<model>).
+REASONING_MODELS = ("gpt4", "claude-3-opus", "Gemini-1.0", "llama3-70b", "grit")
+
+
+def load_reasoning_queries(task: str, model: str, *, source: str = HUB_NAME, revision: str | None = None) -> dict[str, str]:
+    """Query id -> the text BRIGHT's `<model>_reason` configuration gives for ``task``."""
+    if model not in REASONING_MODELS:
+        raise DataError("bright", f"no reasoning queries by '{model}'; BRIGHT publishes {', '.join(REASONING_MODELS)}")
+    if task not in TASKS:
+        raise DataError("bright", f"unknown task '{task}'; choose one of {', '.join(TASKS)}")
+    texts = {}
+    for row_no, row in enumerate(_load_split(source, f"{model}_reason", task, revision), start=1):
+        qid, text = str(row.get("id", "")), row.get("query")
+        if not qid or not isinstance(text, str) or not text.strip():
+            raise DataError(f"{source}:{model}_reason:{task}", "missing id or query", row_no, "query")
+        texts[qid] = text
+    return texts

@@ -3,6 +3,8 @@
 - ``beir:<folder>[:<split>]`` or a bare BEIR folder (split ``test``)
 - ``bright:<task>[:long][@<source>][@<revision>]`` (source: hub name or local copy; default ``xlangai/BRIGHT``;
   revision: a commit, branch or tag of the hub dataset, which pins a figure to one version of BRIGHT)
+- ``r2med:<task>[@<folder> | @<revision> | @<owner>@<revision>]`` (R2MED's eight tasks, e.g. ``r2med:Biology``,
+  from the hub datasets ``R2MED/<task>`` or a local folder with the task's corpus/query/qrels.jsonl)
 - ``jsonl:<corpus.jsonl>[,<queries.jsonl>[,<qrels.tsv>]]``
 - ``irds:<id>``: a collection ir_datasets knows (``irds:beir/scifact/test``, ``irds:cranfield``)
 - ``stdlib-docs``: the embedded demo corpus, built from this Python's own standard-library documentation
@@ -32,6 +34,12 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
             raise DataError(spec, f"unknown BRIGHT variant '{variant}' (only 'long')")
         source, revision = source_and_revision(pin)
         return load_bright(task, long_documents=variant == "long", source=source, revision=revision)
+    if kind == "r2med" and rest:
+        from garen_infer.data.r2med import load_r2med, source_and_revision
+
+        task, _, pin = rest.partition("@")
+        source, revision = source_and_revision(pin)
+        return load_r2med(task, source=source, revision=revision)
     if kind == "irds" and rest:
         from garen_infer.data.irds import load_irds
 
@@ -48,7 +56,7 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
         from garen_infer.data.beir import load_beir
 
         return load_beir(*location, allow_empty_docs)
-    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
+    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, r2med:<task>, jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
 
 
 def beir_location(spec: str) -> tuple[str, str] | None:
@@ -59,6 +67,6 @@ def beir_location(spec: str) -> tuple[str, str] | None:
             folder, _, split = rest.rpartition(":")
             return folder, split
         return rest, "test"
-    if kind not in ("bright", "jsonl", "irds") and spec != "stdlib-docs" and Path(spec).is_dir():
+    if kind not in ("bright", "r2med", "jsonl", "irds") and spec != "stdlib-docs" and Path(spec).is_dir():
         return spec, "test"
     return None

@@ -31,6 +31,7 @@ from garen_infer.llm.problems import NOT_A_NUMBER, TOOL_CALL_RECOVERED, UNREADAB
 from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
                                      PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
 from garen_infer.llm.rgs_prompt import bright_task
+from garen_infer.llm.simulated_planner import simulated_planner
 from garen_infer.llm.tool_calls import split_tool_calls
 from garen_infer.llm.types import Chat, Completion, RerankJob, SamplingParams, ScoreJob
 
@@ -337,6 +338,9 @@ def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: 
         spec = dict(spec or {})
         if "mode" in spec and role != "reranker":
             raise GarenError(f"models.{role}.mode: only the reranker has a mode (listwise or pointwise)")
+        if spec.get("backend") == "oracle" and role == "generator":  # REPAIR's planner, SIMULATED from the judgments
+            roles.generator = simulated_planner(spec, dataset)
+            continue
         if spec.get("backend") == "oracle":
             correlated = spec.get("correlation") and index is not None and index.has("embeddings")
             oracle = build_oracle(role, spec, dataset, doc_texts, index.embeddings if correlated else None)

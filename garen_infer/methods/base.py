@@ -73,6 +73,7 @@ METHODS = {
     "slidegar": "garen_infer.methods.slidegar",
     "garen": "garen_infer.methods.garen",
     "rgs": "garen_infer.methods.rgs",
+    "repair": "garen_infer.methods.repair",
     "rarg": "garen_infer.methods.rarg",
     "rarg+": "garen_infer.methods.rarg:RARG_PLUS",  # "module:attribute" when a module defines several methods
     "rarg++": "garen_infer.methods.rarg:RARG_PLUS_PLUS",
