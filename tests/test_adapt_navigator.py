@@ -62,3 +62,18 @@ def test_the_cpu_adapted_preset_is_cpu_default_with_the_adapted_navigator():
     assert {k: v for k, v in adapted.items() if k != "models"} == {k: v for k, v in default.items() if k != "models"}
     assert adapted["models"]["reranker"] == default["models"]["reranker"]
     assert yaml.safe_load(open("configs/train/cpu-navigator.yaml"))["model"]["class_path"].endswith("BiEncoderScorer")
+
+
+def test_the_benchmark_reports_the_share_of_the_oracle_gap_the_adapted_navigator_closes():
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("navigator_gap", REPO / "benchmarks" / "navigator_gap.py")
+    gap = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gap)
+    zero, oracle = [0.2, 0.4, 0.6, 0.2], [0.6, 0.8, 1.0, 0.6]  # the oracle leads by 0.4 on every query
+    closed = gap.gap_share(zero, [0.3, 0.5, 0.7, 0.3], oracle)
+    assert closed["gap"] == 0.4 and closed["share"] == 0.25 and closed["ci95"] == [0.25, 0.25]
+    assert gap.gap_share(zero, zero, oracle)["share"] == 0.0
+    assert gap.gap_share(zero, [0.1, 0.3, 0.5, 0.1], oracle)["share"] == -0.25  # worse than zero-shot: a negative share
