@@ -16,8 +16,10 @@
 #       (another OUT: --set models.navigator.model=OUT)
 # Environment: BIN (default .venv/bin); QUERIES (default 500); MINE_ARGS, extra `garen-train mine-synthetic` options
 # (e.g. --allow-empty-docs, or --writer generator --set 'models.generator={...}'); FIT_ARGS, extra `garen-train fit`
-# options. The estimate printed first uses the rates measured on a shared 2-core machine (docs/design/training.md);
-# set SECONDS_PER_QUERY and SECONDS_PER_STEP to this machine's.
+# options. The estimate printed first uses the rates measured on 2 cores shared with a load of ~15
+# (docs/design/training.md); set SECONDS_PER_QUERY, SECONDS_PER_STEP and SECONDS_FIXED to this machine's. On shared
+# cores, OMP_NUM_THREADS=1 keeps torch's threads from spinning against each other (a Cranfield mine that finished no
+# query in 9 minutes with two threads ran 300 in 2.4 minutes with one).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -37,9 +39,10 @@ if [[ -f "$OUT/manifest.json" ]]; then
 fi
 # cpu-navigator.yaml: batches of 8 lists, 10% of the queries held out for validation, one epoch
 steps=$(( (QUERIES * 9 / 10 + 7) / 8 ))
-awk -v q="$QUERIES" -v s="$steps" -v rq="${SECONDS_PER_QUERY:-1.6}" -v rs="${SECONDS_PER_STEP:-8}" 'BEGIN {
-  printf "adapting to %s: %d queries to mine, %d training steps; estimate %.0f min (%.1f s/query, %.0f s/step)\n",
-         ENVIRON["NAME"], q, s, (q * rq + s * rs) / 60, rq, rs }' NAME="$NAME"
+awk -v name="$NAME" -v q="$QUERIES" -v s="$steps" -v rq="${SECONDS_PER_QUERY:-0.5}" -v rs="${SECONDS_PER_STEP:-32}" \
+    -v fixed="${SECONDS_FIXED:-300}" 'BEGIN {
+  printf "adapting to %s: %d queries to mine, %d training steps; estimate %.0f min (%.1f s/query, %.0f s/step, %.0f s to load, validate and export)\n",
+         name, q, s, (q * rq + s * rs + fixed) / 60, rq, rs, fixed }'
 start=$SECONDS
 [[ -f "$INDEX/manifest.json" ]] || "$BIN/garen-infer" index --dataset "jsonl:$CORPUS" --out "$INDEX"
 "$BIN/garen-train" mine-synthetic --corpus "$CORPUS" --index "$INDEX" --out "$MINED" --queries "$QUERIES" --scores none ${MINE_ARGS:-}
