@@ -75,6 +75,7 @@ def cosine_runs(args, out: Path) -> dict[tuple[str, str], Path]:
 
 
 def per_query(folder: Path, dataset) -> dict[str, dict[str, float]]:
+    """measure -> query id -> value, for the run in ``folder``."""
     from garen_infer.evaluate import per_query as measure
     from garen_infer.trec import read_run
 
@@ -99,10 +100,10 @@ def summarise(folders: dict[tuple[str, str], Path], dataset) -> list[dict]:
     rows = []
     for reranker in dict.fromkeys(r for r, _ in folders):
         values = {nav: per_query(folders[(reranker, nav)], dataset) for nav in NAVIGATORS if (reranker, nav) in folders}
-        qids = sorted(values["zero-shot"])
+        qids = sorted(values["zero-shot"][MEASURES[0]])
         row = {"reranker": reranker, "queries": len(qids), "runs": {nav: str(folders[(reranker, nav)]) for nav in values}}
         for m in MEASURES:
-            series = {nav: [v[q][m] for q in qids] for nav, v in values.items()}
+            series = {nav: [v[m][q] for q in qids] for nav, v in values.items()}
             row[m] = {nav: round(float(np.mean(s)), 4) for nav, s in series.items()}
             test = compare_paired(series["adapted"], series["zero-shot"])
             row[f"{m} adapted - zero-shot"] = {"difference": round(test.difference, 4), "randomisation_p": round(test.randomisation_p, 4),
