@@ -9,7 +9,7 @@
 #      with documents of no text needs an index built beforehand with --allow-empty-docs)
 #   2. write QUERIES queries from it (extractive) and mine GAREN's traversal of them
 #                                                                    -> mined/<name>-synthetic     (MINED=...)
-#   3. fit configs/train/cpu-navigator.yaml on those pairs           -> runs/train/adapted-<name>
+#   3. fit configs/train/cpu-navigator.yaml on those pairs           -> runs/train/adapted-<name>  (JOB=...)
 #   4. export the last checkpoint                                    -> checkpoints/cpu-adapted    (OUT=...; an
 #      existing export is kept: delete it to adapt again)
 # Then: garen-infer run --preset cpu-adapted --dataset ... --index ... --method garen
@@ -32,7 +32,7 @@ INDEX=${INDEX:-indexes/$NAME}
 MINED=${MINED:-mined/$NAME-synthetic}
 OUT=${OUT:-checkpoints/cpu-adapted}
 QUERIES=${QUERIES:-500}
-JOB=runs/train/adapted-$NAME
+JOB=${JOB:-runs/train/adapted-$NAME}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 if [[ -f "$OUT/manifest.json" ]]; then
   echo "$OUT: already exported (delete it to adapt again)"; exit 0

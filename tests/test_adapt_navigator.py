@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -77,3 +79,26 @@ def test_the_benchmark_reports_the_share_of_the_oracle_gap_the_adapted_navigator
     assert closed["gap"] == 0.4 and closed["share"] == 0.25 and closed["ci95"] == [0.25, 0.25]
     assert gap.gap_share(zero, zero, oracle)["share"] == 0.0
     assert gap.gap_share(zero, [0.1, 0.3, 0.5, 0.1], oracle)["share"] == -0.25  # worse than zero-shot: a negative share
+
+
+def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
+    """scripts/adapt_navigator.sh on the tiny corpus (a smoke run: two training steps): index, mine, fit, export."""
+    import os
+    import subprocess
+
+    from conftest import REPO
+
+    corpus = tmp_path / "tiny"
+    corpus.mkdir()
+    shutil.copy(beir_dir / "corpus.jsonl", corpus / "corpus.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BIN": str(Path(sys.executable).parent), "QUERIES": "6",
+           "INDEX": str(tmp_path / "index"), "MINED": str(tmp_path / "mined"), "JOB": str(tmp_path / "job"), "OUT": str(tmp_path / "export"),
+           "MINE_ARGS": "--budget 8 --set methods.garen.window=4 --set methods.garen.keep=2 --set methods.garen.k_groups=2",
+           "FIT_ARGS": "--trainer.limit_train_batches=2 --trainer.enable_progress_bar=false --data.init_args.val_fraction=0.34 "
+                        "--data.init_args.batch_size=2"}
+    done = subprocess.run(["bash", str(REPO / "scripts" / "adapt_navigator.sh"), str(corpus)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("adapting to tiny: 6 queries to mine, 1 training steps; estimate")
+    assert json.loads((tmp_path / "export" / "manifest.json").read_text())["family"] == "bi-encoder"
+    assert read_mined(tmp_path / "mined").manifest["inputs"]["judgments"].startswith("none read")
+    assert f"--set models.navigator.model={tmp_path / 'export'}" in done.stdout
