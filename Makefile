@@ -25,3 +25,8 @@ engines-test:  ## vLLM-CPU and OpenAI-server tests in their own environment (slo
 
 cpu-navigator: $(BIN)/.installed  ## train the cpu-trained preset's navigator on SciFact train (checkpoints/cpu-navigator)
 	bash scripts/train_cpu_navigator.sh
+
+.PHONY: adapt-navigator
+adapt-navigator: $(BIN)/.installed  ## adapt the CPU navigator to DATASET (a BEIR folder) with no judgment (checkpoints/cpu-adapted)
+	@test -n "$(DATASET)" || { echo "make adapt-navigator DATASET=<a BEIR folder or corpus.jsonl>"; exit 2; }
+	bash scripts/adapt_navigator.sh $(DATASET)

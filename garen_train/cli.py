@@ -1,6 +1,7 @@
 """``garen-train``: the training half of the toolkit.
 
     garen-train mine     ...               replay a garen_infer traversal on an index and write training pairs
+    garen-train mine-synthetic --corpus DIR ...   the same for a corpus with no judgments: queries written from it
     garen-train merge    SHARD... --out DIR   join the folders of 'mine --shard I/N' into one
     garen-train fit      --config FILE     a Lightning job (also validate, test, predict), driven by LightningCLI:
                                            --print_config, dotted overrides (--trainer.max_epochs=2,
@@ -28,7 +29,7 @@ from garen_infer.errors import GarenError
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 # other subcommands: name -> module with ``main(argv) -> int``
-JOBS = {"mine": "garen_train.mine", "merge": "garen_train.merge", "export": "garen_train.export", "evaluate": "garen_train.evaluate",
+JOBS = {"mine": "garen_train.mine", "mine-synthetic": "garen_train.mine_synthetic", "merge": "garen_train.merge", "export": "garen_train.export", "evaluate": "garen_train.evaluate",
         "report": "garen_train.report", "partition-report": "garen_train.partition.report"}
 
 

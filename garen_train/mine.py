@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from garen_infer.config import load_preset
@@ -38,12 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", required=True, help="the split to mine; its judged queries are replayed (e.g. beir:<folder>:train)")
     parser.add_argument("--index", required=True, help="an index folder of the same corpus (garen-infer index), with GAREN's stages")
     parser.add_argument("--out", required=True, help="output folder (resumable)")
-    parser.add_argument("--preset", default="cpu-default", help="models, first stage and GAREN options (default: cpu-default)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a preset field, e.g. models.navigator.model=...")
-    parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text")
-    parser.add_argument("--budget", type=int, help="GAREN's budget (default: the preset's)")
+    add_traversal_options(parser)
     parser.add_argument("--limit", type=int, help="only the first N judged queries")
-    parser.add_argument("--max-active-queries", type=int, help="queries in flight at once")
     parser.add_argument("--shard", help="I/N: mine only shard I of N of the judged queries (join the shards with 'garen-train merge')")
 
     held_out = parser.add_argument_group("evaluation split guard")
@@ -52,7 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
                                "A BEIR folder's test and dev splits are always guarded")
     held_out.add_argument("--drop-eval-overlap", action="store_true", help="leave queries that are also evaluation queries out (listed in the manifest) instead of refusing")
     held_out.add_argument("--evaluation", action="store_true", help="mine evaluation data (e.g. a test split, to measure a navigator): marked so, training refuses it")
+    return parser
 
+
+def add_traversal_options(parser: argparse.ArgumentParser) -> None:
+    """The options of GAREN's replay and of the labelling, shared with ``garen-train mine-synthetic``."""
+    parser.add_argument("--preset", default="cpu-default", help="models, first stage and GAREN options (default: cpu-default)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a preset field, e.g. models.navigator.model=...")
+    parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text")
+    parser.add_argument("--budget", type=int, help="GAREN's budget (default: the preset's)")
+    parser.add_argument("--max-active-queries", type=int, help="queries in flight at once")
     negatives = parser.add_argument_group("hard negatives for documents.jsonl")
     defaults = NegativeSampling()
     negatives.add_argument("--negatives", type=int, default=defaults.count, help=f"per query (default {defaults.count})")
@@ -65,7 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="record the preset navigator's P(yes) for group lines and document lines (all), groups only, or none")
     parser.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     parser.add_argument("--no-cache", action="store_true")
-    return parser
 
 
 def main(argv: list[str]) -> int:
@@ -87,7 +91,45 @@ def mine(args: argparse.Namespace, started: float) -> int:
         raise GarenError(f"{args.dataset}: has no relevance judgements; mining needs a split with qrels")
     dataset, guarded = guarded_dataset(dataset, args)
     index = IndexFolder.open(args.index, dataset)
+    pairs = mine_pairs(dataset, index, preset, args, negatives)
+    manifest = {
+        "purpose": "evaluation" if args.evaluation else "training",
+        "dataset": {"spec": args.dataset, "name": dataset.name, "judged_queries": len(dataset.judged_queries()),
+                    "mined_queries": pairs.queries},
+        "guard": guarded,
+        **pairs.manifest(args, index, negatives, started),
+    }
+    return finish(Path(args.out), pairs, manifest)
 
+
+@dataclass
+class LabelledTraversal:
+    """GAREN's traversal of a set of queries, and the pairs it labels (before they are written)."""
+
+    queries: int
+    groups: list[dict]
+    documents: list[dict]
+    traversal: object  # mining.replay.Traversal
+    in_first_window: int
+    seconds: dict[str, float]
+
+    def manifest(self, args: argparse.Namespace, index: IndexFolder, negatives: NegativeSampling, started: float) -> dict:
+        """The manifest's fields on the index, preset, traversal, labelling, counts and timings."""
+        traversal, fields = self.traversal, {}
+        fields["index"] = {"path": str(index.path), "corpus": index.manifest["corpus"], "stages": traversal.saved_config["index_stages"]}
+        fields["preset"] = {"name": args.preset, "overrides": args.overrides}
+        fields["traversal"] = {"folder": "traversal", "config": traversal.saved_config, "metrics": traversal.metrics}
+        fields["mining"] = {"negatives": asdict(negatives), "scores": args.scores,
+                            "score_model": traversal.config.models.get("navigator") if args.scores != "none" else None}
+        fields["counts"] = count_pairs(self.groups, self.documents, self.in_first_window)
+        fields["seconds"] = {**self.seconds, "total": round(time.perf_counter() - started, 2)}
+        if "shard" in traversal.saved_config:
+            fields["shard"] = traversal.saved_config["shard"]
+        return fields
+
+
+def mine_pairs(dataset: Dataset, index: IndexFolder, preset: dict, args: argparse.Namespace, negatives: NegativeSampling) -> LabelledTraversal:
+    """Replay GAREN on the dataset's judged queries (resumable, in ``--out/traversal``) and label what it scored."""
     from garen_infer.llm.cache import NoCache, ResponseCache
 
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
@@ -103,28 +145,18 @@ def mine(args: argparse.Namespace, started: float) -> int:
 
     start = time.perf_counter()
     score_lines(traversal.navigator, {"all": groups + documents, "groups": groups, "none": []}[args.scores])
-    scoring_seconds = time.perf_counter() - start
+    seconds = {"traversal": round(traversal.seconds, 2), "first_stage": round(first_stage_seconds, 2),
+               "scoring": round(time.perf_counter() - start, 2)}
+    return LabelledTraversal(len(queries), groups, documents, traversal, in_first_window, seconds)
 
-    manifest = {
-        "purpose": "evaluation" if args.evaluation else "training",
-        "dataset": {"spec": args.dataset, "name": dataset.name, "judged_queries": len(dataset.judged_queries()), "mined_queries": len(queries)},
-        "guard": guarded,
-        "index": {"path": str(index.path), "corpus": index.manifest["corpus"], "stages": traversal.saved_config["index_stages"]},
-        "preset": {"name": args.preset, "overrides": args.overrides},
-        "traversal": {"folder": "traversal", "config": traversal.saved_config, "metrics": traversal.metrics},
-        "mining": {"negatives": asdict(negatives), "scores": args.scores,
-                   "score_model": traversal.config.models.get("navigator") if args.scores != "none" else None},
-        "counts": count_pairs(groups, documents, in_first_window),
-        "seconds": {"traversal": round(traversal.seconds, 2), "first_stage": round(first_stage_seconds, 2),
-                    "scoring": round(scoring_seconds, 2), "total": round(time.perf_counter() - started, 2)},
-    }
-    if "shard" in traversal.saved_config:
-        manifest["shard"] = traversal.saved_config["shard"]
-    manifest = write_mined(out, groups, documents, manifest)
+
+def finish(out: Path, pairs: LabelledTraversal, manifest: dict) -> int:
+    """Write the folder (manifest last) and say what it holds."""
+    manifest = write_mined(out, pairs.groups, pairs.documents, manifest)
     counts = manifest["counts"]
     print(f"[mine] {out}: {counts['groups']['lines']} group pairs ({counts['groups']['positive_rate']:.1%} positive, "
           f"{counts['groups']['unreached_gold']} unreached gold), {counts['documents']['lines']} document pairs "
-          f"({counts['documents']['positive_rate']:.1%} positive) from {len(queries)} queries ({manifest['purpose']} data)")
+          f"({counts['documents']['positive_rate']:.1%} positive) from {pairs.queries} queries ({manifest['purpose']} data)")
     return 0
 
 
