@@ -300,3 +300,17 @@ def test_a_method_needs_the_index_stage_of_its_first_stage(method, dense_index, 
     capsys.readouterr()
     assert main([*run, "--out", str(tmp_path / "bm25")]) == 2
     assert f"method '{method}' needs the index stage 'bm25'" in one_error_line(capsys, "garen-infer run")
+
+
+def test_a_corpus_of_one_document_is_one_line_at_the_k_nn_graph(tmp_path, capsys):
+    from conftest import write_jsonl
+    from garen_infer.config import load_preset
+    import yaml
+
+    corpus = write_jsonl(tmp_path / "one.jsonl", [{"id": "only", "text": "A volcano erupts when magma rises."}])
+    base = load_preset("cpu-default")
+    base["index"] = {k: base["index"][k] for k in ("bm25", "embeddings", "knn_graph")}
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(base))
+    argv = ["index", "--dataset", f"jsonl:{corpus}", "--preset", str(tmp_path / "preset.yaml"), "--out", str(tmp_path / "i")]
+    assert main(argv) == 2
+    assert "a corpus of 1 document cannot have a k-NN graph" in one_error_line(capsys, "garen-infer index", alone=False)
