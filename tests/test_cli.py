@@ -314,3 +314,37 @@ def test_a_corpus_of_one_document_is_one_line_at_the_k_nn_graph(tmp_path, capsys
     argv = ["index", "--dataset", f"jsonl:{corpus}", "--preset", str(tmp_path / "preset.yaml"), "--out", str(tmp_path / "i")]
     assert main(argv) == 2
     assert "a corpus of 1 document cannot have a k-NN graph" in one_error_line(capsys, "garen-infer index", alone=False)
+
+
+def test_ctrl_c_in_an_index_stage_is_one_line_and_the_rerun_finishes(beir_dir, tmp_path, capsys, monkeypatch):
+    from garen_infer.config import load_preset
+    from garen_infer.index import knn_graph
+    import yaml
+
+    def ctrl_c(name):
+        raise KeyboardInterrupt
+
+    base = load_preset("cpu-default")
+    base["index"] = {k: base["index"][k] for k in ("bm25", "embeddings", "knn_graph")}
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(base))
+    argv = ["index", "--dataset", str(beir_dir), "--preset", str(tmp_path / "preset.yaml"), "--out", str(tmp_path / "i")]
+    with monkeypatch.context() as patch:
+        patch.setattr(knn_graph, "fault_point", ctrl_c)  # Ctrl-C between two batches of the k-NN search
+        assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == (
+        "garen-infer index: interrupted; what was finished is kept and nothing half-written is: run the same command again to continue")
+    assert main(argv) == 0 and (tmp_path / "i" / "knn_graph" / "edges.u32.np").is_file()
+
+
+def test_ctrl_c_in_garen_train_is_one_line(monkeypatch, capsys):
+    from garen_train import cli as train_cli
+
+    class Interrupted:
+        @staticmethod
+        def main(argv):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_cli.importlib, "import_module", lambda name: Interrupted)
+    assert train_cli.main(["merge", "--out", "x"]) == 130
+    assert one_error_line(capsys, alone=True) == "garen-train merge: interrupted"
