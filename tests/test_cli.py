@@ -243,6 +243,15 @@ def test_out_naming_a_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     assert taken.read_text() == "mine"
 
 
+def test_out_naming_a_dangling_link_is_refused(beir_dir, tmp_path, capsys):
+    link = tmp_path / "runs"
+    link.symlink_to(tmp_path / "gone")
+    assert main(["index", "--dataset", str(beir_dir), "--out", str(link)]) == 2
+    assert one_error_line(capsys, "garen-infer index") == (
+        f"garen-infer index: error: {link}: cannot be the index folder: {link} is a symbolic link to {tmp_path / 'gone'}, "
+        f"which does not exist; name a folder")
+
+
 def test_cache_naming_a_folder_or_a_damaged_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(tmp_path / "run")]
     assert main([*run, "--cache", str(tmp_path)]) == 2
