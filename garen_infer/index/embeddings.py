@@ -42,8 +42,23 @@ def load_encoder(model: str, device: str, max_seq_length: int):
         encoder = SentenceTransformer(resolve(model)[0], device=device)
     except OSError as err:
         raise GarenError(f"cannot load embedding model '{model}': {err}") from err
+    limit = longest_input(encoder)
+    if limit is not None and max_seq_length > limit:  # longer inputs would index past the position embeddings
+        raise GarenError(f"embeddings max_seq_length={max_seq_length}: {model} reads at most {limit} tokens (its "
+                         f"position embeddings); set max_seq_length to {limit} or less")
     encoder.max_seq_length = max_seq_length
     return encoder
+
+
+def longest_input(encoder) -> int | None:
+    """The most tokens the encoder's transformer can read: its position embeddings, less the positions RoBERTa-style
+    models reserve below their first (padding id + 1); None when the model declares no position limit."""
+    config = getattr(getattr(encoder[0], "auto_model", None), "config", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int):
+        return None
+    reserved = config.pad_token_id + 1 if "roberta" in str(getattr(config, "model_type", "")) and config.pad_token_id is not None else 0
+    return positions - reserved
 
 
 def release_encoders() -> None:
