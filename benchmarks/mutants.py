@@ -49,7 +49,7 @@ MUTANTS = (
            ("tests/test_checkpoint_loading.py", "-k", "in_place")),
     Mutant("shards-sha1", "garen_infer/shards.py",
            "hashlib.sha256(qid.encode(\"utf-8\"))", "hashlib.sha1(qid.encode(\"utf-8\"))",
-           ("tests/test_shards.py", "-k", "sha256 or split")),
+           ("tests/test_shards.py", "-k", "sha256_deal or depends_on_query_ids")),
     Mutant("merge-no-fingerprint", "garen_infer/merge.py",
            "config[\"corpus_fingerprint\"] != dataset.fingerprint() or ", "",
            ("tests/test_shards.py", "-k", "edited_corpus")),
