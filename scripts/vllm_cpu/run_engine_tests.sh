@@ -7,7 +7,7 @@
 # machine when its module ends, so the peak is the largest module's, not the sum of every engine the suite starts.
 #
 # Usage: bash scripts/vllm_cpu/run_engine_tests.sh [extra pytest args, e.g. -k lora]
-# Env: VLLM_VENV (default .venv-vllm); VLLM_SETUP=0 uses that environment as it is (installs nothing into it);
+# Env: VLLM_VENV (default .venv-vllm); ENGINE_SETUP=0 uses that environment as it is (installs nothing into it);
 #      ENGINE_TEST_LOGS (default runs/engine-tests) holds each module's full log.
 set -euo pipefail
 
@@ -15,16 +15,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${VLLM_VENV:-$ROOT/.venv-vllm}"
 START=$(date +%s)
 
-if [[ "${VLLM_SETUP:-1}" != "0" ]]; then
+if [[ "${ENGINE_SETUP:-1}" != "0" ]]; then
   bash "$ROOT/scripts/vllm_cpu/setup.sh"
 elif [[ ! -f "$VENV/.garen-vllm-ok" ]]; then
-  echo "[engine-tests] VLLM_SETUP=0 but $VENV is not a finished vLLM environment (no .garen-vllm-ok)" >&2
+  echo "[engine-tests] ENGINE_SETUP=0 but $VENV is not a finished vLLM environment (no .garen-vllm-ok)" >&2
   exit 2
 fi
 "$VENV/bin/python" "$ROOT/scripts/vllm_cpu/convert_gemma.py"
 
 cd "$ROOT"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
 LOGS="${ENGINE_TEST_LOGS:-$ROOT/runs/engine-tests}"
 mkdir -p "$LOGS"
 PEAKS="$LOGS/peak-rss.txt"
