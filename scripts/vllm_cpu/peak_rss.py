@@ -38,7 +38,8 @@ def run(command: list[str]) -> tuple[int, int]:
         except psutil.NoSuchProcess:
             break
         time.sleep(SAMPLE_S)
-    return child.wait(), peak
+    status = child.wait()
+    return (128 - status if status < 0 else status), peak  # killed by signal N: 128 + N, as a shell reports it
 
 
 def main(argv: list[str]) -> int:
