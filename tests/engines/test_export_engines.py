@@ -79,11 +79,7 @@ def test_vllm_serve_with_the_adapter_scores_as_offline_vllm(export, chat_model_d
 
     out, _ = export
     chats = [plain_yes_no(q, d) for q, d in PAIRS]  # Gemma (a base model) lists both labels after this cue
-    offline = VllmBackend(str(chat_model_dir), lora=str(out / "adapter"), **ENGINE)
-    try:
-        local = _scores(offline, chats, JSON_PREFIX)
-    finally:
-        offline.close()
+    # the server first: its memory goes back when it stops, a closed in-process engine's would stay beside it
     server = VllmServer(tmp_path, extra_args=["--enable-lora", "--max-lora-rank", "8", "--lora-modules", f"{SERVED_ADAPTER}={out / 'adapter'}"])
     try:
         server.start()
@@ -91,5 +87,10 @@ def test_vllm_serve_with_the_adapter_scores_as_offline_vllm(export, chat_model_d
         remote = _scores(client, chats, JSON_PREFIX)
     finally:
         server.stop()
+    offline = VllmBackend(str(chat_model_dir), lora=str(out / "adapter"), **ENGINE)
+    try:
+        local = _scores(offline, chats, JSON_PREFIX)
+    finally:
+        offline.close()
     print(f"export adapter: max |dP(yes)| vllm serve --lora-modules vs offline LoRARequest = {_gap(remote, local):.5f}")
     assert _gap(remote, local) <= SERVED_LORA_TOLERANCE
