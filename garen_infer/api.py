@@ -95,6 +95,13 @@ class Index:
     def stages(self) -> list[str]:
         return list(self.folder.manifest["stages"])
 
+    def require_folder(self) -> None:
+        """Refuse in one line an index whose folder was deleted or moved since it was opened: its stages' files are
+        read as methods need them, so a missing one would otherwise surface deep inside a search."""
+        if not (self.path / "manifest.json").is_file():
+            raise GarenError(f"{self.path}: the index folder is gone (deleted or moved since Index.open); build it or "
+                             f"open it again where it is now")
+
     def topics(self):
         """The dataset's judged queries as a frame ``qid, query`` (PyTerrier's topics)."""
         import pandas as pd
@@ -157,6 +164,7 @@ class Retriever:
 
         from garen_infer.runner import configure_method, execute, model_roles
 
+        self.index.require_folder()
         config = replace(self.config, limit=limit) if limit is not None else self.config
         if self._roles is None:
             self._roles = model_roles(configure_method(self.index.dataset, self.index.folder, config)[2], config,
@@ -166,6 +174,7 @@ class Retriever:
     def _answer(self, queries: list[Query], first):
         from garen_infer.runner import answer_queries, configure_method, model_roles, query_states, scored_rankings
 
+        self.index.require_folder()
         asked = Dataset(self.index.dataset.name, self.index.dataset.documents, queries)  # no judgements: none leak in
         _, _, method, budget = configure_method(asked, self.index.folder, self.config)
         if self._roles is None:

@@ -246,6 +246,9 @@ def cmd_demo(args) -> int:
 WRITES = {"index": "index folder", "run": "run folder", "merge": "run folder"}  # commands that write the folder named by --out
 
 
+INTERRUPTED = "interrupted; what was finished is kept and nothing half-written is: run the same command again to continue"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "demo": cmd_demo}[args.command]
@@ -262,3 +265,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"garen-infer {args.command}: error: {refusal}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # outside a query loop (index stages, start-up): every output is renamed when complete
+        print(f"garen-infer {args.command}: {INTERRUPTED}", file=sys.stderr)
+        return 130

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from garen_infer.errors import GarenError
+from garen_infer.safe_yaml import load_yaml
 
 PACKAGED_PRESETS = Path(__file__).resolve().parent / "configs"  # an installed wheel: copied there at build time (setup.py)
 CONFIG_DIR = PACKAGED_PRESETS if PACKAGED_PRESETS.is_dir() else Path(__file__).resolve().parent.parent / "configs"  # a checkout
@@ -88,7 +89,7 @@ def run_config_from(preset: dict, method: str, budget: int | None = None, limit:
 def read_yaml_mapping(path: Path, overrides: list[str] | Mapping = ()) -> dict:
     """A YAML file holding a mapping (a preset, a bench file), with ``--set`` overrides (or a mapping) applied."""
     try:
-        mapping = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        mapping = load_yaml(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise GarenError(f"{path}: not valid YAML ({err})") from err
     if not isinstance(mapping, dict):
@@ -157,7 +158,7 @@ def apply_override(preset: dict, item: str) -> None:
     if not sep or not key:
         raise GarenError(f"--set '{item}': expected KEY=VALUE, e.g. methods.garen.tau_switch=2")
     try:
-        value = yaml.safe_load(raw)
+        value = load_yaml(raw)
     except yaml.YAMLError as err:
         problem = str(getattr(err, "problem", None) or err).strip()
         raise GarenError(f"--set '{item}': the value '{raw}' is not valid YAML ({problem})") from None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from garen_infer.append_log import read_finished
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import write_json
+from garen_infer.index.atomic import remove_stale_temporaries, write_json
 from garen_infer.shards import Shard
 from garen_infer.writer_lock import LOCK_NAME, writer_lock
 
@@ -82,13 +82,23 @@ def missing_shards(present: list[Shard], count: int) -> list[Shard]:
 
 
 def check_out_folder(out: Path, shard_folders: list[Path], earlier: Path = Path(MERGE_RECORD)) -> None:
-    """The merged folder is new, empty, or an earlier merge (holding ``earlier``; rewritten); never a shard or
-    another run."""
+    """The merged folder is new, empty (but for a lock and a killed writer's temporaries), or an earlier merge,
+    finished or not (holding ``earlier``; rewritten); never a shard or another run. Call it under ``out``'s writer
+    lock."""
     resolved = out.resolve()
     if any(resolved == f.resolve() for f in shard_folders):
         raise GarenError(f"--out {out} is one of the shards; merge into another folder")
-    if out.is_dir() and not (out / earlier).is_file() and any(p.name != LOCK_NAME for p in out.iterdir()):
+    if not out.is_dir():
+        return
+    remove_stale_temporaries(out)
+    if not (out / earlier).is_file() and any(p.name != LOCK_NAME for p in out.iterdir()):
         raise GarenError(f"--out {out}: exists and holds something other than an earlier merge; choose a new folder")
+
+
+def mark_merging(out: Path, folders: list[Path]) -> None:
+    """Claim ``out`` for this merge before its first output is written, so that a merge killed at any point is
+    rerun into the same folder; the finished merge rewrites the record."""
+    write_json(out / MERGE_RECORD, {"merging": [str(f) for f in folders]})
 
 
 def merge_runs(dataset, folders: list[str | Path], out: str | Path, partial: bool = False, log=print) -> dict:
@@ -133,6 +143,7 @@ def merge_runs(dataset, folders: list[str | Path], out: str | Path, partial: boo
                  for part in shards if part.finished]
         timed_all = len(timed) == len(shards) and all(w is not None for _, w in timed)
         wall = sum(w * len(records) for records, w in timed) if timed_all else 0.0
+        mark_merging(out, folders)
         write_json(out / "config.json", config)
         write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
         metrics = write_results(dataset, config["method"], out, queries, done, wall, len(queries) if timed_all else 0,

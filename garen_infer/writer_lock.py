@@ -55,9 +55,8 @@ def writer_lock(folder: str | Path, what: str = "folder"):
     created = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):  # --out naming a file, or a path through one
-        blocking = next(p for p in (folder, *folder.parents) if p.exists() and not p.is_dir())
-        raise GarenError(f"{folder}: cannot be the {what}: {blocking} is a file, not a folder; name a folder") from None
+    except (FileExistsError, NotADirectoryError):  # --out naming a file, a path through one, or a dangling link
+        raise GarenError(f"{folder}: cannot be the {what}: {_not_a_folder(folder)}; name a folder") from None
     key = folder.resolve()
     if os.environ.get(NO_LOCK_ENV) or _held.get(key) == threading.get_ident():
         yield
@@ -83,6 +82,16 @@ def writer_lock(folder: str | Path, what: str = "folder"):
             folder.rmdir()
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _not_a_folder(folder: Path) -> str:
+    """Why ``folder`` cannot be created: the first part of its path that is a file or a link to nothing."""
+    for part in reversed((folder, *folder.parents)):
+        if part.is_symlink() and not part.exists():
+            return f"{part} is a symbolic link to {os.readlink(part)}, which does not exist"
+        if part.exists() and not part.is_dir():
+            return f"{part} is a file, not a folder"
+    return "it is not a folder"
 
 
 def _acquire(folder: Path, what: str) -> int:

@@ -141,3 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     except GarenError as err:
         print(f"garen-train {command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"garen-train {command}: interrupted", file=sys.stderr)
+        return 130

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from garen_infer.errors import GarenError
+from garen_infer.index.atomic import remove_dead_writers_temporaries
 from garen_train import hub
 from garen_train.checkpoint_file import TRUST_OPTION, read_checkpoint
 
@@ -71,6 +72,8 @@ def main(argv: list[str]) -> int:
     hub.add_arguments(parser)
     args = parser.parse_args(argv)
     hub.check_arguments(args)
+    if getattr(args, "out", None):
+        remove_dead_writers_temporaries(Path(args.out))  # an earlier export killed mid-write (gigabytes of weights)
     manifest = module.export(args)
     shared = hub.share(manifest, args)  # the model card, and the upload when asked for
     print(how_to_load(manifest, args))

@@ -210,6 +210,10 @@ class MinedPairsDataModule(pl.LightningDataModule):
             raise GarenError(f"{self.hparams.path}: no training query has both a positive and a negative pair")
         world, rank = self._replicas()
         sampler = EpochSampler(lists, num_replicas=world, rank=rank, shuffle=True, seed=self.hparams.seed, drop_last=True)
+        if len(sampler) < self.hparams.batch_size:  # every batch would be dropped: fit would end with no step, no checkpoint
+            raise GarenError(f"{self.hparams.path}: {len(lists)} training lists make no full batch of data.batch_size="
+                             f"{self.hparams.batch_size}" + (f" on each of {world} devices" if world > 1 else "")
+                             + "; lower data.batch_size or mine more queries")
         return DataLoader(
             lists, batch_size=self.hparams.batch_size, sampler=sampler, collate_fn=collate,
             num_workers=self.hparams.num_workers, drop_last=True,

@@ -150,6 +150,18 @@ def test_index_open_refusals(tiny_index, tiny_dataset, tmp_path, beir_dir):
     assert "was built for corpus 'smaller/test'" in str(refused(lambda: gi.Index.open(other.path, tiny_dataset)).value)
 
 
+def test_an_index_folder_deleted_after_open_is_a_garen_error(beir_dir, tmp_path):
+    import shutil
+
+    index = gi.Index.build(str(beir_dir), tmp_path / "idx", overrides={"index": {"bm25": {"variant": "bm25s"}}}, log=lambda m: None)
+    retriever = gi.Retriever(index, "bm25", cache=False)
+    assert len(retriever.search({"q": "lava"})) > 0
+    shutil.rmtree(tmp_path / "idx")
+    for call in (lambda: retriever.search({"q": "lava"}), lambda: gi.Retriever(index, "bm25", cache=False).run(tmp_path / "run")):
+        assert str(refused(call).value) == (f"{tmp_path / 'idx'}: the index folder is gone (deleted or moved since Index.open); "
+                                            f"build it or open it again where it is now")
+
+
 def test_storage_failures_are_garen_errors(tiny_index, tiny_dataset, tmp_path, monkeypatch):
     import errno
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,12 @@ def test_cells_run_alone_in_any_order_and_collect_reports_what_is_finished(beir_
     assert main(["bench", "--config", path, "--cache", cache, "--cell", "1"]) == 0
     assert sorted(p.name for p in (tmp_path / "runs" / "tiny").iterdir()) == ["bm25", "rerank@8"]
 
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed = tmp_path / f".report.tmp-{dead.pid}@{socket.gethostname()}.x1y2"  # what a --collect killed mid-write leaves
+    (killed / "report" / "figures").mkdir(parents=True)
     assert main(["bench", "--config", path, "--collect"]) == 0
+    assert not killed.exists()
     results = json.loads((tmp_path / "report" / "results.json").read_text())["datasets"]["tiny"]
     assert {(c["label"], c["budget"]) for c in results["cells"]} == {("bm25", None), ("rerank", 8)}
     assert results["skipped"] == [{"label": "rerank", "budget": 4, "reason": "not finished: run it with --cell 2"}]

@@ -82,3 +82,14 @@ def test_per_shard_caches_are_merged_into_one(tmp_path, capsys):
     assert "not.sqlite: not a response cache" in capsys.readouterr().err
     assert main(["cache", "merge", str(out), "--out", str(out)]) == 2
     assert "is the --out cache itself" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["shard#1.sqlite", "why?.sqlite", "100%.sqlite"])
+def test_a_cache_named_with_uri_characters_is_merged(name, tmp_path, monkeypatch, capsys):
+    """'#', '?' and '%' mean something in the SQLite URI the source is opened read-only through."""
+    ResponseCache(tmp_path / name).put_many({"a": {"text": "A"}})
+    monkeypatch.chdir(tmp_path)
+    assert main(["cache", "merge", name, "--out", "all.sqlite"]) == 0
+    assert "1 answers added" in capsys.readouterr().out
+    assert ResponseCache(tmp_path / "all.sqlite").get_many(["a"]) == {"a": {"text": "A"}}
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(("all.sqlite", name))) == []  # no stray file

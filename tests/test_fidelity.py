@@ -115,6 +115,8 @@ def test_summarizer_reads_every_document_whole_while_the_group_fits():
     cut = fit_documents(mixed, None, None, budget_words=902)
     assert cut[0] == "short text" and [len(t.split()) for t in cut[1:]] == [300, 300, 300]
     assert fit_documents(texts, 2, 5, None) == [" ".join(t.split()[:5]) for t in texts[:2]]
+    exactly = [" ".join(["word"] * 10)] * 3
+    assert fit_documents(exactly, None, None, budget_words=30) == exactly  # a group exactly at the budget fits whole
 
 
 def test_summarizer_prompt_is_built_from_the_fitted_documents():

@@ -19,3 +19,19 @@ def test_the_embedding_model_is_released_once_its_stage_is_built(tiny_dataset, t
     gc.collect()
     assert folder.has("knn_graph") and encoder() is None
     assert folder.embedder.encode_queries(["volcano"]).shape == (1, folder.manifest["stages"]["embeddings"]["info"]["dim"])
+
+
+def test_a_long_document_is_cut_before_tokenizing_to_the_same_vector():
+    """Only the first max_seq_length tokens are embedded: the words past WORDS_PER_TOKEN_BOUND x max_seq_length
+    are dropped before the tokenizer sees them (a 20 MB document no longer tokenizes whole), and the vector is the
+    uncut text's."""
+    import numpy as np
+
+    from garen_infer.index.embeddings import WORDS_PER_TOKEN_BOUND, Embedder, leading_words
+
+    embedder = Embedder(EmbeddingParams(max_seq_length=16))
+    long = " ".join(f"magma{i % 7} rises, through the crust." for i in range(400))  # 2,000 words
+    assert len(leading_words(long, WORDS_PER_TOKEN_BOUND * 16).split()) == 64
+    cut = embedder.encode_documents([long], show_progress=False)
+    whole = embedder.encoder.encode([long], normalize_embeddings=True, convert_to_numpy=True)
+    assert np.array_equal(cut, whole.astype(np.float32))

@@ -130,6 +130,11 @@ def test_a_byte_order_mark_in_a_run_file_is_dropped(tmp_path):
         ({"_id": "z", "title": "t"}, "text", "missing"),
         ({"_id": "z", "text": ["not", "a", "string"]}, "text", "expected a string, got list"),
         ({"_id": "z", "title": 3, "text": "x"}, "title", "expected a string, got int"),
+        ({"_id": "z", "text": "half a pair \ud800 of surrogates"}, "text", r"lone surrogate \(\\ud800\)"),
+        ({"_id": "z\udfff", "text": "x"}, "_id", "lone surrogate"),
+        ({"_id": "z", "title": "\ud83d", "text": "x"}, "title", "lone surrogate"),
+        ({"_id": "doc 7", "text": "x"}, "_id", "id 'doc 7' holds whitespace"),
+        ({"_id": "doc\t7", "text": "x"}, "_id", "holds whitespace"),
     ],
 )
 def test_bad_corpus_field(beir, row, field, problem):
@@ -144,6 +149,14 @@ def test_empty_query_text(beir):
     with pytest.raises(DataError, match="empty") as err:
         load_beir(beir)
     assert_names(err.value, beir / "queries.jsonl", 2, "text")
+
+
+def test_a_query_id_with_a_space_is_refused(beir):
+    """A run file's columns are separated by whitespace: `q 1 Q0 doc 1 1.0 run` would have seven."""
+    write_jsonl(beir / "queries.jsonl", [{"_id": "q1", "text": "ok"}, {"_id": "q 2", "text": "fine"}])
+    with pytest.raises(DataError, match="holds whitespace") as err:
+        load_beir(beir)
+    assert_names(err.value, beir / "queries.jsonl", 2, "_id")
 
 
 def test_excluded_ids_must_be_a_list(beir):
@@ -292,6 +305,12 @@ def test_jsonl_corpus_only(jsonl_files):
 
 def test_jsonl_errors(tmp_path, jsonl_files):
     corpus, queries, qrels = jsonl_files
+    for row, field in (({"id": "a b", "text": "x"}, "id"), ({"id": "a", "title": "\udc00", "text": "x"}, "title")):
+        write_jsonl(corpus, [{"id": "ok", "text": "x"}, row])
+        with pytest.raises(DataError, match="whitespace|surrogate") as err:
+            load_jsonl(corpus)
+        assert_names(err.value, corpus, 2, field)
+
     write_jsonl(corpus, [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}])
     with pytest.raises(DataError, match="duplicate id 'a'") as err:
         load_jsonl(corpus)

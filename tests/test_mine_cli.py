@@ -5,10 +5,13 @@ every refusal of the evaluation-split guard as exit code 2 with one line and no 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import QUERIES, one_error_line, write_beir
+from conftest import QUERIES, REPO, one_error_line, write_beir
 from garen_train.cli import main
 from garen_train.mining.folder import check_training_data, read_mined
 
@@ -223,6 +226,20 @@ def test_mined_shards_merged_equal_the_unsharded_mine(mined, mined_shards, data,
         assert (out / name).read_bytes() == (mined / name).read_bytes(), name
     merged = read_mined(out, purpose="training")
     assert without_times(merged.manifest) == without_times(read_mined(mined).manifest)
+
+
+@pytest.mark.parametrize("kill_at", ["renamed:config.json", "write:groups.jsonl", "write:manifest.json"])
+def test_a_mined_merge_killed_anywhere_is_finished_by_the_same_command(mined, mined_shards, data, tmp_path, kill_at):
+    """kill -9 in the traversal's merge, between the pair files, before the manifest: the same command finishes."""
+    out = tmp_path / "merged"
+    argv = ["merge", *(str(mined_shards / f"shard-{i}") for i in (1, 2, 3)), "--dataset", f"beir:{data}:train", "--out", str(out)]
+    env = {**os.environ, "GAREN_KILL_AT": kill_at, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    killed = subprocess.run([sys.executable, "-m", "garen_train", *argv], env=env, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert main(argv) == 0
+    for name in ("groups.jsonl", "documents.jsonl", "traversal/run.trec"):
+        assert (out / name).read_bytes() == (mined / name).read_bytes(), name
+    assert without_times(read_mined(out, purpose="training").manifest) == without_times(read_mined(mined).manifest)
 
 
 def test_an_incomplete_or_mixed_mined_merge_is_refused(mined_shards, data, full_index, tmp_path, capsys):

@@ -103,3 +103,19 @@ def test_other_replicas_of_the_model_are_answered_from_the_same_cache(servers, t
     execute(tiny_dataset, tiny_index, rerank_config(openai_spec(later)), tmp_path / "b", cache=cache, log=lambda *_: None)
     assert [len(s.requests) for s in later] == [0, 0, 0]
     assert all(r["ledger"]["model_calls"] == 0 for r in traces(tmp_path / "b").values())
+
+
+def test_a_replicas_rest_after_failures_is_capped_at_max_backoff():
+    """backoff 1 s doubled per failure in a row, never past max_backoff: 25 failures rest 30 s, not 194 days."""
+    import time
+
+    from garen_infer.llm.backends.replicas import ReplicaPool
+
+    pool = ReplicaPool(["http://127.0.0.1:9/v1"], concurrency=1, backoff=1.0, max_backoff=30.0)
+    rests = []
+    for _ in range(25):
+        replica = pool.acquire()
+        pool.release(replica, failed=True)
+        rests.append(replica.resting_until - time.monotonic())
+    assert rests[0] == pytest.approx(1.0, abs=0.5) and rests[3] == pytest.approx(8.0, abs=0.5)
+    assert max(rests) <= 30.0 and rests[-1] == pytest.approx(30.0, abs=0.5)

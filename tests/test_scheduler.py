@@ -13,7 +13,7 @@ import pytest
 from garen_infer.data.dataset import Query
 from garen_infer.errors import GarenError
 from garen_infer.llm.requests import Rerank, ScoreYesNo
-from garen_infer.llm.roles import Roles
+from garen_infer.llm.roles import LLMListwiseReranker, Roles
 from garen_infer.llm.types import Completion
 from garen_infer.methods.base import QueryState
 from garen_infer.runner import RunConfig
@@ -224,3 +224,34 @@ def test_an_agents_tool_calls_run_while_other_queries_go_on():
     roles.scorers["navigator"].backend = Server(1)  # its own engine, not the local models' (which the tools hold)
     finished = list(Scheduler(roles).run(states(2), agent_or_scorer))
     assert sorted(f.ranking for f in finished) == [[0], [1]]
+
+
+class RecordingGenerator:
+    """A generation backend's stand-in that answers every listwise prompt with the given order and keeps the size
+    of each call it receives."""
+
+    id = "recording"
+
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def generate(self, chats, sampling):
+        self.calls.append(len(chats))
+        return [Completion(text="[2] > [1]") for _ in chats]
+
+
+def test_listwise_rerank_calls_carry_at_most_max_batch_windows():
+    """100 queries each asking for one window at once: the backend receives calls of at most 64 prompts (run.max_batch),
+    and each query gets its own window back in the model's order."""
+    backend = RecordingGenerator()
+    reranker = LLMListwiseReranker(backend, [f"document {i}" for i in range(200)])
+    scheduler = Scheduler(Roles(reranker=reranker), max_active=100)
+
+    def rerank_once(state: QueryState):
+        n = int(state.query.id[1:])
+        state.trace["order"] = yield Rerank((2 * n, 2 * n + 1))
+        return []
+
+    finished = list(scheduler.run([QueryState(Query(f"q{n}", f"query {n}"), [], None) for n in range(100)], rerank_once))
+    assert sum(backend.calls) == 100 and max(backend.calls) <= scheduler.max_batch == 64
+    assert all(f.state.trace["order"] == [2 * int(f.state.query.id[1:]) + 1, 2 * int(f.state.query.id[1:])] for f in finished)

@@ -212,3 +212,32 @@ def test_index_settings_are_checked_before_the_corpus_loads(tmp_path, capsys):
     assert code == 2
     assert "invalid setting index.knn_graph.k=0: expected an integer >= 1" in one_error_line(capsys)
     assert not (tmp_path / "i").exists()
+
+
+# ---- YAML aliases ---------------------------------------------------------------------------------------------
+def _alias_bomb(levels: int) -> str:
+    """Nested aliases: ``levels`` lines that stand for 9**levels strings ("billion laughs")."""
+    lines = ['      l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"      l{k}: &l{k} [{', '.join([f'*l{k - 1}'] * 9)}]" for k in range(1, levels)]
+    return "models:\n  reranker:\n    backend: embedding\n    extra_body:\n" + "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
+    from garen_infer.config import apply_override, read_yaml_mapping
+
+    preset = tmp_path / "bomb.yaml"
+    preset.write_text(_alias_bomb(9), encoding="utf-8")  # 387 million strings
+    with pytest.raises(GarenError, match=r"bomb.yaml: not valid YAML \(its aliases expand to more than 100,000 values"):
+        read_yaml_mapping(preset)
+    with pytest.raises(GarenError, match="its aliases expand to more than 100,000 values"):
+        apply_override({}, "models.reranker.extra_body=" + "{a: &a [x, x, x, x, x, x, x, x, x, x], " + ", ".join(
+            f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]" for p, c in zip("abcde", "bcdef")) + "}")
+
+
+def test_aliases_as_presets_use_them_are_read(tmp_path):
+    from garen_infer.config import read_yaml_mapping
+
+    preset = tmp_path / "small.yaml"
+    preset.write_text(_alias_bomb(4) + "methods:\n  rarg: &paper {budget: 3}\n  rarg+:\n    <<: *paper\n    rounds: 2\n")
+    mapping = read_yaml_mapping(preset)
+    assert len(mapping["models"]["reranker"]["extra_body"]["l3"]) == 9 and mapping["methods"]["rarg+"] == {"budget": 3, "rounds": 2}

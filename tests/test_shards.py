@@ -105,6 +105,39 @@ def test_a_shard_of_another_split_or_queries_file_is_refused(sharded, beir_dir, 
     assert "which is not in shard 1/3 of tiny/test" in one_error_line(capsys, alone=False)
 
 
+@pytest.mark.parametrize("kill_at", ["write:merge.json", "renamed:config.json", "write:run.trec", "renamed:metrics.json"])
+def test_a_merge_killed_anywhere_is_finished_by_the_same_command(sharded, beir_dir, tmp_path, kill_at, capsys):
+    """kill -9 at a point of the merge's writes (its first record, the outputs, the last rename but one): the same
+    command then finishes the folder as a merge never killed writes it."""
+    out = tmp_path / "m"
+    argv = ["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(out), "--dataset", f"beir:{beir_dir}"]
+    env = {**os.environ, "GAREN_KILL_AT": kill_at, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    killed = subprocess.run([sys.executable, "-m", "garen_infer", *argv], env=env, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert main(argv) == 0, capsys.readouterr().err
+    assert (out / "run.trec").read_bytes() == (sharded / "whole" / "run.trec").read_bytes()
+    assert untimed_trace(out) == untimed_trace(sharded / "whole")
+    assert json.loads((out / "merge.json").read_text())["partial"] is False
+    assert not [p.name for p in out.iterdir() if ".tmp-" in p.name]
+
+
+def test_shards_run_on_an_edited_corpus_of_the_same_name_are_refused(sharded, beir_dir, tmp_path, capsys):
+    from conftest import DOCS
+
+    docs = [(d, t, x + (" (revised)" if d == DOCS[0][0] else "")) for d, t, x in DOCS]
+    edited = write_beir(tmp_path / "edited" / beir_dir.name, docs=docs)
+    assert main(["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(tmp_path / "m"), "--dataset", f"beir:{edited}"]) == 2
+    assert "a corpus other than --dataset's tiny/test" in one_error_line(capsys, alone=False)
+    assert not (tmp_path / "m").exists()
+
+
+def test_the_split_is_the_documented_sha256_deal():
+    """Ids ordered by SHA-256 of the id, dealt 1, 2, 3, 1, ...: a split any other tool can compute (SHA-1 would
+    move 9 of these 12)."""
+    assert assign([f"q{k}" for k in range(12)], 3) == {1: ["q7", "q0", "q6", "q10"], 2: ["q4", "q9", "q2", "q8"],
+                                                        3: ["q5", "q3", "q1", "q11"]}
+
+
 def test_the_split_depends_on_query_ids_not_their_order():
     ids = [f"q{k}" for k in range(100)]
     split = assign(ids, 7)

@@ -5,6 +5,9 @@ GAREN runs too (that training lowers its loss: tests/test_train_scorers.py)."""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 
 import pytest
 import torch
@@ -56,8 +59,12 @@ def test_the_export_scores_as_the_module_and_navigates_garen(tiny_pairs, beir_di
     expected = _module_scores(module, PAIRS)
 
     out = tmp_path / "navigator"
+    dead = _a_finished_pid()
+    killed = _temporary(out, dead)  # what an export killed mid-write leaves beside --out
+    live = _temporary(out, os.getpid())
     capsys.readouterr()
     assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
+    assert not killed.exists() and live.exists()  # a dead writer's temporary is swept, a running one's is not
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["family"] == "bi-encoder" and manifest["format"] == "sentence-transformers" and manifest["max_length"] == 64
     where, spec, card = capsys.readouterr().out.splitlines()
@@ -74,6 +81,19 @@ def test_the_export_scores_as_the_module_and_navigates_garen(tiny_pairs, beir_di
     ledgers = [json.loads(line)["ledger"] for line in (run / "trace.jsonl").read_text().splitlines()]
     assert {role for ledger in ledgers for role, spent in ledger["roles"].items() if spent["requests"]} == {"reranker", "navigator"}
     assert json.loads((run / "config.json").read_text())["models"]["navigator"]["model"] == str(out)
+
+
+def _a_finished_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def _temporary(out, pid: int):
+    folder = out.parent / f".{out.name}.tmp-{pid}@{socket.gethostname()}.x1y2"
+    (folder / out.name).mkdir(parents=True)
+    (folder / out.name / "model.safetensors").write_bytes(b"\0" * 1024)
+    return folder
 
 
 def test_a_listwise_embedding_reranker_refuses_a_model_of_its_own():

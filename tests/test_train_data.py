@@ -152,3 +152,11 @@ def test_evaluate_scores_any_scorer_on_mined_pairs(tiny_pairs, capsys):
     assert main(["evaluate", "--pairs", str(tiny_pairs / "groups.jsonl"), "--model", "{backend: embedding}", "--no-cache",
                  "--held-out", "--val-fraction", "0.25"]) == 0
     assert json.loads(capsys.readouterr().out)["queries"] == 3
+
+
+def test_a_batch_size_no_training_list_fills_is_one_line(tiny_pairs):
+    """drop_last would drop every batch: fit would run no step and write no checkpoint, yet exit 0."""
+    data = _data(tiny_pairs / "documents.jsonl", val_fraction=0.25, list_size=3, batch_size=1000)
+    with pytest.raises(GarenError, match=r"documents.jsonl: \d+ training lists make no full batch of data.batch_size=1000; "
+                                         r"lower data.batch_size or mine more queries"):
+        data.train_dataloader()

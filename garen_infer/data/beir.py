@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from garen_infer.data.dataset import Dataset, Document, Query
-from garen_infer.data.validate import UniqueIds, read_jsonl, read_qrels_tsv, require_text
+from garen_infer.data.validate import UniqueIds, read_jsonl, read_qrels_tsv, require_id, require_text
 from garen_infer.errors import DataError
 
 
@@ -14,7 +14,7 @@ def read_corpus(path: Path, allow_empty: bool = False) -> list[Document]:
     (Cranfield has two such documents in its source, and its qrels judge one of them)."""
     seen, docs = UniqueIds(path, "_id"), []
     for line, obj in read_jsonl(path):
-        doc_id = require_text(obj, "_id", path, line)
+        doc_id = require_id(obj, "_id", path, line)
         seen.add(doc_id, line)
         title = require_text(obj, "title", path, line, allow_empty=True) if obj.get("title") is not None else ""
         text = require_text(obj, "text", path, line, allow_empty=True)
@@ -30,7 +30,7 @@ def read_corpus(path: Path, allow_empty: bool = False) -> list[Document]:
 def read_queries(path: Path) -> list[Query]:
     seen, queries = UniqueIds(path, "_id"), []
     for line, obj in read_jsonl(path):
-        qid = require_text(obj, "_id", path, line)
+        qid = require_id(obj, "_id", path, line)
         seen.add(qid, line)
         excluded = obj.get("excluded_ids") or []
         if not isinstance(excluded, list):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from garen_infer.data.dataset import Dataset, Document, Query
-from garen_infer.data.validate import UniqueIds, read_jsonl, read_qrels_tsv, require_text
+from garen_infer.data.validate import UniqueIds, read_jsonl, read_qrels_tsv, require_id, require_text
 from garen_infer.errors import DataError
 
 
@@ -20,10 +20,11 @@ def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str
     corpus, docs = Path(corpus), []
     seen = UniqueIds(corpus, "id")
     for line, obj in read_jsonl(corpus):
-        doc_id = require_text(obj, _id_key(obj), corpus, line)
+        doc_id = require_id(obj, _id_key(obj), corpus, line)
         seen.add(doc_id, line)
         text_key = "text" if "text" in obj or "contents" not in obj else "contents"
-        docs.append(Document(doc_id, require_text(obj, text_key, corpus, line), obj.get("title") or ""))
+        title = require_text(obj, "title", corpus, line, allow_empty=True) if obj.get("title") is not None else ""
+        docs.append(Document(doc_id, require_text(obj, text_key, corpus, line), title))
     if not docs:
         raise DataError(corpus, "the corpus holds no documents")
     query_list: list[Query] = []
@@ -31,7 +32,7 @@ def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str
         queries = Path(queries)
         seen_q = UniqueIds(queries, "id")
         for line, obj in read_jsonl(queries):
-            qid = require_text(obj, _id_key(obj), queries, line)
+            qid = require_id(obj, _id_key(obj), queries, line)
             seen_q.add(qid, line)
             query_list.append(Query(qid, require_text(obj, "text", queries, line), frozenset(map(str, obj.get("excluded_ids") or []))))
     judgements = {}

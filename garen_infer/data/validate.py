@@ -10,10 +10,13 @@ import csv
 import gzip
 import zlib
 import json
+import re
 from pathlib import Path
 from typing import Iterator
 
 from garen_infer.errors import DataError
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
@@ -50,6 +53,17 @@ def require_text(obj: dict, key: str, path: Path, line: int, *, allow_empty: boo
         raise DataError(path, f"expected a string, got {type(value).__name__}", line, key)
     if not allow_empty and not value.strip():
         raise DataError(path, "empty", line, key)
+    surrogate = LONE_SURROGATE.search(value)
+    if surrogate:  # JSON's \ud800 escape decodes to a code point that UTF-8 cannot write: no index could store it
+        raise DataError(path, f"holds a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not text", line, key)
+    return value
+
+
+def require_id(obj: dict, key: str, path: Path, line: int) -> str:
+    """Return obj[key] as an id: text without whitespace, since run and qrels files separate columns by it."""
+    value = require_text(obj, key, path, line)
+    if any(char.isspace() for char in value):
+        raise DataError(path, f"id '{value}' holds whitespace, which TREC run and qrels files cannot carry", line, key)
     return value
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
 import shutil
+import socket
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +25,7 @@ def atomic_path(path: Path):
     """Yield a temporary sibling path; on success it replaces ``path`` (file or folder) in one rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TEMP_MARK}", dir=path.parent)) / path.name
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TEMP_MARK}{os.getpid()}@{socket.gethostname()}.", dir=path.parent)) / path.name
     try:
         yield tmp
         fault_point(f"write:{path.name}")
@@ -45,6 +47,27 @@ def remove_stale_temporaries(folder: Path) -> None:
     for leftover in Path(folder).glob(f".*{TEMP_MARK}*"):
         if leftover.is_dir():
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def remove_dead_writers_temporaries(path: Path) -> None:
+    """Remove the temporaries of ``path`` left beside it by writers killed mid-write (``kill -9``, out of memory):
+    those whose process, named in the temporary's name, no longer runs on this host. For outputs written without
+    a writer lock (an export's folder); a live writer's temporary and one of another host are kept."""
+    path = Path(path)
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}{TEMP_MARK}*"):
+        pid, _, rest = leftover.name.removeprefix(f".{path.name}{TEMP_MARK}").partition("@")
+        if leftover.is_dir() and pid.isdigit() and rest.rpartition(".")[0] == socket.gethostname() and not _runs(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process
+    return True
 
 
 def write_json(path: Path, obj) -> None:

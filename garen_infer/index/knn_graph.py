@@ -196,6 +196,9 @@ def build_knn_graph(vectors: np.ndarray, params: KnnGraphParams) -> tuple[KnnGra
     """The graph ``params`` ask for, and facts for the manifest (the search used; for IVF, the nprobe chosen and
     the recall against exact search on the sample)."""
     n = len(vectors)
+    if n < 2:  # no document has a neighbour (and npids cannot store a lookup of one id)
+        raise GarenError(f"index.knn_graph: a corpus of {n} document cannot have a k-NN graph; leave the stage out of "
+                         f"index.stages for such a corpus")
     search = params.search
     if search == "auto":
         search = "exact" if params.device == "cuda" or n <= params.exact_max_docs else "ivf"

@@ -35,7 +35,7 @@ def merge_caches(out: str | Path, sources: list[str | Path]) -> MergeCount:
         if not source.is_file():
             raise GarenError(f"{source}: no such cache file")
         try:
-            db = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=60)
+            db = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=60)  # as_uri escapes # ? %
             rows = db.execute("SELECT key, value FROM responses")
             while batch := rows.fetchmany(CHUNK):
                 _add(target, dict(batch), count)

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import atomic_path
+from garen_infer.index.atomic import atomic_path, remove_dead_writers_temporaries
 from garen_infer.report import figures, tables
 from garen_infer.report.document import Code, Document, Figure, Heading, Paragraph, Table
 from garen_infer.report.latex import document_latex
@@ -45,6 +45,7 @@ def write_report(config, prepared, log=print, command: str = "") -> Path:
     matrices = [s[0] for s in sections]
     facts = provenance()
     command = command or f"garen-infer bench --config {config.path}"
+    remove_dead_writers_temporaries(out)  # a report killed mid-write (a --collect stopped by its job's time limit)
     with atomic_path(out) as tmp:
         (tmp / "figures").mkdir(parents=True)
         doc, summary = Document("Method comparison"), Document("Method comparison")

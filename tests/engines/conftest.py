@@ -5,12 +5,14 @@ These tests run in the separate vLLM environment (``bash scripts/vllm_cpu/run_en
 without vllm or without the checkpoint, every test here is skipped with the reason.
 
 Engines are expensive on a 2-core CPU, so they are shared: one offline engine, one transformers model and one
-server (restarted only by the test that stops it) per session. The engine runs in this process
+server (restarted only by the test that stops it) per session; run_engine_tests.sh runs each module as a session
+of its own, so that their memory goes back to the machine between modules. The engine runs in this process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0, distributed_executor_backend "uni"): half the start time of the default.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 from pathlib import Path
 
@@ -32,6 +34,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
+
+
+@pytest.fixture(autouse=True)
+def give_memory_back():
+    """After each test, collect what it dropped (a closed engine, a reference backend) and hand glibc's freed heap
+    back to the machine: freed memory otherwise stays in this process's arenas, and the next engine adds to it."""
+    yield
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
 
 
 # ---- models ---------------------------------------------------------------------------------------------------

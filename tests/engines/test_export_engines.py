@@ -4,16 +4,20 @@ behind the OpenAI backend scores as the offline engine with the same adapter.
 
 The export comes from the training module itself (YesNoLoRAScorer on the Gemma checkpoint, LoRA weights set to
 seeded random values instead of trained ones, which would cost minutes on CPU; the main suite checks that an
-export of a trained module scores as the module did).
+export of a trained module scores as the module did), built in a process of its own (export_builder.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from .engine_support import ENGINE, ENGINE_DTYPE, JSON_PREFIX, PAIRS, TOLERANCE, VllmServer, plain_yes_no
+from .engine_support import ENGINE, ENGINE_DTYPE, JSON_PREFIX, PAIRS, REPO, TOLERANCE, VllmServer, plain_yes_no
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 
@@ -31,25 +35,14 @@ SERVED_LORA_TOLERANCE = 0.035
 
 @pytest.fixture(scope="module")
 def export(chat_model_dir, tmp_path_factory):
-    """(export folder, the module's own fp32 P(yes) on the navigator prompts)."""
-    import torch
-
-    from garen_train.scorers.causal_lm import YesNoLoRAScorer
-
-    module = YesNoLoRAScorer(model=str(chat_model_dir), max_length=1024, lora_r=8, lora_alpha=16, lora_dropout=0.0,
-                             target_modules=["q_proj", "v_proj"])
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, param in module.net.named_parameters():
-            if "lora_" in name:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.03)
-    module.eval()
-    with torch.no_grad():
-        expected = torch.sigmoid(module.relevance_logits([q for q, _ in PAIRS], [d for _, d in PAIRS])).tolist()
+    """(export folder, the module's own fp32 P(yes) on the navigator prompts), built by export_builder.py in a
+    process of its own (the training module's gigabytes never enter this one)."""
     out = tmp_path_factory.mktemp("export") / "navigator"
-    module.export(argparse.Namespace(out=str(out), formats=["adapter", "merged"], dtype=ENGINE_DTYPE))
-    del module
-    return out, expected
+    builder = [sys.executable, str(Path(__file__).with_name("export_builder.py")), str(chat_model_dir), str(out), json.dumps(PAIRS), ENGINE_DTYPE]
+    done = subprocess.run(builder, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        pytest.fail(f"export_builder.py exited {done.returncode}:\n{done.stderr[-4000:]}")
+    return out, json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
 
 
 def _gap(a, b) -> float:
@@ -86,11 +79,7 @@ def test_vllm_serve_with_the_adapter_scores_as_offline_vllm(export, chat_model_d
 
     out, _ = export
     chats = [plain_yes_no(q, d) for q, d in PAIRS]  # Gemma (a base model) lists both labels after this cue
-    offline = VllmBackend(str(chat_model_dir), lora=str(out / "adapter"), **ENGINE)
-    try:
-        local = _scores(offline, chats, JSON_PREFIX)
-    finally:
-        offline.close()
+    # the server first: its memory goes back when it stops, a closed in-process engine's would stay beside it
     server = VllmServer(tmp_path, extra_args=["--enable-lora", "--max-lora-rank", "8", "--lora-modules", f"{SERVED_ADAPTER}={out / 'adapter'}"])
     try:
         server.start()
@@ -98,5 +87,10 @@ def test_vllm_serve_with_the_adapter_scores_as_offline_vllm(export, chat_model_d
         remote = _scores(client, chats, JSON_PREFIX)
     finally:
         server.stop()
+    offline = VllmBackend(str(chat_model_dir), lora=str(out / "adapter"), **ENGINE)
+    try:
+        local = _scores(offline, chats, JSON_PREFIX)
+    finally:
+        offline.close()
     print(f"export adapter: max |dP(yes)| vllm serve --lora-modules vs offline LoRARequest = {_gap(remote, local):.5f}")
     assert _gap(remote, local) <= SERVED_LORA_TOLERANCE
