@@ -21,7 +21,10 @@ from garen_infer.methods.base import METHODS
 from garen_infer.runner import configure_method, execute, model_roles
 
 ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
-EMBEDDING = {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}}
+# REPAIR's planner writes text: the simulated one (the oracle's order) plays it beside either reranker
+PLANNER = {"generator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
+ORACLE = {**ORACLE, **PLANNER}
+EMBEDDING = {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}, **PLANNER}
 ONE_AT_A_TIME = {"max_active_queries": 1, "max_batch": 1}
 MANY_AT_ONCE = {"max_active_queries": 16, "max_batch": 64}
 AGENT_METHODS = ("rarg", "rarg+", "rarg++")
