@@ -54,6 +54,7 @@ def resolved(tmp_path_factory) -> dict:
     for package in ("garen_infer", "garen_train"):
         (project / package).mkdir(parents=True)
         (project / package / "__init__.py").write_text("", encoding="utf-8")
+    shutil.copy(REPO / "garen_infer" / "__init__.py", project / "garen_infer")  # the version is read from it
     shutil.copy(REPO / "pyproject.toml", project)
     shutil.copy(REPO / "README.md", project)
     report = work / "report.json"
