@@ -281,3 +281,13 @@ def write_tiny_pairs(folder: Path, purpose: str = "training", keep=lambda qid: T
 def tiny_pairs(tmp_path_factory) -> Path:
     """A mined-pairs folder (documents.jsonl, groups.jsonl, manifest.json) over the tiny corpus; read-only."""
     return write_tiny_pairs(tmp_path_factory.mktemp("pairs") / "tiny-pairs")
+
+
+@pytest.fixture
+def server():
+    """A scripted OpenAI-compatible server on loopback for one test (tests/openai_server.py)."""
+    from openai_server import ScriptedServer
+
+    srv = ScriptedServer()
+    yield srv
+    srv.stop()

@@ -12,18 +12,10 @@ import pytest
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.openai_backend import OpenAIBackend, label_logprob
 from garen_infer.llm.types import SamplingParams
-from openai_server import ScriptedServer as FakeServer
 from openai_server import chat_answer
 
 KEY = "sk-test-SECRET-0123456789"
 CHAT = [{"role": "user", "content": "Is the sky blue?"}]
-
-
-@pytest.fixture
-def server():
-    srv = FakeServer()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

@@ -20,13 +20,6 @@ CHAT = [{"role": "user", "content": "Rank the passages."}]
 
 
 @pytest.fixture
-def server():
-    srv = ScriptedServer()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
 def backend(server):
     return OpenAIBackend("m", base_url=server.base_url, api_key_env=None, max_retries=2, backoff=0.01, timeout=5)
 
