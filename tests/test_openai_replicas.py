@@ -12,7 +12,7 @@ from garen_infer.llm.backends.openai_backend import OpenAIBackend
 from garen_infer.llm.cache import NoCache, ResponseCache
 from garen_infer.llm.types import SamplingParams
 from garen_infer.runner import RunConfig, execute
-from test_openai_backend import FakeServer, chat_answer
+from openai_server import ScriptedServer, chat_answer
 
 
 def ranking_answer(body):
@@ -28,7 +28,7 @@ def servers(request):
 
     def make(count, delay=0.05, kill_at=None):
         for k in range(count):
-            server = FakeServer(kill_at=kill_at if k == 0 else None)
+            server = ScriptedServer(kill_at=kill_at if k == 0 else None)
             server.answer((200, ranking_answer, delay, {}))
             made.append(server)
         return made[-count:]

@@ -112,11 +112,11 @@ def test_transformers_backend_chats_with_tools_and_the_cache_replays(tiny_model_
 
 
 def test_openai_backend_sends_tools_and_reads_tool_calls():
-    from test_openai_backend import FakeServer
+    from openai_server import ScriptedServer
 
     from garen_infer.llm.backends.openai_backend import OpenAIBackend
 
-    server = FakeServer()
+    server = ScriptedServer()
     try:
         server.answer((200, {
             "choices": [{"message": {"content": None, "tool_calls": [
@@ -144,14 +144,14 @@ def test_openai_backend_sends_tools_and_reads_tool_calls():
 def test_a_call_the_server_returned_as_content_is_recovered_by_the_agent_role_and_counted(tmp_path):
     """vLLM's hermes parser gives up on a call with broken JSON and returns the reply as plain content; the agent
     role reads it as the offline path does, and the ledger counts it (again on replay from the cache)."""
-    from test_openai_backend import FakeServer
+    from openai_server import ScriptedServer
 
     from garen_infer.llm.backends.openai_backend import OpenAIBackend
     from garen_infer.llm.ledger import QueryLedger
     from garen_infer.llm.roles import LLMToolChat
 
     content = "I will search.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"rg -n lava\",}}\n</tool_call>"
-    server = FakeServer()
+    server = ScriptedServer()
     try:
         server.answer((200, {"choices": [{"message": {"content": content}, "finish_reason": "stop"}], "usage": {}}))
         backend = OpenAIBackend("m", base_url=server.base_url, api_key_env=None, max_retries=0, timeout=5)
