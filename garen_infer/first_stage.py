@@ -20,10 +20,14 @@ from garen_infer.settings import Count
 class FirstStageConfig:
     kind: Literal["bm25", "dense"] = "bm25"
     depth: Count = 1000  # BRIGHT keeps the top 1000
-    # the text it searches with: "original" (the query), or a rewrite from bright:<model> (BRIGHT's published
-    #   reasoning queries: GAREN Table 4 uses gpt4's) or jsonl:<queries.jsonl>[#<field>] (data/query_texts.py);
-    #   every model downstream still reads the original query
+    # the text it searches with: "original" (the query); a published rewrite, bright:<model> (BRIGHT's
+    #   reasoning queries: GAREN Table 4 uses gpt4's) or jsonl:<queries.jsonl>[#<field>]
+    #   (data/query_texts.py); or "rewrite": the generator role writes one per query (query_rewrite.py),
+    #   cached and counted as role query_writer
     query: str = "original"
+    # the text every model after the first stage reads (reranker, navigator, planner, agent): "original"
+    #   (GAREN App. B.1: the GPT-4 queries "strengthen the initial pool"), or "rewritten" (the first stage's)
+    models_read: Literal["original", "rewritten"] = "original"
 
 
 def first_stage(index, query_texts: list[str], config: FirstStageConfig, exclude: list[set[int]] | None = None) -> list[list[int]]:

@@ -31,6 +31,7 @@ from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.llm.problems import UNUSABLE
 from garen_infer.methods.base import QueryState, get_method, make_config
+from garen_infer.query_rewrite import REWRITE, rewrite_then_search
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.scheduler import Scheduler
 from garen_infer.settings import Count, Range
@@ -171,10 +172,13 @@ def model_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
     from garen_infer.llm.cache import ResponseCache
     from garen_infer.llm.roles import build_roles
 
-    missing = [r for r in method.roles if r not in config.models]
+    wanted = list(method.roles) + ["generator"] * (FirstStageConfig(**config.first_stage).query == REWRITE)
+    missing = [r for r in dict.fromkeys(wanted) if r not in config.models]
     if missing:
-        raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-    needed = {r: config.models[r] for r in method.roles}
+        why = " (first_stage.query: rewrite asks it for each query's text)" if "generator" in missing else ""
+        raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}{why}; "
+                         "add them under 'models:' in the preset")
+    needed = {r: config.models[r] for r in wanted}
     return build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(),
                        dataset.name, dataset=dataset)
 
@@ -184,12 +188,22 @@ def query_states(dataset: Dataset, index, config: RunConfig, method, budget, que
     RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
     the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
     stage = FirstStageConfig(**config.first_stage)
+    if first is None and stage.query == REWRITE:  # each query's text is written as the scheduler runs it
+        return [QueryState(q, [], budget, first_stage_kind=stage.kind) for q in queries]
     exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
+    texts = [q.text for q in queries]
     if first is None:
-        first = first_stage(index, first_stage_texts(queries, stage, dataset.name), stage, exclude)
+        texts = first_stage_texts(queries, stage, dataset.name)
+    if first is None:
+        first = first_stage(index, texts, stage, exclude)
     elif exclude is not None:
         first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
-    return [QueryState(q, list(rows), budget, first_stage_kind=stage.kind) for q, rows in zip(queries, first)]
+    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind, first_stage_text=text)
+              for q, rows, text in zip(queries, first, texts)]
+    if stage.models_read == "rewritten":
+        for state in states:
+            state.query = replace(state.query, text=state.first_stage_text)
+    return states
 
 
 def answer_queries(dataset: Dataset, index, config: RunConfig, method, states: list[QueryState], roles) -> Iterator[dict]:
@@ -201,8 +215,12 @@ def answer_queries(dataset: Dataset, index, config: RunConfig, method, states: l
         roles = replace(roles, query_encoder=QueryEncoder(index))
     scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
     doc_ids, doc_index = index.doc_ids, dataset.doc_index
+    stage = FirstStageConfig(**config.first_stage)
+    search = method.search
+    if stage.query == REWRITE:
+        search = rewrite_then_search(method.search, index, stage, dataset, method.keeps_excluded)
     with tqdm(total=len(states), desc=f"{config.method}", unit="query") as bar:
-        for finished in scheduler.run(states, method.search):
+        for finished in scheduler.run(states, search):
             gold = {doc_index[d] for d, rel in dataset.qrels.get(finished.state.query.id, {}).items() if rel > 0}
             if gold:
                 method.diagnose(finished.state, gold)

@@ -101,3 +101,35 @@ def test_a_query_without_a_rewrite_is_refused(tiny_dataset, tmp_path):
     bad = write_rewrites(tmp_path / "bad.jsonl", [{"_id": "q1"}])
     with pytest.raises(GarenError, match=r"bad.jsonl, line 1, field 'rewrite': missing"):
         first_stage_texts(tiny_dataset.queries, FirstStageConfig(query=f"jsonl:{bad}#rewrite"), tiny_dataset.name)
+
+
+def test_models_can_read_the_rewrite_instead(tiny_dataset, tiny_index, tmp_path):
+    """models_read: rewritten gives every model after the first stage the first stage's text."""
+    path = write_rewrites(tmp_path / "queries.jsonl", REWRITES)
+    stage = {"query": f"jsonl:{path}#rewrite", "depth": 4, "models_read": "rewritten"}
+    config = RunConfig(method="rerank", budget=4, first_stage=stage)
+    _, _, method, budget = configure_method(tiny_dataset, tiny_index, config)
+    states = query_states(tiny_dataset, tiny_index, config, method, budget, tiny_dataset.queries)
+    rewrites = [r["metadata"]["rewrite"] for r in REWRITES]
+    assert [s.query.text for s in states] == rewrites
+    assert [s.query.id for s in states] == ["q1", "q2", "q3", "q4"]  # judged as the same queries
+
+
+def test_garen_scores_past_the_depth_with_the_first_stages_text(tiny_dataset, tiny_index, tmp_path):
+    """Below its depth GAREN orders documents by the first stage's score, for the text it searched with."""
+    from types import SimpleNamespace
+
+    from garen_infer.first_stage import all_scores
+    from garen_infer.methods.garen import Garen
+
+    path = write_rewrites(tmp_path / "queries.jsonl", REWRITES)
+    config = RunConfig(method="rerank", budget=4, first_stage={"query": f"jsonl:{path}#rewrite", "depth": 2})
+    _, _, method, budget = configure_method(tiny_dataset, tiny_index, config)
+    state = query_states(tiny_dataset, tiny_index, config, method, budget, tiny_dataset.queries)[0]
+    assert state.first_stage_text == "python generator yield values lazily" != state.query.text
+    texts = (state.first_stage_text, state.query.text)
+    rewrite, original = (all_scores(tiny_index, "bm25", t) for t in texts)
+    row = tiny_dataset.doc_index["py4"]
+    assert rewrite[row] > original[row]
+    garen = SimpleNamespace(index=tiny_index)
+    assert Garen.first_stage_score(garen, state, row) == pytest.approx(rewrite[row])

@@ -14,7 +14,8 @@ from pathlib import Path
 from garen_infer.data.validate import read_jsonl, require_text
 from garen_infer.errors import DataError, GarenError
 
-FORMS = "bright:<model>[@<source>][@<revision>] or jsonl:<queries.jsonl>[#<field>]"
+FORMS = ("bright:<model>[@<source>][@<revision>], jsonl:<queries.jsonl>[#<field>] "
+         "or rewrite (the generator writes it)")
 
 
 def rewritten_queries(spec: str, dataset_name: str) -> dict[str, str]:

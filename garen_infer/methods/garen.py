@@ -218,7 +218,8 @@ class Garen(Method):
         if "_first_stage_scores" not in state.__dict__:
             from garen_infer.first_stage import all_scores
 
-            state.__dict__["_first_stage_scores"] = all_scores(self.index, state.first_stage_kind, state.query.text)
+            text = state.first_stage_text or state.query.text  # its own text ranks past its depth
+            state.__dict__["_first_stage_scores"] = all_scores(self.index, state.first_stage_kind, text)
         return float(state.__dict__["_first_stage_scores"][row])
 
     # ---- sec. 4.3: group-driven evidence propagation ------------------------------------------------------------
