@@ -19,6 +19,9 @@ from garen_infer.settings import Count
 @dataclass(frozen=True)
 class FirstStageConfig:
     kind: Literal["bm25", "dense"] = "bm25"
+    # a dense first stage's vectors: the graph's ("embeddings"), or its own ("first_stage_embeddings", e.g.
+    #   ReasonIR-8B with its instructions beside a Qwen3-Embedding graph: configs/garen-paper-reasonir.yaml)
+    vectors: Literal["embeddings", "first_stage_embeddings"] = "embeddings"
     depth: Count = 1000  # BRIGHT keeps the top 1000
     # the text it searches with: "original" (the query); a published rewrite, bright:<model> (BRIGHT's
     #   reasoning queries: GAREN Table 4 uses gpt4's) or jsonl:<queries.jsonl>[#<field>]
@@ -38,8 +41,9 @@ def first_stage(index, query_texts: list[str], config: FirstStageConfig, exclude
     elif config.kind == "dense":
         from garen_infer.index.knn_graph import flat_ip_index
 
-        vectors = np.ascontiguousarray(index.embeddings, dtype=np.float32)
-        _, ids = flat_ip_index(vectors).search(index.embedder.encode_queries(query_texts), min(depth, len(vectors)))
+        vectors = np.ascontiguousarray(index.vectors(config.vectors), dtype=np.float32)
+        queries = index.encoder(config.vectors).encode_queries(query_texts)
+        _, ids = flat_ip_index(vectors).search(queries, min(depth, len(vectors)))
         ranked = [[int(i) for i in row if i >= 0] for row in ids]
     else:
         raise GarenError(f"unknown first stage '{config.kind}' (bm25 or dense)")
@@ -67,10 +71,11 @@ def excluded_rows(query, doc_index: dict[str, int]) -> set[int]:
     return {doc_index[d] for d in query.excluded_ids if d in doc_index}
 
 
-def all_scores(index, kind: str, query_text: str) -> np.ndarray:
+def all_scores(index, kind: str, query_text: str, vectors: str = "embeddings") -> np.ndarray:
     """The first stage's score of every document for one query (BM25, or the dense inner product)."""
     if kind == "bm25":
         return index.bm25.scores(query_text)
     if kind == "dense":
-        return np.asarray(index.embeddings, dtype=np.float32) @ index.embedder.query_vectors([query_text])[0]
+        query = index.encoder(vectors).query_vectors([query_text])[0]
+        return np.asarray(index.vectors(vectors), dtype=np.float32) @ query
     raise GarenError(f"unknown first stage '{kind}' (bm25 or dense)")

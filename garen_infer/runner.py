@@ -79,7 +79,8 @@ def what_answers(resolved: dict) -> dict:
 
 
 def first_stage_stage(config: RunConfig) -> str:
-    return "embeddings" if FirstStageConfig(**config.first_stage).kind == "dense" else "bm25"
+    stage = FirstStageConfig(**config.first_stage)
+    return stage.vectors if stage.kind == "dense" else "bm25"
 
 
 def configure_method(dataset: Dataset, index, config: RunConfig):
@@ -189,7 +190,8 @@ def query_states(dataset: Dataset, index, config: RunConfig, method, budget, que
     the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
     stage = FirstStageConfig(**config.first_stage)
     if first is None and stage.query == REWRITE:  # each query's text is written as the scheduler runs it
-        return [QueryState(q, [], budget, first_stage_kind=stage.kind) for q in queries]
+        return [QueryState(q, [], budget, first_stage_kind=stage.kind, first_stage_vectors=stage.vectors)
+                for q in queries]
     exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
     texts = [q.text for q in queries]
     if first is None:
@@ -198,8 +200,8 @@ def query_states(dataset: Dataset, index, config: RunConfig, method, budget, que
         first = first_stage(index, texts, stage, exclude)
     elif exclude is not None:
         first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
-    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind, first_stage_text=text)
-              for q, rows, text in zip(queries, first, texts)]
+    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind, first_stage_vectors=stage.vectors,
+                         first_stage_text=text) for q, rows, text in zip(queries, first, texts)]
     if stage.models_read == "rewritten":
         for state in states:
             state.query = replace(state.query, text=state.first_stage_text)

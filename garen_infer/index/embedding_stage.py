@@ -1,4 +1,6 @@
-"""The ``embeddings`` index stage: ``embeddings.npy``, one L2-normalised float32 row per corpus document.
+"""The ``embeddings`` index stage: ``embeddings.npy``, one L2-normalised float32 row per corpus document; and
+``first_stage_embeddings`` (``first_stage_embeddings.npy``), a dense first stage's own vectors when its model is
+not the graph's (ReasonIR-8B for GAREN Table 4 over a Qwen3-Embedding graph).
 
 Either encoded here, chunk by chunk, or imported from vectors computed elsewhere (``vectors:``, see
 ``imported_vectors.py``). Encoding resumes: each chunk of ``chunk_size`` documents is saved (atomically) under
@@ -28,22 +30,26 @@ from garen_infer.index.embeddings import Embedder, EmbeddingParams
 from garen_infer.settings import identity
 
 
-def build_embeddings(folder, dataset, params: EmbeddingParams) -> dict:
+def build_embeddings(folder, dataset, params: EmbeddingParams, name: str = "embeddings") -> dict:
     start = time.perf_counter()
     if params.vectors:
         from garen_infer.index.imported_vectors import import_vectors
 
-        info = import_vectors(Path(params.vectors), dataset.doc_ids, folder.path / "embeddings.npy")
+        info = import_vectors(Path(params.vectors), dataset.doc_ids, folder.path / f"{name}.npy")
     else:
-        info = _encode(folder.path, [d.full_text for d in dataset.documents], dataset.fingerprint(), params)
+        info = _encode(folder.path, [d.full_text for d in dataset.documents], dataset.fingerprint(), params, name)
     return {**info, "seconds": round(time.perf_counter() - start, 2)}
 
 
-def _encode(root: Path, texts: list[str], fingerprint: str, params: EmbeddingParams) -> dict:
+def build_first_stage_embeddings(folder, dataset, params: EmbeddingParams) -> dict:
+    return build_embeddings(folder, dataset, params, "first_stage_embeddings")
+
+
+def _encode(root: Path, texts: list[str], fingerprint: str, params: EmbeddingParams, name: str) -> dict:
     # chunks of another corpus or model are never reused; another device, batch or chunk size reuses them all
     digest = hashlib.sha256(json.dumps([fingerprint, identity(EmbeddingParams, asdict(params))], sort_keys=True).encode()).hexdigest()[:12]
-    partial = root / f".embeddings.{digest}.partial"
-    for stale in root.glob(".embeddings.*.partial"):
+    partial = root / f".{name}.{digest}.partial"
+    for stale in root.glob(f".{name}.*.partial"):
         if stale != partial:
             shutil.rmtree(stale, ignore_errors=True)
     partial.mkdir(exist_ok=True)
@@ -66,7 +72,7 @@ def _encode(root: Path, texts: list[str], fingerprint: str, params: EmbeddingPar
             bar.update(size)
             first += size
     dim = np.load(chunks[0][1], mmap_mode="r").shape[1] if chunks else 0
-    with atomic_path(root / "embeddings.npy") as tmp:
+    with atomic_path(root / f"{name}.npy") as tmp:
         out = allocated_npy(tmp, (len(texts), dim))
         for first, path in chunks:
             chunk = np.load(path)

@@ -27,7 +27,12 @@ class EmbeddingParams:
     device: str = execution_only("cpu")
     batch_size: Count = execution_only(32)  # vectors equal to float rounding whatever the batch
     max_seq_length: Count = 256
-    query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "
+    query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "; {instruction}: the corpus's task
+    #   instruction (index/task_instructions.py), as ReasonIR's "<|user|>\n{instruction}\n<|embed|>\n"
+    document_prompt: str = ""  # put before each document, e.g. ReasonIR's "<|embed|>\n"
+    pool_prompt: bool = True  # False: a prompt's tokens stay out of the mean (ReasonIR's pooling)
+    trust_remote_code: bool = False  # a model whose architecture ships as code in its folder (ReasonIR-8B)
+    dtype: str = ""  # the weights' torch dtype ("auto": the checkpoint's own, bf16 for ReasonIR); "" = float32
     # Bring your own: document vectors computed elsewhere with `model` (a .npy or .safetensors file with their
     # ids; index/imported_vectors.py). `model` still encodes the queries. "" = encode the documents here.
     vectors: str = ""
@@ -35,13 +40,14 @@ class EmbeddingParams:
 
 
 @lru_cache(maxsize=4)
-def load_encoder(model: str, device: str, max_seq_length: int):
+def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code: bool = False, dtype: str = ""):
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged copy never needs the hub
     from sentence_transformers import SentenceTransformer
 
     try:
-        encoder = SentenceTransformer(resolve(model)[0], device=device)
+        encoder = SentenceTransformer(resolve(model)[0], device=device, trust_remote_code=trust_remote_code,
+                                      model_kwargs={"torch_dtype": dtype} if dtype else None)
     except OSError as err:
         raise GarenError(f"cannot load embedding model '{model}': {err}") from err
     limit = longest_input(encoder)
@@ -94,9 +100,12 @@ _WORD = re.compile(r"\S+")
 
 
 class Embedder:
-    def __init__(self, params: EmbeddingParams):
+    def __init__(self, params: EmbeddingParams, instruction: str = ""):
+        """``instruction`` fills ``{instruction}`` in the query prompt (the corpus's task instruction)."""
         self.params = params
-        self.encoder = load_encoder(params.model, params.device, params.max_seq_length)
+        self.query_prompt = params.query_prompt.replace("{instruction}", instruction)
+        self.encoder = load_encoder(params.model, params.device, params.max_seq_length, params.trust_remote_code,
+                                    params.dtype)
 
     @property
     def dim(self) -> int:
@@ -104,18 +113,18 @@ class Embedder:
 
     def encode_documents(self, texts: list[str], show_progress: bool = True) -> np.ndarray:
         words = WORDS_PER_TOKEN_BOUND * self.params.max_seq_length
-        return self._encode([leading_words(text, words) for text in texts], show_progress)
+        return self._encode([leading_words(text, words) for text in texts], show_progress, self.params.document_prompt)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self.encode_each([self.params.query_prompt + t for t in texts])
+        return self.encode_each(texts, self.query_prompt)
 
-    def encode_each(self, texts: list[str]) -> np.ndarray:
+    def encode_each(self, texts: list[str], prompt: str = "") -> np.ndarray:
         """Each text encoded alone. In a batch, a vector's last float digits depend on its neighbours (the padding
         changes the shapes the sums run over), so texts a run encodes as it goes (queries, group summaries) are
         encoded one by one: a query's numbers are then the same whichever queries, or shard, it ran with."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        return np.concatenate([self._encode([t], show_progress=False) for t in texts])
+        return np.concatenate([self._encode([t], False, prompt) for t in texts])
 
     def query_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Query embeddings, each text encoded once per process: the reranker, the navigator and the
@@ -126,9 +135,13 @@ class Embedder:
             cache.update(zip(missing, self.encode_queries(missing)))
         return [cache[t] for t in texts]
 
-    def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
+    def _encode(self, texts: list[str], show_progress: bool, prompt: str = "") -> np.ndarray:
+        if prompt and self.params.pool_prompt:
+            texts, prompt = [prompt + t for t in texts], ""  # the prompt's tokens are pooled as the text's
+        # sentence-transformers leaves the prompt's tokens out of the pooling when it is given apart
+        self.encoder.set_pooling_include_prompt(self.params.pool_prompt)
         vectors = self.encoder.encode(
-            texts, batch_size=self.params.batch_size, show_progress_bar=show_progress,
+            texts, prompt=prompt or None, batch_size=self.params.batch_size, show_progress_bar=show_progress,
             normalize_embeddings=True, convert_to_numpy=True,
         )
         return np.ascontiguousarray(vectors, dtype=np.float32)

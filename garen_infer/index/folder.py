@@ -191,6 +191,7 @@ class IndexFolder:
             folder.__dict__.pop("_groups", None)
             # each stage loads its own models: the embedder of one must not hold the GPU the next one's LLM needs
             folder.__dict__.pop("embedder", None)
+            folder.__dict__.pop("_encoders", None)
             release_encoders()
         return folder
 
@@ -273,8 +274,12 @@ class IndexFolder:
 
     @cached_property
     def embeddings(self) -> np.ndarray:
-        self.require("embeddings", "dense retrieval")
-        return np.load(self.path / "embeddings.npy", mmap_mode="r")
+        return self.vectors("embeddings")
+
+    def vectors(self, stage: str) -> np.ndarray:
+        """The document vectors of an embedding stage (``embeddings`` or ``first_stage_embeddings``)."""
+        self.require(stage, "dense retrieval")
+        return np.load(self.path / f"{stage}.npy", mmap_mode="r")
 
     @cached_property
     def knn_graph(self):
@@ -302,12 +307,21 @@ class IndexFolder:
 
     @cached_property
     def embedder(self):
-        from garen_infer.index.embeddings import Embedder
+        return self.encoder("embeddings")
 
-        embedder = Embedder(self.params("embeddings"))
-        built = self.manifest["stages"]["embeddings"]["info"].get("dim")
+    def encoder(self, stage: str):
+        """The query model of an embedding stage, loaded once, its ``{instruction}`` the corpus's task's."""
+        from garen_infer.index.embeddings import Embedder
+        from garen_infer.index.task_instructions import task_instruction
+
+        loaded = self.__dict__.setdefault("_encoders", {})
+        if stage in loaded:
+            return loaded[stage]
+        embedder = Embedder(self.params(stage), task_instruction(self.manifest["corpus"]["name"]))
+        built = self.manifest["stages"][stage]["info"].get("dim")
         if built and embedder.dim and embedder.dim != built:  # e.g. vectors imported from another model
             raise GarenError(f"{self.path}: the documents' vectors have {built} dimensions but the query model "
-                             f"'{embedder.params.model}' makes {embedder.dim}; set index.embeddings.model to the model "
+                             f"'{embedder.params.model}' makes {embedder.dim}; set index.{stage}.model to the model "
                              f"that made the vectors and rebuild")
+        loaded[stage] = embedder
         return embedder

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from garen_infer.index.bm25 import Bm25Index, Bm25Params
-from garen_infer.index.embedding_stage import build_embeddings
+from garen_infer.index.embedding_stage import build_embeddings, build_first_stage_embeddings
 from garen_infer.index.embeddings import EmbeddingParams
 from garen_infer.index.knn_graph import KnnGraphParams, add_missing_docnos, build_knn_graph
 
@@ -66,6 +66,8 @@ def _complete_knn_graph(folder, dataset) -> str | None:
 
 register(Stage("bm25", Bm25Params, _build_bm25))
 register(Stage("embeddings", EmbeddingParams, build_embeddings, outputs=("embeddings.npy",)))
+register(Stage("first_stage_embeddings", EmbeddingParams, build_first_stage_embeddings,
+               outputs=("first_stage_embeddings.npy",)))
 register(Stage("knn_graph", KnnGraphParams, _build_knn_graph, requires=("embeddings",), complete=_complete_knn_graph))
 
 

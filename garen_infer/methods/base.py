@@ -21,6 +21,7 @@ class QueryState:
     trace: dict = field(default_factory=dict)  # method diagnostics, written to the run's trace.jsonl
     first_stage_kind: str | None = None  # the first stage that ranked ``first_stage`` (bm25 | dense), to score
     #   documents past its depth; None (a state built by hand) orders them by corpus row
+    first_stage_vectors: str = "embeddings"  # a dense first stage's embedding stage
     first_stage_text: str | None = None  # the text it searched with (first_stage.query); None: the query's
     answer_problems: list[tuple[str, str]] = field(default_factory=list)  # (role, kind, llm/problems.py) of answers
     #   the method reads itself (LATTICE's slates): the runner adds them to the query's ledger

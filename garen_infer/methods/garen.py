@@ -219,7 +219,8 @@ class Garen(Method):
             from garen_infer.first_stage import all_scores
 
             text = state.first_stage_text or state.query.text  # its own text ranks past its depth
-            state.__dict__["_first_stage_scores"] = all_scores(self.index, state.first_stage_kind, text)
+            scores = all_scores(self.index, state.first_stage_kind, text, state.first_stage_vectors)
+            state.__dict__["_first_stage_scores"] = scores
         return float(state.__dict__["_first_stage_scores"][row])
 
     # ---- sec. 4.3: group-driven evidence propagation ------------------------------------------------------------
