@@ -200,8 +200,9 @@ def query_states(dataset: Dataset, index, config: RunConfig, method, budget, que
         first = first_stage(index, texts, stage, exclude)
     elif exclude is not None:
         first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
-    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind, first_stage_vectors=stage.vectors,
-                         first_stage_text=text) for q, rows, text in zip(queries, first, texts)]
+    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind,
+                         first_stage_vectors=stage.vectors, first_stage_text=text)
+              for q, rows, text in zip(queries, first, texts)]
     if stage.models_read == "rewritten":
         for state in states:
             state.query = replace(state.query, text=state.first_stage_text)

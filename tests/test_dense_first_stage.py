@@ -1,7 +1,7 @@
-"""A dense first stage with vectors of its own (index stage first_stage_embeddings), encoded the way ReasonIR-8B
-is (configs/garen-paper-reasonir.yaml): the task instruction in the query prompt, a document prompt, and a mean
-over the text's tokens only. A tiny local BERT plays the model through the same loading path
-(sentence-transformers, trust_remote_code, a dtype); ReasonIR itself is never fetched here."""
+"""A dense first stage with vectors of its own (index stage first_stage_embeddings), encoded the way
+ReasonIR-8B is (configs/garen-paper-reasonir.yaml): the task instruction in the query prompt, a document
+prompt, and a mean over the text's tokens only. A tiny local BERT plays the model through the same loading
+path (sentence-transformers, trust_remote_code, a dtype); ReasonIR itself is never fetched here."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ PROMPT = "user {instruction} embed "
 
 
 def reasonir_like(model_dir, **options) -> dict:
-    return {"model": str(model_dir), "max_seq_length": 128, "query_prompt": PROMPT, "document_prompt": "embed ",
-            "pool_prompt": False, "trust_remote_code": True, "dtype": "float32", **options}
+    return {"model": str(model_dir), "max_seq_length": 128, "query_prompt": PROMPT,
+            "document_prompt": "embed ", "pool_prompt": False, "trust_remote_code": True, "dtype": "float32",
+            **options}
 
 
 def test_the_prompt_is_left_out_of_the_mean(tiny_bert_dir):
@@ -49,31 +50,36 @@ def test_a_first_stage_with_its_own_vectors(tiny_dataset, tiny_index, tiny_bert_
     config = IndexConfig.from_dict({"first_stage_embeddings": reasonir_like(tiny_bert_dir)})
     index = IndexFolder.build(tiny_dataset, path, config, log=lambda *_: None)
     own, graph = index.vectors("first_stage_embeddings"), index.embeddings
-    assert own.shape == (len(tiny_dataset.documents), 32) and graph.shape[1] == 384  # the graph keeps MiniLM's
+    assert own.shape == (len(tiny_dataset.documents), 32)
+    assert graph.shape[1] == 384  # the graph keeps MiniLM's
     encoder = index.encoder("first_stage_embeddings")
-    assert encoder.query_prompt == f"user {GENERIC} embed "  # a corpus outside BRIGHT: the generic instruction
-    documents = encoder.encode_documents([d.full_text for d in tiny_dataset.documents], show_progress=False)
+    assert encoder.query_prompt == f"user {GENERIC} embed "  # outside BRIGHT: the generic one
+    texts = [d.full_text for d in tiny_dataset.documents]
+    documents = encoder.encode_documents(texts, show_progress=False)
     assert np.allclose(own, documents, atol=1e-5)  # each document encoded after its prompt
 
     stage = FirstStageConfig(kind="dense", vectors="first_stage_embeddings", depth=5)
     query = tiny_dataset.queries[2].text
     expected = np.argsort(-(np.asarray(own) @ encoder.encode_queries([query])[0]), kind="stable")[:5]
     assert first_stage(index, [query], stage)[0] == [int(r) for r in expected]
-    assert all_scores(index, "dense", query, "first_stage_embeddings") == pytest.approx(own @ encoder.query_vectors([query])[0])
+    scores = own @ encoder.query_vectors([query])[0]
+    assert all_scores(index, "dense", query, "first_stage_embeddings") == pytest.approx(scores)
 
 
 def test_bright_task_instructions():
-    assert task_instruction("bright/biology") == "Given a Biology post, retrieve relevant passages that help answer the post"
+    biology = "Given a Biology post, retrieve relevant passages that help answer the post"
+    assert task_instruction("bright/biology") == biology
     assert task_instruction("bright/pony:long").endswith("relevant documents that help answer the question")
-    assert task_instruction("bright/theoremqa_theorems") == ("Given a Math problem, retrieve relevant theorems that "
-                                                             "help answer the problem")
+    theorems = "Given a Math problem, retrieve relevant theorems that help answer the problem"
+    assert task_instruction("bright/theoremqa_theorems") == theorems
     assert task_instruction("beir/scifact") == GENERIC
 
 
 def test_the_reasonir_preset():
     preset = load_preset("garen-paper-reasonir")
     reasonir = preset["index"]["first_stage_embeddings"]
-    assert reasonir["model"] == "reasonir/ReasonIR-8B" and reasonir["trust_remote_code"] and not reasonir["pool_prompt"]
+    assert reasonir["model"] == "reasonir/ReasonIR-8B"
+    assert reasonir["trust_remote_code"] and not reasonir["pool_prompt"]
     assert preset["index"]["embeddings"]["model"] == "Qwen/Qwen3-Embedding-4B"  # the graph's, unchanged
     assert preset["first_stage"] == {"kind": "dense", "vectors": "first_stage_embeddings", "depth": 1000,
                                      "query": "bright:gpt4", "models_read": "original"}

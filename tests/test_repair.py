@@ -120,14 +120,14 @@ def test_graph_candidates_only_and_no_revisits():
 
 
 def test_revisit_lets_a_shown_neighbour_return_without_spending_budget():
-    """The authors' code removes only the kept documents from the candidates: a document the reranker dropped in
-    an earlier window may come back when the target step wants it, and it costs no budget the second time."""
+    """The authors' code removes only the kept documents from the candidates: a document the reranker
+    dropped in an earlier window may come back when the target step wants it, costing no budget again."""
     _, windows, ledger, trace = drive(make_repair(candidates="graph", revisit=True, budget=12),
                                       planner(["alpha", "beta"]), budget=12)
     assert windows[1] == (0, 1, 8, 9) and windows[2] == (0, 1, 8, 9)  # 8 and 9 are shown again in window 3
     assert trace["expansions"][1]["revisited"] == 2 and len(ledger.reranked) == trace["budget_used"] == 6
-    _, once, _, _ = drive(make_repair(candidates="graph", revisit=False, budget=12), planner(["alpha", "beta"]),
-                          budget=12)
+    once_only = make_repair(candidates="graph", revisit=False, budget=12)
+    _, once, _, _ = drive(once_only, planner(["alpha", "beta"]), budget=12)
     assert len(once) == 2  # without revisits the neighbours run out after one expansion
 
 

@@ -1,6 +1,6 @@
 """The ``embeddings`` index stage: ``embeddings.npy``, one L2-normalised float32 row per corpus document; and
-``first_stage_embeddings`` (``first_stage_embeddings.npy``), a dense first stage's own vectors when its model is
-not the graph's (ReasonIR-8B for GAREN Table 4 over a Qwen3-Embedding graph).
+``first_stage_embeddings`` (``first_stage_embeddings.npy``), a dense first stage's own vectors when its model
+is not the graph's (ReasonIR-8B for GAREN Table 4 over a Qwen3-Embedding graph).
 
 Either encoded here, chunk by chunk, or imported from vectors computed elsewhere (``vectors:``, see
 ``imported_vectors.py``). Encoding resumes: each chunk of ``chunk_size`` documents is saved (atomically) under
@@ -37,7 +37,8 @@ def build_embeddings(folder, dataset, params: EmbeddingParams, name: str = "embe
 
         info = import_vectors(Path(params.vectors), dataset.doc_ids, folder.path / f"{name}.npy")
     else:
-        info = _encode(folder.path, [d.full_text for d in dataset.documents], dataset.fingerprint(), params, name)
+        texts = [d.full_text for d in dataset.documents]
+        info = _encode(folder.path, texts, dataset.fingerprint(), params, name)
     return {**info, "seconds": round(time.perf_counter() - start, 2)}
 
 

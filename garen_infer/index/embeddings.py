@@ -27,12 +27,12 @@ class EmbeddingParams:
     device: str = execution_only("cpu")
     batch_size: Count = execution_only(32)  # vectors equal to float rounding whatever the batch
     max_seq_length: Count = 256
-    query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "; {instruction}: the corpus's task
-    #   instruction (index/task_instructions.py), as ReasonIR's "<|user|>\n{instruction}\n<|embed|>\n"
+    query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "; {instruction}: the corpus's
+    #   task instruction (index/task_instructions.py), as in ReasonIR's "<|user|>\n{instruction}\n<|embed|>\n"
     document_prompt: str = ""  # put before each document, e.g. ReasonIR's "<|embed|>\n"
     pool_prompt: bool = True  # False: a prompt's tokens stay out of the mean (ReasonIR's pooling)
     trust_remote_code: bool = False  # a model whose architecture ships as code in its folder (ReasonIR-8B)
-    dtype: str = ""  # the weights' torch dtype ("auto": the checkpoint's own, bf16 for ReasonIR); "" = float32
+    dtype: str = ""  # the weights' torch dtype ("auto": the checkpoint's, bf16 for ReasonIR); "" = float32
     # Bring your own: document vectors computed elsewhere with `model` (a .npy or .safetensors file with their
     # ids; index/imported_vectors.py). `model` still encodes the queries. "" = encode the documents here.
     vectors: str = ""
@@ -40,7 +40,8 @@ class EmbeddingParams:
 
 
 @lru_cache(maxsize=4)
-def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code: bool = False, dtype: str = ""):
+def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code: bool = False,
+                 dtype: str = ""):
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged copy never needs the hub
     from sentence_transformers import SentenceTransformer
@@ -104,8 +105,8 @@ class Embedder:
         """``instruction`` fills ``{instruction}`` in the query prompt (the corpus's task instruction)."""
         self.params = params
         self.query_prompt = params.query_prompt.replace("{instruction}", instruction)
-        self.encoder = load_encoder(params.model, params.device, params.max_seq_length, params.trust_remote_code,
-                                    params.dtype)
+        self.encoder = load_encoder(params.model, params.device, params.max_seq_length,
+                                    params.trust_remote_code, params.dtype)
 
     @property
     def dim(self) -> int:
@@ -113,7 +114,8 @@ class Embedder:
 
     def encode_documents(self, texts: list[str], show_progress: bool = True) -> np.ndarray:
         words = WORDS_PER_TOKEN_BOUND * self.params.max_seq_length
-        return self._encode([leading_words(text, words) for text in texts], show_progress, self.params.document_prompt)
+        texts = [leading_words(text, words) for text in texts]
+        return self._encode(texts, show_progress, self.params.document_prompt)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         return self.encode_each(texts, self.query_prompt)

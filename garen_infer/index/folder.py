@@ -321,7 +321,7 @@ class IndexFolder:
         built = self.manifest["stages"][stage]["info"].get("dim")
         if built and embedder.dim and embedder.dim != built:  # e.g. vectors imported from another model
             raise GarenError(f"{self.path}: the documents' vectors have {built} dimensions but the query model "
-                             f"'{embedder.params.model}' makes {embedder.dim}; set index.{stage}.model to the model "
-                             f"that made the vectors and rebuild")
+                             f"'{embedder.params.model}' makes {embedder.dim}; set index.{stage}.model "
+                             f"to the model that made the vectors and rebuild")
         loaded[stage] = embedder
         return embedder

@@ -1,6 +1,6 @@
 """The task instruction an instruction-following embedder puts before each query (``{instruction}`` in an
 embedding stage's ``query_prompt``): BRIGHT's per-task instructions as ReasonIR's evaluation configs word them
-(the short-document tasks; the long-document ones retrieve "documents"), a generic one for any other corpus."""
+(the long-document tasks retrieve "documents"), and a generic one for any other corpus."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ _POSTS = {"biology": "Biology", "earth_science": "Earth Science", "economics": "
           "psychology": "Psychology", "robotics": "Robotics", "stackoverflow": "Stackoverflow",
           "sustainable_living": "Sustainable Living"}
 BRIGHT = {
-    **{task: f"Given a {name} post, retrieve relevant passages that help answer the post" for task, name in _POSTS.items()},
+    **{task: f"Given a {name} post, retrieve relevant passages that help answer the post"
+       for task, name in _POSTS.items()},
     "pony": "Given a Pony question, retrieve relevant passages that help answer the question",
     "leetcode": "Given a coding problem, retrieve relevant examples that help answer the problem",
     "aops": "Given a Math problem, retrieve relevant examples that help answer the problem",
