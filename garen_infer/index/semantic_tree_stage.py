@@ -1,5 +1,6 @@
-"""The ``semantic_tree`` index stage: LATTICE's tree (sec. 2.1, App. B.3), built bottom-up or top-down and written
-in the format of ``semantic_tree.py`` (plus, for top-down, ``doc_levels.jsonl``: each document's level summaries).
+"""The ``semantic_tree`` index stage: LATTICE's tree (sec. 2.1, App. B.3), built bottom-up or top-down, or
+read from the trees the authors released (``tree_import.py``), and written in the format of
+``semantic_tree.py`` (plus, for top-down, ``doc_levels.jsonl``: each document's level summaries).
 
 Generator calls go through the response cache, so an interrupted build asked again replays what it already has.
 The manifest says who wrote the descriptions and counts every fallback.
@@ -23,7 +24,9 @@ from garen_infer.settings import AtLeast, Count, NonNegative, execution_only
 
 @dataclass(frozen=True)
 class SemanticTreeParams:
-    construction: Literal["bottom-up", "top-down"] = "bottom-up"  # App. B.3.1 | sec. 2.1, App. B.3.2 (needs a generator)
+    # App. B.3.1 | sec. 2.1, App. B.3.2 (needs a generator) | the authors' tree in tree_file (GAREN Table 7)
+    construction: Literal["bottom-up", "top-down", "released"] = "bottom-up"
+    tree_file: str = ""  # released: <task>/tree-<bottom-up|top-down>.pkl of quicktensor/lattice-bright-trees
     max_children: Annotated[int, AtLeast(2)] = 20  # M, the largest branching factor (App. B.1.1: 10-20)
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)  # node descriptions: extractive,
     #   or a generator spec ({backend: transformers | vllm | openai, model: ...}); top-down needs a generator
@@ -42,6 +45,16 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
     from garen_infer.llm.json_generation import release_stage_generator, stage_generator
 
     start = time.perf_counter()
+    if params.construction == "released":
+        from pathlib import Path
+
+        from garen_infer.index.tree_import import read_released_tree
+
+        root = read_released_tree(Path(params.tree_file), dataset.doc_ids)
+        info = {"construction": "released", "tree_file": Path(params.tree_file).name}
+        tree = SemanticTree.from_built(root, {**info, "max_children": max(map(len, _children(root)))})
+        _save(folder, tree, dataset.doc_ids, None)
+        return {**tree.meta, "seconds": round(time.perf_counter() - start, 2)}
     texts = [d.full_text for d in dataset.documents]
     vectors = folder.embeddings
     generator = stage_generator(params.summarizer, folder, texts)
@@ -70,7 +83,11 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
         info.update(summarizer=generator.name, **vars(builder.stats))
     info.update(release_stage_generator(generator, "semantic_tree"))
     tree = SemanticTree.from_built(root, {**info, "max_children": params.max_children})
-    doc_ids = dataset.doc_ids
+    _save(folder, tree, dataset.doc_ids, levels)
+    return {**tree.meta, "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _save(folder, tree: SemanticTree, doc_ids: list[str], levels) -> None:
     with atomic_path(folder.path / "semantic_tree") as tmp:
         tmp.mkdir()
         tree.save(tmp, doc_ids)
@@ -78,7 +95,16 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
             with open(tmp / "doc_levels.jsonl", "w", encoding="utf-8") as out:
                 for doc_id, doc_levels in zip(doc_ids, levels):
                     out.write(json.dumps({"doc": doc_id, "levels": doc_levels}, ensure_ascii=False) + "\n")
-    return {**tree.meta, "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _children(root) -> list[list]:
+    """Every internal node's children (a released tree's largest fan-out is its M)."""
+    out, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        out.append(node.children)
+        stack += [c for c in node.children if not isinstance(c, int)]
+    return out
 
 
 register(Stage("semantic_tree", SemanticTreeParams, _build, requires=("embeddings",)))
