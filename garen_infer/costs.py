@@ -1,9 +1,11 @@
 """Dollars per query from token counts and per-token prices (GAREN Table 7 prices the LLM calls of retrieval with
 OpenRouter's per-token rates). Reusable by any report: give it ledger summaries and a price per role.
 
-Table 7's totals pin the prices it used: the reranker (Qwen3-Next-80B-A3B-Instruct) at $0.10 per million input
-tokens and $1.00 per million output tokens gives both GAREN rows ($0.0094 for 48,938 + 4,523 tokens; $0.0091 for
-45,880 + 4,524), and the navigator (Qwen3-Reranker-4B) at $0.02 per million gives its $0.0015 for 76,093 + 160.
+Table 7's totals pin the prices it used: Qwen3-Next-80B-A3B-Instruct at $0.09 per million input tokens and
+$1.10 per million output tokens gives all three LLM rows to the cent (GAREN's reranker: $0.0094 for 48,938 +
+4,523 tokens and $0.0091 for 45,880 + 4,524; LATTICE's traversal: $0.0229 for 85,419 + 13,859, so LATTICE ran
+on the same model; $0.10 / $1.00 fits the GAREN rows but gives LATTICE $0.0224), and the navigator
+(Qwen3-Reranker-4B) at $0.02 per million gives its $0.0015 for 76,093 + 160.
 Prices change: pass your own (a role's ``price: {input_per_million, output_per_million}`` in the preset).
 """
 
@@ -25,8 +27,8 @@ class TokenPrices:
 
 # what Table 7's totals imply (see the module docstring), by model name
 TABLE7_PRICES = {
-    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": TokenPrices(0.10, 1.00),
-    "Qwen/Qwen3-Next-80B-A3B-Instruct": TokenPrices(0.10, 1.00),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": TokenPrices(0.09, 1.10),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": TokenPrices(0.09, 1.10),
     "Qwen/Qwen3-Reranker-4B": TokenPrices(0.02, 0.02),
 }
 
