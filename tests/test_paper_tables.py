@@ -1,6 +1,7 @@
-"""Every paper-table bench file (configs/bench/garen-table-N.yaml) runs as its CPU stand-in on the tiny corpus, so
-the files never rot: the same rows and method options, with cpu-default's MiniLM roles in place of the GPU models
-(a row's ``models.*`` overrides and its own GPU preset name those models and are left out), at budget 8."""
+"""Every paper-table bench file (configs/bench/garen-table-N.yaml) runs as its CPU stand-in on the tiny
+corpus, so the files never rot: the same rows and method options, with cpu-default's MiniLM roles in place of
+the GPU models (a row's ``models.*`` overrides and its own GPU preset name those models and are left out), at
+budget 8."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ TABLES = sorted((REPO / "configs" / "bench").glob("garen-table-*.yaml"))
 
 def stand_in(path, data_dir, index, tmp):
     raw = yaml.safe_load(path.read_text())
-    rows = [{**{k: v for k, v in m.items() if k != "preset"},
-             "set": [s for s in m.get("set", []) if not s.startswith("models.")]} if isinstance(m, dict) else m
-            for m in raw["methods"]]
+    def cpu_row(row: dict) -> dict:
+        own = [s for s in row.get("set", []) if not s.startswith("models.")]
+        return {**{k: v for k, v in row.items() if k != "preset"}, "set": own}
+
+    rows = [cpu_row(m) if isinstance(m, dict) else m for m in raw["methods"]]
     raw.update(preset="cpu-default", budgets=[8], datasets={"tiny": {"spec": f"beir:{data_dir}", "index": str(index)}},
                methods=rows, build_index=False, skip_unavailable=True, significance={"permutations": 200, "seed": 0},
                runs=str(tmp / "runs"), report=str(tmp / "report"))
@@ -45,7 +48,7 @@ def test_the_bench_file_says_what_it_reproduces(path):
 
 @pytest.fixture(scope="module")
 def grouped_index(full_index, tiny_dataset, tmp_path_factory):
-    """The full tiny index with Table 8's K-means and random groups (extractive summaries, as cpu-default's)."""
+    """The full tiny index with Table 8's K-means and random groups (extractive summaries, as cpu-default)."""
     import shutil
 
     from garen_infer.index.folder import IndexFolder
@@ -63,7 +66,7 @@ def test_the_cpu_stand_in_runs_every_row(path, beir_dir, grouped_index, tmp_path
     run_bench(config, NoCache(), log=lambda *_: None)
     runs = {p.parent.name.split("@")[0] for p in (tmp_path / "runs").rglob("metrics.json")}
     labels = {e.label for e in config.method_entries(list(METHODS))}
-    # REPAIR's planner and LATTICE's traversal with the generator must write text: no CPU role plays them
+    # REPAIR's planner and LATTICE's generator traversal must write text: no CPU role plays them
     assert all(label.startswith(("repair-reasoning", "lattice")) for label in labels - runs)
     for folder in (tmp_path / "runs").rglob("metrics.json"):
         assert json.loads(folder.read_text())["queries"] == 4
