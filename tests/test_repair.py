@@ -61,9 +61,9 @@ def planner(steps: list[str]):
     return answer
 
 
-def drive(method: Repair, rerank, budget: int = 10):
+def drive(method: Repair, rerank, budget: int = 10, state: QueryState | None = None):
     """One query's generator driven the way the scheduler answers it; the ledger refuses any budget overrun."""
-    state = QueryState(Query("q", "query"), list(FIRST), budget)
+    state = state or QueryState(Query("q", "query"), list(FIRST), budget)
     ledger, windows = QueryLedger(budget), []
     search = method.search(state)
     try:
@@ -101,8 +101,10 @@ def test_a_supported_step_does_not_expand_towards_the_bridge():
 
 def test_no_plan_no_expansion():
     """Answers without a readable plan refill from the first stage only, and each is counted."""
-    ranking, windows, _, trace = drive(make_repair(), planner([]))
+    method, state = make_repair(), QueryState(Query("q", "query"), list(FIRST), 10)
+    ranking, windows, _, trace = drive(method, planner([]), state=state)
     assert trace["expansions"] == [] and trace["unreadable"] == {"plan": len(windows)}
+    assert state.answer_problems == [("reranker", "plan_unreadable")] * len(windows)  # in the ledger too
     assert set(ranking) <= set(FIRST)
 
 
