@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a", help="a finished run folder, or a TREC run file from any system")
     compare.add_argument("run_b", help="another run folder or TREC run file on the same dataset")
     compare.add_argument("--dataset", required=True, help="the dataset both runs used (for its judgements)")
-    compare.add_argument("--allow-empty-docs", action="store_true")
+    compare.add_argument("--allow-empty-docs", action="store_true", help="accepted as run takes it; scoring reads no documents")
     compare.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"],
                          help="ir_measures or trec_eval names, e.g. nDCG@10 R@100 AP RR@10, or ndcg_cut_10 recall_100 map")
     compare.add_argument("--permutations", type=at_least_one, default=10_000, help="sign flips of the randomisation test")
@@ -173,13 +173,13 @@ def cmd_run(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from garen_infer.data import load_dataset
+    from garen_infer.data import load_judgments
     from garen_infer.evaluate import averaging_line, coverage, evaluate, measure_names
     from garen_infer.llm.oracle import NOTICE, RUN_TAG
     from garen_infer.trec import read_run, read_tag
 
     measures = measure_names(args.measures)  # a typo is refused before the data loads
-    dataset = load_dataset(args.dataset, args.allow_empty_docs)
+    dataset = load_judgments(args.dataset)  # queries and judgements: a run is scored without reading the corpus
     run = read_run(args.run)
     covered = coverage(run, dataset)
     result = {**evaluate(run, dataset, measures, judged_in_run=args.judged_in_run), **covered,
