@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--depth", type=int, default=2, help="levels below the root to show (default 2)")
     tree.add_argument("--stage", default="semantic_tree", help="the index stage holding the tree")
 
+    sub.add_parser("presets", help="list the presets, bench files and training jobs this install ships, and where they are")
+
     demo = sub.add_parser("demo", help="the embedded default: index the Python stdlib docs and answer a few questions")
     demo.add_argument("--out", default=None,
                       help="where to keep the demo index and run (default ~/.cache/garen/demo-<hash of this install>)")
@@ -236,6 +238,18 @@ def cmd_tree(args) -> int:
     return 0
 
 
+def cmd_presets(args) -> int:
+    from garen_infer.config import CONFIG_DIR, shipped_configs
+
+    print(f"Shipped with garen-ir, in {CONFIG_DIR}:")
+    for kind, files in shipped_configs().items():
+        print(f"\n{kind}:")
+        width = max((len(name) for name, _ in files), default=0)
+        for name, about in files:
+            print(f"  {name:<{width}}  {about}")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from garen_infer.demo import run_demo
 
@@ -251,7 +265,7 @@ INTERRUPTED = "interrupted; what was finished is kept and nothing half-written i
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "demo": cmd_demo}[args.command]
+    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "presets": cmd_presets, "demo": cmd_demo}[args.command]
     try:
         writes = args.command in WRITES and not getattr(args, "verify", False)
         with writer_lock(args.out, WRITES[args.command]) if writes else nullcontext():
