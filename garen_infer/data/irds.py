@@ -29,8 +29,9 @@ def load_irds(dataset_id: str, allow_empty_docs: bool = False, documents: bool =
     except KeyError:
         raise DataError(origin, f"ir_datasets knows no dataset '{dataset_id}' (ids such as {EXAMPLES}; "
                                 f"'ir_datasets list' shows them all)") from None
-    for part, present in (("documents", source.has_docs()), ("queries", source.has_queries())):
-        if not present and (documents or part == "queries"):
+    needed = {**({"documents": source.has_docs()} if documents else {}), "queries": source.has_queries()}
+    for part, present in needed.items():
+        if not present:
             raise DataError(origin, f"this ir_datasets id has no {part}; name a collection with documents and "
                                     f"queries (e.g. a split such as beir/scifact/test)")
     try:
