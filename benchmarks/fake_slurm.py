@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
 """A stand-in for Slurm's `sbatch` and `srun` on a machine without Slurm, strict enough to check a job script.
 
-Linked or copied as `sbatch` and `srun` on the PATH (`python benchmarks/fake_slurm.py install BIN`), it queues
-what is submitted and runs it only when asked (`python benchmarks/fake_slurm.py drain`), the way a cluster runs
+Installed as `sbatch` and `srun` on the PATH (`python benchmarks/fake_slurm.py install BIN`), it queues what
+is submitted and runs it only when asked (`python benchmarks/fake_slurm.py drain`), the way a cluster runs
 jobs later, elsewhere and in its own order:
 
 - every task runs from an empty folder under the state folder (not where it was submitted), with a bare
-  environment (PATH=/usr/bin:/bin, HOME and the SLURM_* variables; FAKE_SLURM_KEEP names variables to pass on),
+  environment (PATH=/usr/bin:/bin, HOME, the SLURM_* variables; FAKE_SLURM_KEEP names variables to pass on),
   so a script that leans on the submitting shell fails here as it would on a node;
-- `#SBATCH` lines are read from the script and command-line options override them; an option this stand-in does
-  not know is refused, so nothing is silently ignored;
+- `#SBATCH` lines are read from the script and command-line options override them; an option this stand-in
+  does not know is refused, so nothing is silently ignored;
 - `--output` patterns are expanded (%A %a %j %x %%) and the folder must exist, as Slurm requires;
 - `drain` runs the ready job submitted LAST first and an array's tasks from the highest index down: a job that
   should wait for another but has no `--dependency` runs too early here and the check shows it;
-- `--dependency=afterany:ID[:ID...]` holds a job until those jobs have ended; `afterok` also needs them to succeed.
+- `--dependency=afterany:ID[:ID...]` holds a job until those jobs have ended; `afterok` also needs success.
 
 The state folder is $FAKE_SLURM_DIR (default ./fake-slurm); `order.log` there lists each task as it ran.
 """
@@ -30,6 +30,7 @@ from pathlib import Path
 
 STATE = Path(os.environ.get("FAKE_SLURM_DIR", "fake-slurm")).resolve()
 FIRST_JOB_ID = 1000
+DEFAULT_OUTPUT = {True: "slurm-%A_%a.out", False: "slurm-%j.out"}  # Slurm's, in the submitting folder
 KNOWN = {"array", "dependency", "output", "job-name", "wrap", "parsable", "partition", "time", "mem", "gres",
          "cpus-per-task", "ntasks", "nodes"}
 WITHOUT_VALUE = {"parsable"}
@@ -109,7 +110,7 @@ def sbatch(argv: list[str]) -> int:
             fail(f"sbatch: --dependency: no job {other} was submitted")
     job = {"id": job_id, "name": options.get("job-name", "wrap" if "wrap" in options else Path(rest[0]).name),
            "script": script, "tasks": array_tasks(options.get("array")),
-           "output": options.get("output", str(Path.cwd() / ("slurm-%A_%a.out" if "array" in options else "slurm-%j.out"))),
+           "output": options.get("output", str(Path.cwd() / DEFAULT_OUTPUT["array" in options])),
            "after": after, "after_kind": kind, "submitted_from": str(Path.cwd()), "states": {}}
     (STATE / "jobs" / f"{job_id}.json").write_text(json.dumps(job))
     print(job_id if options.get("parsable") else f"Submitted batch job {job_id}")
@@ -126,7 +127,7 @@ def output_path(pattern: str, job: dict, task: int | None) -> Path:
 def run_task(job: dict, task: int | None) -> int:
     log = output_path(job["output"], job, task)
     if not log.parent.is_dir():  # Slurm does not make it: the job fails at once
-        print(f"[fake-slurm] job {job['id']} task {task}: output folder {log.parent} does not exist", file=sys.stderr)
+        print(f"[fake-slurm] job {job['id']} task {task}: no output folder {log.parent}", file=sys.stderr)
         return 1
     node = STATE / "node" / f"{job['id']}-{task}"
     node.mkdir(parents=True, exist_ok=True)
@@ -134,12 +135,14 @@ def run_task(job: dict, task: int | None) -> int:
     script.write_text(job["script"])
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(node)), "SLURM_JOB_ID": str(job["id"]),
            "SLURM_JOB_NAME": job["name"], "SLURM_SUBMIT_DIR": job["submitted_from"],
-           **{name: os.environ[name] for name in os.environ.get("FAKE_SLURM_KEEP", "").split(",") if name in os.environ}}
+           **{name: os.environ[name] for name in os.environ.get("FAKE_SLURM_KEEP", "").split(",")
+              if name in os.environ}}
     if task is not None:
         env |= {"SLURM_ARRAY_JOB_ID": str(job["id"]), "SLURM_ARRAY_TASK_ID": str(task)}
     with log.open("w") as out:
         script.chmod(0o755)  # run by its #! line, as Slurm does: /bin/sh for --wrap
-        code = subprocess.run([str(script)], cwd=node, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        ended = subprocess.run([str(script)], cwd=node, env=env, stdout=out, stderr=subprocess.STDOUT)
+    code = ended.returncode
     with (STATE / "order.log").open("a") as order:
         order.write(f"{job['id']} {job['name']} task={task} exit={code} log={log}\n")
     return code
@@ -155,7 +158,8 @@ def drain() -> int:
         if not ready:
             break
         job = max(ready, key=lambda j: j["id"])
-        codes = [run_task(job, task) for task in sorted(job["tasks"], key=lambda t: -1 if t is None else t, reverse=True)]
+        highest_first = sorted(job["tasks"], key=lambda t: -1 if t is None else t, reverse=True)
+        codes = [run_task(job, task) for task in highest_first]
         ended[job["id"]] = job["ended_ok"] = not any(codes)
         (STATE / "jobs" / f"{job['id']}.json").write_text(json.dumps(job))
     never = sorted(i for i in jobs if i not in ended)
@@ -180,7 +184,8 @@ def install(folder: str) -> int:
     target.mkdir(parents=True, exist_ok=True)
     for name in ("sbatch", "srun"):
         shim = target / name
-        shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).resolve()))} {name} \"$@\"\n")
+        runner = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).resolve()))}"
+        shim.write_text(f'#!/bin/sh\nexec {runner} {name} "$@"\n')
         shim.chmod(0o755)
     return 0
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# `garen-infer bench --plan slurm`, checked end to end: plans a two-cell bench (bm25 on two datasets, a BM25-only
-# index built first), submits the array job and then its collect job with the line the script's last comment
-# gives, waits for both, and checks that every cell finished, that the report holds both, and that every log is
-# under the runs folder. Prints the job ids, the order the tasks ran in and the wall time.
+# `garen-infer bench --plan slurm`, checked end to end: plans a two-cell bench (bm25 on two datasets, a
+# BM25-only index built first), submits the array job and then its collect job with the line the script's last
+# comment gives, waits for both, and checks that every cell finished, that the report holds both, and that
+# every log is under the runs folder. Prints the job ids, the order the tasks ran in and the wall time.
 #
 #   bash benchmarks/slurm_check.sh [WORK]        # default WORK: runs/slurm-check (git-ignored)
 #   SLURM=real  on a cluster: the real sbatch (default when sbatch is on the PATH and SLURM is unset)
-#   SLURM=fake  here: benchmarks/fake_slurm.py stands in for sbatch (bare environments, other folders, the last
-#               submitted job first), then runs the queue
+#   SLURM=fake  here: benchmarks/fake_slurm.py stands in for sbatch (bare environments, other folders, the
+#               last submitted job first), then runs the queue
 #   DATA_A / DATA_B    the two dataset specs (default: ../shared/data's SciFact and Cranfield test splits)
 #   SBATCH_ARGS        options a real cluster needs on every job, e.g. "--partition=debug --time=00:20:00"
 #
@@ -70,4 +70,5 @@ print(f"[slurm-check] report cells: {cells}; logs: {logs}")
 assert cells == {"a": ["bm25"], "b": ["bm25"]} and not skipped, (cells, skipped)
 assert len(logs) == 3 and not stray, (logs, stray)
 EOF
-echo "[slurm-check] passed: both cells and the collect job ran, report in $WORK/report, $(( $(date +%s) - start )) s wall"
+echo "[slurm-check] passed: both cells and the collect job ran; report in $WORK/report;" \
+     "$(( $(date +%s) - start )) s wall"

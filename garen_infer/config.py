@@ -17,7 +17,8 @@ CONFIG_DIR = PACKAGED_PRESETS if PACKAGED_PRESETS.is_dir() else Path(__file__).r
 DEFAULT_PRESET = "cpu-default"
 
 
-SHIPPED_KINDS = {"": "presets (--preset NAME)", "bench": "bench files (garen-infer bench --config <that folder>/FILE)",
+SHIPPED_KINDS = {"": "presets (--preset NAME)",
+                 "bench": "bench files (garen-infer bench --config <that folder>/FILE)",
                  "train": "training jobs (garen-train fit --config <that folder>/FILE)"}
 
 
@@ -27,7 +28,8 @@ def shipped_configs() -> dict[str, list[tuple[str, str]]]:
     shipped = {}
     for folder, kind in SHIPPED_KINDS.items():
         files = sorted((CONFIG_DIR / folder).glob("*.yaml"))
-        shipped[kind] = [(f.relative_to(CONFIG_DIR).as_posix() if folder else f.stem, _first_comment(f)) for f in files]
+        names = [f.relative_to(CONFIG_DIR).as_posix() if folder else f.stem for f in files]
+        shipped[kind] = [(name, _first_comment(f)) for name, f in zip(names, files)]
     return shipped
 
 

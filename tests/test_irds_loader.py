@@ -89,12 +89,13 @@ def test_brights_excluded_ids_become_the_querys_exclusions(tmp_path, irds_home):
 def test_judgments_are_read_without_the_documents(tmp_path, irds_home):
     """What eval and compare read: queries, judgements and excluded ids; the documents file may be gone."""
     folder = write_bright(tmp_path / "bright", [
-        {"id": "b1", "query": "magma rising through the crust", "gold_ids": ["vol1"], "excluded_ids": ["vol2"]}])
+        {"id": "b1", "query": "magma rising", "gold_ids": ["vol1"], "excluded_ids": ["vol2"]}])
     dataset_id = register_bright(folder)
     full = load_dataset(f"irds:{dataset_id}")
     (folder / "documents.parquet").unlink()
     judgments = load_judgments(f"irds:{dataset_id}")
-    assert judgments.judgments_only and (judgments.name, judgments.queries, judgments.qrels) == (full.name, full.queries, full.qrels)
+    assert judgments.judgments_only
+    assert (judgments.name, judgments.queries, judgments.qrels) == (full.name, full.queries, full.qrels)
 
 
 def test_brights_task_names_follow_the_bright_loader():

@@ -536,7 +536,7 @@ def test_bright_from_an_unreachable_hub_is_one_line(capsys, tmp_path):
 
 
 def test_judgments_are_read_without_the_corpus(tmp_path, bright_root):
-    """What scoring a run needs, with the corpus file gone: the same name, queries, excluded ids and judgements."""
+    """What scoring a run needs, the corpus file gone: the same name, queries, excluded ids and judgements."""
     beir = write_beir(tmp_path / "tiny")
     plain = tmp_path / "plain"
     write_jsonl(plain / "queries.jsonl", [{"id": q, "text": x} for q, x, _ in QUERIES])

@@ -44,7 +44,8 @@ def test_judgments_without_the_corpus(r2med_copy):
     full = load_dataset(f"r2med:Biology@{r2med_copy}")
     (r2med_copy / "corpus.jsonl").unlink()
     judgments = load_judgments(f"r2med:Biology@{r2med_copy}")
-    assert judgments.judgments_only and (judgments.name, judgments.queries, judgments.qrels) == (full.name, full.queries, full.qrels)
+    assert judgments.judgments_only
+    assert (judgments.name, judgments.queries, judgments.qrels) == (full.name, full.queries, full.qrels)
 
 
 def test_the_hub_datasets_by_task_and_revision(r2med_copy, monkeypatch):

@@ -39,7 +39,8 @@ def read_queries(path: Path) -> list[Query]:
     return queries
 
 
-def load_beir(folder: str | Path, split: str = "test", allow_empty_docs: bool = False, documents: bool = True) -> Dataset:
+def load_beir(folder: str | Path, split: str = "test", allow_empty_docs: bool = False,
+              documents: bool = True) -> Dataset:
     """Load a BEIR folder; only the queries judged in ``qrels/<split>.tsv`` are kept. Without ``documents``,
     corpus.jsonl is not read (it need not exist)."""
     folder = Path(folder)

@@ -85,8 +85,8 @@ def bright_from_records(task: str, documents, examples, *, long_documents: bool,
     return Dataset(f"bright/{task}{suffix}", docs, queries, qrels)
 
 
-def load_bright(task: str, *, long_documents: bool = False, source: str = HUB_NAME, revision: str | None = None,
-                documents: bool = True) -> Dataset:
+def load_bright(task: str, *, long_documents: bool = False, source: str = HUB_NAME,
+                revision: str | None = None, documents: bool = True) -> Dataset:
     """A BRIGHT task; without ``documents`` only its examples are read (queries, gold and excluded ids)."""
     if task not in TASKS:
         raise DataError("bright", f"unknown task '{task}'; choose one of {', '.join(TASKS)}")

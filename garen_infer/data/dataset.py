@@ -38,8 +38,8 @@ class Dataset:
 
     @property
     def judgments_only(self) -> bool:
-        """Loaded without its documents (``load_judgments``): enough to score a run, not to run a method. Every
-        loader refuses an empty corpus, so no documents means none were read."""
+        """Loaded without its documents (``load_judgments``): enough to score a run, not to run a method.
+        Every loader refuses an empty corpus, so no documents means none were read."""
         return not self.documents
 
     @property

@@ -84,7 +84,8 @@ def _unique_id(record, field: str, kind: str, seen: dict, number: int, origin: s
     return value
 
 
-def _dataset(dataset_id: str, origin: str, docs: list[Document] | None, records, judgements, excluded_labels: set) -> Dataset:
+def _dataset(dataset_id: str, origin: str, docs: list[Document] | None, records, judgements,
+             excluded_labels: set) -> Dataset:
     doc_ids = None if docs is None else {d.id for d in docs}  # None: the documents were not read, nor checked
     texts, seen = {}, {}
     for number, record in enumerate(records, start=1):

@@ -39,5 +39,6 @@ def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str
             query_list.append(Query(qid, require_text(obj, "text", queries, line), frozenset(map(str, obj.get("excluded_ids") or []))))
     judgements = {}
     if qrels is not None:
-        judgements = read_qrels_tsv(Path(qrels), {d.id for d in docs} if documents else None, {q.id for q in query_list})
+        doc_ids = {d.id for d in docs} if documents else None
+        judgements = read_qrels_tsv(Path(qrels), doc_ids, {q.id for q in query_list})
     return Dataset(corpus.stem, docs, query_list, judgements)

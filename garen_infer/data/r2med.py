@@ -56,8 +56,9 @@ def _id(row: dict, key: str) -> str:
     return "" if row.get(key) is None else str(row[key])  # ids may be stored as numbers
 
 
-def load_r2med(task: str, *, source: str = HUB_OWNER, revision: str | None = None, documents: bool = True) -> Dataset:
-    """An R2MED task; without ``documents`` its corpus is not read and the judged ids are not checked against it."""
+def load_r2med(task: str, *, source: str = HUB_OWNER, revision: str | None = None,
+               documents: bool = True) -> Dataset:
+    """An R2MED task; without ``documents`` its corpus is not read, nor the judged ids checked against it."""
     task = task_name(task)
     origin = f"{source}:{task}"
     docs, seen = [], set()

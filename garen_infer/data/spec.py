@@ -44,7 +44,8 @@ def _load(spec: str, allow_empty_docs: bool, documents: bool) -> Dataset:
         if variant not in ("", "long"):
             raise DataError(spec, f"unknown BRIGHT variant '{variant}' (only 'long')")
         source, revision = source_and_revision(pin)
-        return load_bright(task, long_documents=variant == "long", source=source, revision=revision, documents=documents)
+        return load_bright(task, long_documents=variant == "long", source=source, revision=revision,
+                           documents=documents)
     if kind == "r2med" and rest:
         from garen_infer.data.r2med import load_r2med, source_and_revision
 

@@ -95,7 +95,7 @@ def main(args) -> int:
     from garen_infer.evaluate import measure_names
 
     measures = measure_names(args.measures)  # a typo is refused before the data loads
-    dataset = load_judgments(args.dataset)  # queries and judgements: a pair of runs is scored without the corpus
+    dataset = load_judgments(args.dataset)  # queries and judgements: runs are scored without the corpus
     result = compare_runs(args.run_a, args.run_b, dataset, measures, args.permutations, args.seed)
     print(json.dumps(result, indent=2) if args.json else format_comparison(result))
     return 0
