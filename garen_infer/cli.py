@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a", help="a finished run folder, or a TREC run file from any system")
     compare.add_argument("run_b", help="another run folder or TREC run file on the same dataset")
     compare.add_argument("--dataset", required=True, help="the dataset both runs used (for its judgements)")
-    compare.add_argument("--allow-empty-docs", action="store_true")
+    compare.add_argument("--allow-empty-docs", action="store_true",
+                         help="accepted as run takes it; scoring reads no documents")
     compare.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"],
                          help="ir_measures or trec_eval names, e.g. nDCG@10 R@100 AP RR@10, or ndcg_cut_10 recall_100 map")
     compare.add_argument("--permutations", type=at_least_one, default=10_000, help="sign flips of the randomisation test")
@@ -114,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--index", required=True)
     tree.add_argument("--depth", type=int, default=2, help="levels below the root to show (default 2)")
     tree.add_argument("--stage", default="semantic_tree", help="the index stage holding the tree")
+
+    sub.add_parser("presets", help="list the presets, bench files and training jobs this install ships")
 
     demo = sub.add_parser("demo", help="the embedded default: index the Python stdlib docs and answer a few questions")
     demo.add_argument("--out", default=None,
@@ -173,13 +176,13 @@ def cmd_run(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from garen_infer.data import load_dataset
+    from garen_infer.data import load_judgments
     from garen_infer.evaluate import averaging_line, coverage, evaluate, measure_names
     from garen_infer.llm.oracle import NOTICE, RUN_TAG
     from garen_infer.trec import read_run, read_tag
 
     measures = measure_names(args.measures)  # a typo is refused before the data loads
-    dataset = load_dataset(args.dataset, args.allow_empty_docs)
+    dataset = load_judgments(args.dataset)  # queries and judgements: a run is scored without the corpus
     run = read_run(args.run)
     covered = coverage(run, dataset)
     result = {**evaluate(run, dataset, measures, judged_in_run=args.judged_in_run), **covered,
@@ -236,6 +239,18 @@ def cmd_tree(args) -> int:
     return 0
 
 
+def cmd_presets(args) -> int:
+    from garen_infer.config import CONFIG_DIR, shipped_configs
+
+    print(f"Shipped with garen-ir, in {CONFIG_DIR}:")
+    for kind, files in shipped_configs().items():
+        print(f"\n{kind}:")
+        width = max((len(name) for name, _ in files), default=0)
+        for name, about in files:
+            print(f"  {name:<{width}}  {about}")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from garen_infer.demo import run_demo
 
@@ -251,7 +266,9 @@ INTERRUPTED = "interrupted; what was finished is kept and nothing half-written i
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "demo": cmd_demo}[args.command]
+    commands = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare,
+                "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "presets": cmd_presets, "demo": cmd_demo}
+    command = commands[args.command]
     try:
         writes = args.command in WRITES and not getattr(args, "verify", False)
         with writer_lock(args.out, WRITES[args.command]) if writes else nullcontext():

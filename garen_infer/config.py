@@ -17,6 +17,27 @@ CONFIG_DIR = PACKAGED_PRESETS if PACKAGED_PRESETS.is_dir() else Path(__file__).r
 DEFAULT_PRESET = "cpu-default"
 
 
+SHIPPED_KINDS = {"": "presets (--preset NAME)",
+                 "bench": "bench files (garen-infer bench --config <that folder>/FILE)",
+                 "train": "training jobs (garen-train fit --config <that folder>/FILE)"}
+
+
+def shipped_configs() -> dict[str, list[tuple[str, str]]]:
+    """The YAML files this install ships, by kind (``SHIPPED_KINDS``): (a preset's name, or a file's path in
+    ``CONFIG_DIR``; the file's first comment line, which says what it is)."""
+    shipped = {}
+    for folder, kind in SHIPPED_KINDS.items():
+        files = sorted((CONFIG_DIR / folder).glob("*.yaml"))
+        names = [f.relative_to(CONFIG_DIR).as_posix() if folder else f.stem for f in files]
+        shipped[kind] = [(name, _first_comment(f)) for name, f in zip(names, files)]
+    return shipped
+
+
+def _first_comment(path: Path) -> str:
+    first = path.read_text(encoding="utf-8").split("\n", 1)[0]
+    return first.removeprefix("#").strip() if first.startswith("#") else ""
+
+
 def preset_path(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():

@@ -52,7 +52,7 @@ def test_the_slurm_script_runs_a_cell_from_a_clean_shell_in_another_folder(beir_
     assert main(["bench", "--config", "bench.yaml", "--plan", "slurm", "--no-cache"]) == 0  # a path relative to here
     script = tmp_path / "job.sh"
     script.write_text(capsys.readouterr().out)
-    assert f"source {Path(sys.prefix).resolve() / 'bin' / 'activate'}\n" in script.read_text()
+    assert f". {Path(sys.prefix).resolve() / 'bin' / 'activate'}\n" in script.read_text()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     clean = {"SLURM_ARRAY_TASK_ID": "1", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
@@ -64,6 +64,66 @@ def test_the_slurm_script_runs_a_cell_from_a_clean_shell_in_another_folder(beir_
     assert main(["bench", "--config", "bench.yaml", "--plan", "slurm", "--env", str(tmp_path)]) == 2
     assert one_error_line(capsys, "garen-infer bench").endswith(f"--env {tmp_path}: no bin/garen-infer there; pass the virtualenv "
                                                                f"or conda prefix garen-ir is installed in")
+
+
+FAKE_SLURM = REPO / "benchmarks" / "fake_slurm.py"
+
+
+def fake_slurm(tmp_path) -> dict:
+    """The stand-in `sbatch` and `srun` first on the PATH: jobs queue until `drain` runs them."""
+    subprocess.run([sys.executable, str(FAKE_SLURM), "install", str(tmp_path / "bin")], check=True)
+    return {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+            "FAKE_SLURM_DIR": str(tmp_path / "slurm"), "PYTHONPATH": str(REPO),
+            "FAKE_SLURM_KEEP": "HF_HUB_OFFLINE,PYTHONPATH"}
+
+
+def drain(env: dict) -> list[str]:
+    """Run the queued jobs; the tasks in the order they ran, as 'JOB NAME task=K exit=CODE'."""
+    done = subprocess.run([sys.executable, str(FAKE_SLURM), "drain"], env=env, capture_output=True, text=True,
+                          timeout=900)
+    order = (Path(env["FAKE_SLURM_DIR"]) / "order.log").read_text().splitlines()
+    assert done.returncode == 0, (done.stderr, order)
+    return [line.rsplit(" log=", 1)[0] for line in order]
+
+
+def test_the_slurm_script_and_its_collect_job_run_on_a_stand_in_slurm(beir_dir, tiny_index, tmp_path, capsys,
+                                                                      monkeypatch):
+    """Submitted as docs/cluster.md says (the array, then its collect line depending on it) and run by a
+    stand-in Slurm: bare shells in other folders, the last submitted job first, /bin/sh for --wrap. Both cells
+    run, then the report holds both; the logs are under the runs folder."""
+    config = yaml.safe_load(Path(bench_file(tmp_path / "bench", beir_dir, tiny_index)).read_text())
+    config["datasets"]["again"] = config["datasets"]["tiny"]  # two cells of bm25, the quickest method to run
+    config |= {"methods": ["bm25"], "figure_formats": ["png"]}
+    (tmp_path / "bench" / "bench.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path / "bench")
+    assert main(["bench", "--config", "bench.yaml", "--plan", "slurm", "--no-cache"]) == 0
+    script = tmp_path / "bench" / "bench.sh"
+    script.write_text(capsys.readouterr().out)
+    env = fake_slurm(tmp_path)
+    submit = dict(env=env, capture_output=True, text=True, check=True)
+    array = subprocess.run(["sbatch", "--parsable", str(script)], **submit).stdout.strip()
+    [collect] = [line.removeprefix("#   ") for line in script.read_text().splitlines()
+                 if line.startswith("#   sbatch --dependency")]
+    subprocess.run(["bash", "-c", collect.replace("<this array job id>", array)], **submit)
+    assert drain(env) == ["1000 garen-bench task=2 exit=0", "1000 garen-bench task=1 exit=0",
+                          "1001 wrap task=None exit=0"]
+    collected = json.loads((tmp_path / "bench" / "report" / "results.json").read_text())["datasets"]
+    cells = {name: [c["label"] for c in d["cells"]] + d["skipped"] for name, d in collected.items()}
+    assert cells == {"tiny": ["bm25"], "again": ["bm25"]}
+    logs = tmp_path / "bench" / "runs" / "slurm-logs"
+    assert sorted(p.name for p in logs.iterdir()) == ["garen-bench-1000_1.log", "garen-bench-1000_2.log",
+                                                      "garen-bench-collect-1001.log"]
+
+
+def test_the_stand_in_slurm_runs_a_job_without_its_dependency_too_early(tmp_path):
+    """What makes the check above mean something: submitted without --dependency, the later job runs first."""
+    env = fake_slurm(tmp_path)
+    for job in (["--wrap=echo cells"], ["--wrap=echo report"], ["--dependency=afterany:1000", "--wrap=echo x"]):
+        subprocess.run(["sbatch", f"--output={tmp_path}/%j.log", *job], env=env, check=True)
+    assert drain(env) == ["1001 wrap task=None exit=0", "1000 wrap task=None exit=0",
+                          "1002 wrap task=None exit=0"]
+    refused = subprocess.run(["sbatch", "--exclusive", "--wrap=x"], env=env, capture_output=True, text=True)
+    assert refused.returncode == 1 and "option --exclusive is not one this stand-in knows" in refused.stderr
 
 
 def test_cells_run_alone_in_any_order_and_collect_reports_what_is_finished(beir_dir, tiny_index, tmp_path, capsys):

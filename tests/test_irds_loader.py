@@ -10,7 +10,7 @@ import pytest
 
 from conftest import DOCS, QRELS, QUERIES, write_beir, write_jsonl
 from garen_infer.cli import main
-from garen_infer.data import load_dataset
+from garen_infer.data import load_dataset, load_judgments
 from garen_infer.data.irds import _name
 from garen_infer.errors import DataError
 
@@ -84,6 +84,18 @@ def test_brights_excluded_ids_become_the_querys_exclusions(tmp_path, irds_home):
     assert queries["b1"].excluded_ids == {"vol2"} and queries["b2"].excluded_ids == frozenset()
     assert dataset.qrels == {"b1": {"vol1": 1, "vol4": 1}, "b2": {"pho1": 1}}  # -100 is not a grade
     assert dataset.documents[0].text.startswith("Volcanic eruptions.")
+
+
+def test_judgments_are_read_without_the_documents(tmp_path, irds_home):
+    """What eval and compare read: queries, judgements and excluded ids; the documents file may be gone."""
+    folder = write_bright(tmp_path / "bright", [
+        {"id": "b1", "query": "magma rising", "gold_ids": ["vol1"], "excluded_ids": ["vol2"]}])
+    dataset_id = register_bright(folder)
+    full = load_dataset(f"irds:{dataset_id}")
+    (folder / "documents.parquet").unlink()
+    judgments = load_judgments(f"irds:{dataset_id}")
+    assert judgments.judgments_only
+    assert (judgments.name, judgments.queries, judgments.qrels) == (full.name, full.queries, full.qrels)
 
 
 def test_brights_task_names_follow_the_bright_loader():

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import codecs
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import DOCS, QRELS, QUERIES, one_error_line, write_beir, write_jsonl
-from garen_infer.data import load_dataset
+from garen_infer.data import load_dataset, load_judgments
 from garen_infer.data.beir import load_beir
 from garen_infer.data.bright import load_bright
 from garen_infer.data.jsonl import load_jsonl
@@ -532,3 +533,25 @@ def test_bright_from_an_unreachable_hub_is_one_line(capsys, tmp_path):
     code = main(["index", "--dataset", "bright:biology@nobody/no-such-bright", "--out", str(tmp_path / "idx")])
     err = one_error_line(capsys, "garen-infer index")
     assert code != 0 and "cannot load nobody/no-such-bright" in err and not (tmp_path / "idx").exists()
+
+
+def test_judgments_are_read_without_the_corpus(tmp_path, bright_root):
+    """What scoring a run needs, the corpus file gone: the same name, queries, excluded ids and judgements."""
+    beir = write_beir(tmp_path / "tiny")
+    plain = tmp_path / "plain"
+    write_jsonl(plain / "queries.jsonl", [{"id": q, "text": x} for q, x, _ in QUERIES])
+    (plain / "qrels.tsv").write_text("".join(f"{q}\t{d}\t{r}\n" for q, d, r in QRELS))
+    write_jsonl(plain / "corpus.jsonl", [{"id": d, "text": x} for d, _, x in DOCS])
+    specs = {f"beir:{beir}": beir / "corpus.jsonl",
+             f"jsonl:{plain}/corpus.jsonl,{plain}/queries.jsonl,{plain}/qrels.tsv": plain / "corpus.jsonl",
+             f"bright:biology@{bright_root}": bright_root / "documents"}
+    for spec, corpus in specs.items():
+        full = load_dataset(spec)
+        assert full.documents and not full.judgments_only
+        shutil.rmtree(corpus) if corpus.is_dir() else corpus.unlink()
+        with pytest.raises(DataError):
+            load_dataset(spec)
+        judgments = load_judgments(spec)
+        assert judgments.judgments_only and judgments.documents == []
+        assert (judgments.name, judgments.queries, judgments.qrels) == (full.name, full.queries, full.qrels)
+    assert any(q.excluded_ids for q in load_judgments(f"bright:biology@{bright_root}").queries)

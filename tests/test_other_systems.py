@@ -158,6 +158,32 @@ def test_compare_takes_a_run_file_of_another_system(beir_dir, tiny_index, tmp_pa
     assert len(err) == 1 and "none of its 1 query ids is a query of 'tiny/test'; pass the dataset the run was made on" in err[0]
 
 
+def test_eval_and_compare_score_runs_without_reading_the_corpus(beir_dir, tiny_index, tmp_path, capsys):
+    """Scoring needs the queries and judgements only: with corpus.jsonl gone (a BRIGHT-size corpus is
+    gigabytes) eval and compare print exactly what they print with it, and a run folder of another dataset is
+    still refused."""
+    folder = tmp_path / "bm25"
+    run = ["run", "--dataset", f"beir:{beir_dir}", "--index", str(tiny_index.path), "--method", "bm25"]
+    assert main([*run, "--out", str(folder)]) == 0
+    other = write_run(tmp_path / "other.trec")
+    commands = [["eval", "--run", str(other)],
+                ["eval", "--run", str(folder / "run.trec"), "--measures", "ndcg_cut_10", "AP"],
+                ["compare", str(other), str(folder), "--json"], ["compare", str(folder), str(other)]]
+    without = shutil.copytree(beir_dir, tmp_path / "tiny")  # the folder's name is the dataset's: tiny/test
+    (without / "corpus.jsonl").unlink()
+    capsys.readouterr()
+    for argv in commands:
+        assert main([*argv, "--dataset", f"beir:{beir_dir}"]) == 0
+        with_corpus = capsys.readouterr()
+        assert main([*argv, "--dataset", f"beir:{without}"]) == 0
+        assert capsys.readouterr() == with_corpus
+    renamed = shutil.copytree(without, tmp_path / "tiny2")
+    assert main(["compare", str(folder), str(other), "--dataset", f"beir:{renamed}"]) == 2
+    assert one_error_line(capsys, "garen-infer compare").endswith(
+        f"{folder}: this run was made on corpus 'tiny/test', not on 'tiny2/test'; pass the dataset the run "
+        f"used")
+
+
 def bench_with_run_file(tmp_path, beir_dir, index, run_file, **extra) -> str:
     config = {"preset": "cpu-default", "budgets": [4],
               "datasets": {"tiny": {"spec": f"beir:{beir_dir}", "index": str(index), "runs": {"anserini": str(run_file)}}},

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from garen_infer.data.r2med import load_r2med
-from garen_infer.data.spec import load_dataset
+from garen_infer.data.spec import load_dataset, load_judgments
 from garen_infer.errors import GarenError
 
 CORPUS = [{"id": "d1", "text": " Anaemia from iron deficiency. "}, {"id": "d2", "text": "Vitamin B12 and nerve damage."},
@@ -38,6 +38,14 @@ def test_a_local_copy(r2med_copy):
     assert ds.documents[0].text == "Anaemia from iron deficiency."
     assert [q.id for q in ds.queries] == ["q1", "q2"] and ds.qrels == {"q1": {"d1": 1}, "q2": {"d2": 1}}
     assert len(load_dataset(f"r2med:Biology@{r2med_copy}").queries) == 2
+
+
+def test_judgments_without_the_corpus(r2med_copy):
+    full = load_dataset(f"r2med:Biology@{r2med_copy}")
+    (r2med_copy / "corpus.jsonl").unlink()
+    judgments = load_judgments(f"r2med:Biology@{r2med_copy}")
+    assert judgments.judgments_only
+    assert (judgments.name, judgments.queries, judgments.qrels) == (full.name, full.queries, full.qrels)
 
 
 def test_the_hub_datasets_by_task_and_revision(r2med_copy, monkeypatch):

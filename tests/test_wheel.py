@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -28,9 +29,17 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
         copy(REPO / name, source / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
     dist = tmp_path_factory.mktemp("dist")
-    # --no-build-isolation: the build uses this environment's setuptools, so it needs no registry
+    # the way `python -m build` goes, source distribution first and the wheel from it (so the sdist must hold
+    # all the wheel needs), through the same setuptools hooks; this environment's setuptools, so no registry
+    build_sdist = f"from setuptools import build_meta; print(build_meta.build_sdist({str(dist)!r}))"
+    built = subprocess.run([sys.executable, "-c", build_sdist], cwd=source, check=True, capture_output=True,
+                           text=True)
+    sdist = dist / built.stdout.split()[-1]
+    with tarfile.open(sdist) as packed:
+        packed.extractall(dist / "unpacked", filter="data")
+    [unpacked] = (dist / "unpacked").iterdir()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(dist), "."],
-                   cwd=source, check=True, capture_output=True, text=True)
+                   cwd=unpacked, check=True, capture_output=True, text=True)
     [path] = dist.glob("*.whl")
     return zipfile.ZipFile(path)
 
@@ -65,3 +74,15 @@ def test_an_installed_package_reads_its_presets_from_inside_itself(wheel, tmp_pa
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, check=True,
                          capture_output=True, text=True).stdout.split()
     assert out == [str(tmp_path / "garen_infer" / "configs"), str(tmp_path / "garen_infer" / "configs" / "cpu-default.yaml")]
+
+
+def test_presets_lists_what_the_installed_package_ships(wheel, tmp_path):
+    wheel.extractall(tmp_path)
+    listed = subprocess.run([sys.executable, "-m", "garen_infer", "presets"], cwd=tmp_path,
+                            env={"PYTHONPATH": str(tmp_path)}, check=True, capture_output=True, text=True)
+    listing = listed.stdout.splitlines()
+    assert listing[0] == f"Shipped with garen-ir, in {tmp_path / 'garen_infer' / 'configs'}:"
+    cpu_default = "The embedded default: runs offline on a CPU with models that ship on PyPI."
+    assert f"  cpu-default            {cpu_default}" in listing
+    assert any(line.startswith("  bench/cpu-default.yaml  ") for line in listing)
+    assert any(line.startswith("  train/cpu-navigator.yaml  ") for line in listing)

@@ -39,15 +39,17 @@ def read_queries(path: Path) -> list[Query]:
     return queries
 
 
-def load_beir(folder: str | Path, split: str = "test", allow_empty_docs: bool = False) -> Dataset:
-    """Load a BEIR folder; only the queries judged in ``qrels/<split>.tsv`` are kept."""
+def load_beir(folder: str | Path, split: str = "test", allow_empty_docs: bool = False,
+              documents: bool = True) -> Dataset:
+    """Load a BEIR folder; only the queries judged in ``qrels/<split>.tsv`` are kept. Without ``documents``,
+    corpus.jsonl is not read (it need not exist)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(folder, "not a folder (expected a BEIR folder with corpus.jsonl, queries.jsonl, qrels/)")
-    docs = read_corpus(folder / "corpus.jsonl", allow_empty_docs)
+    docs = read_corpus(folder / "corpus.jsonl", allow_empty_docs) if documents else []
     queries = read_queries(folder / "queries.jsonl")
     qrels_path = folder / "qrels" / f"{split}.tsv"
-    qrels = read_qrels_tsv(qrels_path, {d.id for d in docs}, {q.id for q in queries})
+    qrels = read_qrels_tsv(qrels_path, {d.id for d in docs} if documents else None, {q.id for q in queries})
     judged = [q for q in queries if q.id in qrels]
     if not judged:
         raise DataError(qrels_path, f"no query of queries.jsonl is judged in split '{split}'")

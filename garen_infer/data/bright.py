@@ -54,9 +54,10 @@ def _load_split(source: str, config: str, task: str, revision: str | None):
 
 
 def bright_from_records(task: str, documents, examples, *, long_documents: bool, origin: str) -> Dataset:
-    """Turn BRIGHT rows (any iterable of dicts) into a validated Dataset."""
+    """Turn BRIGHT rows (any iterable of dicts) into a validated Dataset; with ``documents`` None, one without
+    documents whose gold ids are not checked against them (what scoring a run needs)."""
     docs, seen = [], {}
-    for row_no, row in enumerate(documents, start=1):
+    for row_no, row in enumerate(documents or (), start=1):
         doc_id, content = row.get("id"), row.get("content")
         if not isinstance(doc_id, str) or not doc_id:
             raise DataError(origin, "missing or empty document id", row_no, "id")
@@ -74,7 +75,7 @@ def bright_from_records(task: str, documents, examples, *, long_documents: bool,
             raise DataError(origin, "missing id or query", row_no, "query")
         excluded = frozenset(i for i in (row.get("excluded_ids") or []) if i != NOT_AN_ID)
         for gold in row.get(gold_key) or []:
-            if gold not in seen:
+            if documents is not None and gold not in seen:
                 raise DataError(origin, f"gold id '{gold}' is not in the {task} documents", row_no, gold_key)
             if gold in excluded:
                 raise DataError(origin, f"gold id '{gold}' is also excluded", row_no, "excluded_ids")
@@ -84,13 +85,15 @@ def bright_from_records(task: str, documents, examples, *, long_documents: bool,
     return Dataset(f"bright/{task}{suffix}", docs, queries, qrels)
 
 
-def load_bright(task: str, *, long_documents: bool = False, source: str = HUB_NAME, revision: str | None = None) -> Dataset:
+def load_bright(task: str, *, long_documents: bool = False, source: str = HUB_NAME,
+                revision: str | None = None, documents: bool = True) -> Dataset:
+    """A BRIGHT task; without ``documents`` only its examples are read (queries, gold and excluded ids)."""
     if task not in TASKS:
         raise DataError("bright", f"unknown task '{task}'; choose one of {', '.join(TASKS)}")
     doc_config = "long_documents" if long_documents else "documents"
-    documents = _load_split(source, doc_config, task, revision)
+    rows = _load_split(source, doc_config, task, revision) if documents else None
     examples = _load_split(source, "examples", task, revision)
-    return bright_from_records(task, documents, examples, long_documents=long_documents, origin=f"{source}:{task}")
+    return bright_from_records(task, rows, examples, long_documents=long_documents, origin=f"{source}:{task}")
 
 
 # BRIGHT publishes each example rewritten by an LLM's reasoning, one configuration per model (`<model>_reason`,

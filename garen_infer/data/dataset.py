@@ -37,6 +37,12 @@ class Dataset:
         self.doc_index = {d.id: i for i, d in enumerate(self.documents)}
 
     @property
+    def judgments_only(self) -> bool:
+        """Loaded without its documents (``load_judgments``): enough to score a run, not to run a method.
+        Every loader refuses an empty corpus, so no documents means none were read."""
+        return not self.documents
+
+    @property
     def doc_ids(self) -> list[str]:
         return [d.id for d in self.documents]
 

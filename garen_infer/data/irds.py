@@ -17,7 +17,8 @@ from garen_infer.errors import DataError
 EXAMPLES = "beir/scifact/test, cranfield, bright/biology"
 
 
-def load_irds(dataset_id: str, allow_empty_docs: bool = False) -> Dataset:
+def load_irds(dataset_id: str, allow_empty_docs: bool = False, documents: bool = True) -> Dataset:
+    """A collection by its ir_datasets id; without ``documents`` only its queries and judgements are read."""
     origin = f"irds:{dataset_id}"
     try:
         import ir_datasets
@@ -28,12 +29,13 @@ def load_irds(dataset_id: str, allow_empty_docs: bool = False) -> Dataset:
     except KeyError:
         raise DataError(origin, f"ir_datasets knows no dataset '{dataset_id}' (ids such as {EXAMPLES}; "
                                 f"'ir_datasets list' shows them all)") from None
-    for part, present in (("documents", source.has_docs()), ("queries", source.has_queries())):
+    needed = {**({"documents": source.has_docs()} if documents else {}), "queries": source.has_queries()}
+    for part, present in needed.items():
         if not present:
             raise DataError(origin, f"this ir_datasets id has no {part}; name a collection with documents and "
                                     f"queries (e.g. a split such as beir/scifact/test)")
     try:
-        docs = _documents(source, origin, allow_empty_docs)
+        docs = _documents(source, origin, allow_empty_docs) if documents else None
         queries = list(source.queries_iter())
         judgements = list(source.qrels_iter()) if source.has_qrels() else []
         excluded_labels = {label for label, text in (source.qrels_defs() if source.has_qrels() else {}).items()
@@ -82,8 +84,9 @@ def _unique_id(record, field: str, kind: str, seen: dict, number: int, origin: s
     return value
 
 
-def _dataset(dataset_id: str, origin: str, docs: list[Document], records, judgements, excluded_labels: set) -> Dataset:
-    doc_ids = {d.id for d in docs}
+def _dataset(dataset_id: str, origin: str, docs: list[Document] | None, records, judgements,
+             excluded_labels: set) -> Dataset:
+    doc_ids = None if docs is None else {d.id for d in docs}  # None: the documents were not read, nor checked
     texts, seen = {}, {}
     for number, record in enumerate(records, start=1):
         qid = _unique_id(record, "query_id", "query", seen, number, origin)
@@ -100,7 +103,7 @@ def _dataset(dataset_id: str, origin: str, docs: list[Document], records, judgem
         if label in excluded_labels:
             excluded.setdefault(qid, set()).add(doc_id)  # ids absent from the corpus are ignored, as bright: does
             continue
-        if doc_id not in doc_ids:
+        if doc_ids is not None and doc_id not in doc_ids:
             raise DataError(origin, f"judgement of unknown document id '{doc_id}'", number, "doc_id")
         try:
             qrels.setdefault(qid, {})[doc_id] = int(label)
@@ -111,7 +114,7 @@ def _dataset(dataset_id: str, origin: str, docs: list[Document], records, judgem
         if both:
             raise DataError(origin, f"document '{both[0]}' is both relevant to and excluded for query '{qid}'")
     queries = [Query(qid, text, frozenset(excluded.get(qid, ()))) for qid, text in texts.items()]
-    return Dataset(_name(dataset_id), docs, queries, qrels)
+    return Dataset(_name(dataset_id), docs or [], queries, qrels)
 
 
 def _name(dataset_id: str) -> str:

@@ -16,16 +16,18 @@ def _id_key(obj: dict) -> str:
     return "_id" if "_id" in obj else "id"
 
 
-def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str | Path | None = None) -> Dataset:
+def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str | Path | None = None,
+               documents: bool = True) -> Dataset:
+    """Without ``documents`` the corpus file is not read (it need not exist); it still names the dataset."""
     corpus, docs = Path(corpus), []
     seen = UniqueIds(corpus, "id")
-    for line, obj in read_jsonl(corpus):
+    for line, obj in read_jsonl(corpus) if documents else ():
         doc_id = require_id(obj, _id_key(obj), corpus, line)
         seen.add(doc_id, line)
         text_key = "text" if "text" in obj or "contents" not in obj else "contents"
         title = require_text(obj, "title", corpus, line, allow_empty=True) if obj.get("title") is not None else ""
         docs.append(Document(doc_id, require_text(obj, text_key, corpus, line), title))
-    if not docs:
+    if documents and not docs:
         raise DataError(corpus, "the corpus holds no documents")
     query_list: list[Query] = []
     if queries is not None:
@@ -37,5 +39,6 @@ def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str
             query_list.append(Query(qid, require_text(obj, "text", queries, line), frozenset(map(str, obj.get("excluded_ids") or []))))
     judgements = {}
     if qrels is not None:
-        judgements = read_qrels_tsv(Path(qrels), {d.id for d in docs}, {q.id for q in query_list})
+        doc_ids = {d.id for d in docs} if documents else None
+        judgements = read_qrels_tsv(Path(qrels), doc_ids, {q.id for q in query_list})
     return Dataset(corpus.stem, docs, query_list, judgements)

@@ -56,11 +56,13 @@ def _id(row: dict, key: str) -> str:
     return "" if row.get(key) is None else str(row[key])  # ids may be stored as numbers
 
 
-def load_r2med(task: str, *, source: str = HUB_OWNER, revision: str | None = None) -> Dataset:
+def load_r2med(task: str, *, source: str = HUB_OWNER, revision: str | None = None,
+               documents: bool = True) -> Dataset:
+    """An R2MED task; without ``documents`` its corpus is not read, nor the judged ids checked against it."""
     task = task_name(task)
     origin = f"{source}:{task}"
     docs, seen = [], set()
-    for row_no, row in enumerate(_load_rows(source, task, "corpus", revision), start=1):
+    for row_no, row in enumerate(_load_rows(source, task, "corpus", revision) if documents else (), start=1):
         doc_id, text = _id(row, "id"), row.get("text")
         if not doc_id or not isinstance(text, str):
             raise DataError(f"{origin} corpus", "missing id or text", row_no)
@@ -79,7 +81,7 @@ def load_r2med(task: str, *, source: str = HUB_OWNER, revision: str | None = Non
         qid, doc_id, score = _id(row, "q_id"), _id(row, "p_id"), row.get("score")
         if qid not in known_queries:
             raise DataError(f"{origin} qrels", f"query '{qid}' is not in the queries", row_no, "q_id")
-        if doc_id not in seen:
+        if documents and doc_id not in seen:
             raise DataError(f"{origin} qrels", f"document '{doc_id}' is not in the corpus", row_no, "p_id")
         if not isinstance(score, (int, float)):
             raise DataError(f"{origin} qrels", "the score is not a number", row_no, "score")

@@ -20,11 +20,22 @@ from garen_infer.errors import DataError
 
 def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
     """Load the dataset a spec names; ``allow_empty_docs`` keeps BEIR documents with neither title nor text."""
+    return _load(spec, allow_empty_docs, documents=True)
+
+
+def load_judgments(spec: str) -> Dataset:
+    """The queries and relevance judgements a spec names, without its documents: all that scoring a run needs,
+    read in seconds where a BRIGHT-size corpus takes minutes and gigabytes. The judged document ids are not
+    checked against the corpus (it is not read); the dataset's name is the one ``load_dataset`` gives."""
+    return _load(spec, allow_empty_docs=True, documents=False)
+
+
+def _load(spec: str, allow_empty_docs: bool, documents: bool) -> Dataset:
     kind, _, rest = spec.partition(":")
     if spec == "stdlib-docs":
         from garen_infer.data.stdlib_docs import load_stdlib_docs
 
-        return load_stdlib_docs()
+        return load_stdlib_docs()  # built in memory from docstrings, documents and all
     if kind == "bright" and rest:
         from garen_infer.data.bright import load_bright, source_and_revision
 
@@ -33,29 +44,30 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
         if variant not in ("", "long"):
             raise DataError(spec, f"unknown BRIGHT variant '{variant}' (only 'long')")
         source, revision = source_and_revision(pin)
-        return load_bright(task, long_documents=variant == "long", source=source, revision=revision)
+        return load_bright(task, long_documents=variant == "long", source=source, revision=revision,
+                           documents=documents)
     if kind == "r2med" and rest:
         from garen_infer.data.r2med import load_r2med, source_and_revision
 
         task, _, pin = rest.partition("@")
         source, revision = source_and_revision(pin)
-        return load_r2med(task, source=source, revision=revision)
+        return load_r2med(task, source=source, revision=revision, documents=documents)
     if kind == "irds" and rest:
         from garen_infer.data.irds import load_irds
 
-        return load_irds(rest, allow_empty_docs)
+        return load_irds(rest, allow_empty_docs, documents)
     if kind == "jsonl" and rest:
         from garen_infer.data.jsonl import load_jsonl
 
         files = rest.split(",")
         if len(files) > 3:
             raise DataError(spec, f"a jsonl spec names at most 3 files (corpus, queries, qrels), got {len(files)}")
-        return load_jsonl(*files)
+        return load_jsonl(*files, documents=documents)
     location = beir_location(spec)
     if location is not None:
         from garen_infer.data.beir import load_beir
 
-        return load_beir(*location, allow_empty_docs)
+        return load_beir(*location, allow_empty_docs, documents)
     raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, r2med:<task>, jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
 
 

@@ -100,8 +100,9 @@ def read_text(path: Path) -> str:
         raise DataError(path, f"bytes are not valid UTF-8 ({err.reason})", data[: err.start].count(b"\n") + 1) from None
 
 
-def read_qrels_tsv(path: Path, doc_ids: set[str], query_ids: set[str]) -> dict[str, dict[str, int]]:
-    """Read a BEIR or TREC qrels file (gzipped or not); every named document and query must exist."""
+def read_qrels_tsv(path: Path, doc_ids: set[str] | None, query_ids: set[str]) -> dict[str, dict[str, int]]:
+    """Read a BEIR or TREC qrels file (gzipped or not); every named query must exist, and every named document
+    too unless ``doc_ids`` is None (the corpus was not read: scoring a run needs only the judgements)."""
     qrels: dict[str, dict[str, int]] = {}
     lines = read_text(path).splitlines()
     for line_no, row in enumerate(csv.reader(lines, delimiter="\t" if "\t" in (lines[0] if lines else "") else " "), start=1):
@@ -117,7 +118,7 @@ def read_qrels_tsv(path: Path, doc_ids: set[str], query_ids: set[str]) -> dict[s
         qid, did, rel = row
         if qid not in query_ids:
             raise DataError(path, f"unknown query id '{qid}'", line_no, "query-id")
-        if did not in doc_ids:
+        if doc_ids is not None and did not in doc_ids:
             raise DataError(path, f"unknown document id '{did}'", line_no, "corpus-id")
         try:
             qrels.setdefault(qid, {})[did] = int(rel)

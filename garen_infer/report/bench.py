@@ -146,8 +146,10 @@ def plan_text(config: BenchConfig, command: str, slurm: bool = False, env: str |
     activate = prefix / "bin" / "activate"
     logs = config.runs.resolve() / "slurm-logs"
     logs.mkdir(parents=True, exist_ok=True)
-    setup = [f"cd {shlex.quote(str((cwd or Path.cwd()).resolve()))}",  # where it was planned: the bench file's relative paths
-             f"source {shlex.quote(str(activate))}" if activate.is_file() else f'export PATH={shlex.quote(str(prefix / "bin"))}:"$PATH"']
+    # the planning folder (the bench file's relative paths) and environment, in POSIX sh (--wrap runs /bin/sh)
+    setup = [f"cd {shlex.quote(str((cwd or Path.cwd()).resolve()))}",
+             f". {shlex.quote(str(activate))}" if activate.is_file()
+             else f'export PATH={shlex.quote(str(prefix / "bin"))}:"$PATH"']
     collect = shlex.quote(" && ".join([*setup, f"{command} --collect"]))
     return "\n".join([
         "#!/bin/bash",

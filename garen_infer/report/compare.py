@@ -91,11 +91,11 @@ def _p(value) -> str:
 
 
 def main(args) -> int:
-    from garen_infer.data import load_dataset
+    from garen_infer.data import load_judgments
     from garen_infer.evaluate import measure_names
 
     measures = measure_names(args.measures)  # a typo is refused before the data loads
-    dataset = load_dataset(args.dataset, args.allow_empty_docs)
+    dataset = load_judgments(args.dataset)  # queries and judgements: runs are scored without the corpus
     result = compare_runs(args.run_a, args.run_b, dataset, measures, args.permutations, args.seed)
     print(json.dumps(result, indent=2) if args.json else format_comparison(result))
     return 0

@@ -76,12 +76,18 @@ class RunResult:
             run = self.run
             if not set(run) & {q.id for q in dataset.queries}:
                 raise GarenError(f"{self.folder}: none of its {len(run)} query ids is a query of '{dataset.name}'; pass the dataset the run was made on")
-            if not any(d in dataset.doc_index for docs in run.values() for d in docs):
+            ranked = (d for docs in run.values() for d in docs)
+            if not dataset.judgments_only and not any(d in dataset.doc_index for d in ranked):
                 raise GarenError(f"{self.folder}: none of its document ids is a document of '{dataset.name}'; pass the dataset the run was made on")
             return
-        fingerprint = self.config.get("corpus_fingerprint")
-        if fingerprint and fingerprint != dataset.fingerprint():
-            raise GarenError(f"{self.folder}: this run was made on corpus '{self.config.get('dataset')}', not on '{dataset.name}'; pass the dataset the run used")
+        if dataset.judgments_only:  # no corpus read (eval, compare): the run must name this dataset
+            same = self.config.get("dataset") == dataset.name
+        else:
+            fingerprint = self.config.get("corpus_fingerprint")
+            same = not fingerprint or fingerprint == dataset.fingerprint()
+        if not same:
+            raise GarenError(f"{self.folder}: this run was made on corpus '{self.config.get('dataset')}', "
+                             f"not on '{dataset.name}'; pass the dataset the run used")
 
     # ---- quality ------------------------------------------------------------------------------------------
     def per_query(self, dataset: Dataset, measures=MEASURES, queries=None) -> dict[str, dict[str, float]]:
