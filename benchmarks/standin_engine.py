@@ -10,7 +10,8 @@ requests or more in flight. It records its work and its busy share (``stats``): 
 is their work over the capacity, and the share of the capacity a client used is that bound over the time it took.
 
 Answers are a function of the prompt alone, as a greedy model's are: a listwise window gets a permutation of its
-passages, a yes/no request P(yes) as the logprobs of "yes" and "no", any other prompt a JSON summary.
+passages in the reasoning prompt's format (``[Document Ranking] [3] > [1] > ...``, which every listwise
+parser reads), a yes/no request P(yes) as the logprobs of "yes" and "no", any other prompt a JSON summary.
 """
 
 from __future__ import annotations
@@ -47,17 +48,32 @@ def answer_tokens(prompt: str, max_tokens: int, shape: EngineShape) -> int:
     return max(1, min(int(drawn), max_tokens))
 
 
+def listwise_passages(prompt: str) -> int:
+    """How many passages a listwise prompt numbers: RankGPT's "Rank the N passages", or GAREN's and RGS's
+    ``[Documents] [1] ... [2] ...`` (0: not a listwise prompt)."""
+    stated = re.search(r"Rank the (\d+) passages", prompt)
+    if stated:
+        return int(stated.group(1))
+    if "[Documents]" not in prompt:
+        return 0
+    listed, n = prompt.split("[Documents]", 1)[1], 0
+    while f"[{n + 1}] " in listed:
+        listed = listed.split(f"[{n + 1}] ", 1)[1]
+        n += 1
+    return n
+
 def answer(body: dict, prompt: str) -> dict:
     """The message (and logprobs) a greedy model would give to this prompt."""
     if body.get("logprobs"):
         p = min(max(digest("yes" + prompt), 1e-6), 1 - 1e-6)
         top = [{"token": "yes", "logprob": math.log(p)}, {"token": "no", "logprob": math.log(1 - p)}]
         return {"message": {"role": "assistant", "content": "yes"}, "logprobs": {"content": [{**top[0], "top_logprobs": top}]}}
-    passages = re.search(r"Rank the (\d+) passages", prompt)
-    if passages:
-        n = int(passages.group(1))
+    n = listwise_passages(prompt)
+    if n:
         order = sorted(range(1, n + 1), key=lambda i: digest(f"{i}:{prompt}"))
-        return {"message": {"role": "assistant", "content": "<answer> " + " > ".join(f"[{i}]" for i in order) + " </answer>"}}
+        ranking = " > ".join(f"[{i}]" for i in order)
+        content = f"[Reasoning Trace] Step 1: compare. [Document Ranking] {ranking}"
+        return {"message": {"role": "assistant", "content": content}}
     return {"message": {"role": "assistant", "content": json.dumps({"concept": "topic", "summary": f"documents {digest(prompt):.6f}"})}}
 
 
@@ -69,8 +85,9 @@ class Engine:
         self._flight: dict[int, list] = {}  # id -> [work left, done event]
         self._lock = threading.Lock()
         self._next = 0
-        self.requests = self.work = 0
+        self.requests = self.work = self.longest = 0
         self.first = self.last = None
+        self.full_s = 0.0  # time with ``saturation`` requests or more in flight
         self._stop = threading.Event()
         threading.Thread(target=self._run, daemon=True).start()
 
@@ -82,6 +99,7 @@ class Engine:
             self._flight[self._next] = [work, done]
             self.requests += 1
             self.work += work
+            self.longest = max(self.longest, work)
             self.first = self.first or time.perf_counter()
         done.wait()
         with self._lock:
@@ -95,6 +113,8 @@ class Engine:
             now = time.perf_counter()
             step, clock = now - clock, now
             with self._lock:
+                if len(self._flight) >= self.shape.saturation:
+                    self.full_s += step
                 if not self._flight:
                     continue
                 rate = min(self.shape.capacity / len(self._flight), per_request)
@@ -106,10 +126,18 @@ class Engine:
                         del self._flight[key]
 
     def stats(self) -> dict:
+        """Counts and times since the first request. ``bound_s`` is the least time the work needs at full
+        capacity; ``longest_s`` the least time of the longest request (alone it gets ``capacity /
+        saturation``), below which no client can go however it sends; ``full`` the share of the span the
+        engine was full."""
         span = (self.last - self.first) if self.first and self.last else 0.0
         bound = self.work / self.shape.capacity
-        return {"requests": self.requests, "work_tokens": round(self.work), "span_s": round(span, 2), "bound_s": round(bound, 2),
-                "capacity_used": round(bound / span, 3) if span else 0.0, "requests_per_s": round(self.requests / span, 1) if span else 0.0}
+        longest = self.longest * self.shape.saturation / self.shape.capacity
+        return {"requests": self.requests, "work_tokens": round(self.work), "span_s": round(span, 2),
+                "bound_s": round(bound, 2), "longest_s": round(longest, 2),
+                "capacity_used": round(bound / span, 3) if span else 0.0,
+                "full": round(min(self.full_s / span, 1.0), 3) if span else 0.0,
+                "requests_per_s": round(self.requests / span, 1) if span else 0.0}
 
     def close(self) -> None:
         self._stop.set()
@@ -140,7 +168,10 @@ def serve(shape: EngineShape, port: int = 0) -> tuple[ThreadingHTTPServer, Engin
         def log_message(self, *args):  # quiet: thousands of requests
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 1024  # the listen backlog: at 5 (the default) a burst of connections is reset
+
+    server = Server(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, engine

@@ -5,11 +5,13 @@ the same methods (and the groups stage's summaries) against stand-in continuous-
     python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR --before 277f2af [--limit 32]
         [--methods rerank,slidegar,rgs,garen,lattice,groups] [--shape 1.0] [--max-active-queries 32]
 
-``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout instead);
-the after side is this checkout. Every run starts fresh engines and uses no response cache. For each (code, method,
-engine) it prints the requests, requests per second, the engine's busy span, the least time the work needs at the
-engine's capacity (the bound) and the share of the capacity used (bound / span), and whether the rankings
-(``run.trec``) of before and after are the same. The reranker answers listwise windows with the reasoning prompt;
+``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout
+instead; neither: this checkout alone); the after side is this checkout. Every run starts fresh engines and
+uses no response cache. For each (code, method, engine) it prints the requests, requests per second, the
+engine's busy span, the least time the work needs at the engine's capacity (the bound), the least time of its
+longest request alone (no client can finish sooner), the share of the capacity used (bound / span), the share
+of the span the engine was full, the answers the run could not use, and whether the rankings (``run.trec``)
+of before and after are the same. The reranker answers listwise windows with the reasoning prompt;
 GAREN's navigator and LATTICE's slate scorer are yes/no scorers on a second engine; the groups stage summarises
 every group of the index with the generator on the first.
 """
@@ -79,8 +81,9 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> lis
         else:
             garen(code, ["run", *common, "--index", opts.index, "--method", method, "--budget", str(opts.budget),
                          "--limit", str(opts.limit), "--no-cache", "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
-        return [{"engine": "generator" if method == "groups" else role, **engines[role][1].stats()}
-                for role in ENGINES.get(method, ("reranker",))]
+        problems = _answer_problems(out, method)
+        return [{"engine": "generator" if method == "groups" else role, "problems": problems,
+                 **engines[role][1].stats()} for role in ENGINES.get(method, ("reranker",))]
     finally:
         for server, engine in engines.values():
             server.shutdown()
@@ -104,27 +107,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", type=float, default=EngineShape.shape, help="answer lengths' lognormal sigma (0: all equal)")
     ap.add_argument("--work", default=str(REPO / "runs" / "throughput"))
     opts = ap.parse_args(argv)
-    if bool(opts.before) == bool(opts.code):
-        ap.error("give the code before as --before REV or --code DIR")
+    if opts.before and opts.code:
+        ap.error("give the code before as --before REV or as --code DIR, not both")
     work = Path(opts.work)
-    before = checkout(opts.before, work) if opts.before else Path(opts.code)
+    before = checkout(opts.before, work) if opts.before else Path(opts.code) if opts.code else None
+    sides = ([("before", before)] if before else []) + [("after", REPO)]
     shape = EngineShape(opts.capacity, opts.saturation, median_answer=opts.median_answer, shape=opts.shape)
     print(f"# engine: {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} queries and "
           f"{opts.concurrency} requests per engine in flight")
-    print(f"{'method':10} {'engine':10} {'code':8} {'requests':>8} {'req/s':>7} {'span s':>7} {'bound s':>7} {'used':>6}  same ranking")
+    print(f"{'method':10} {'engine':10} {'code':8} {'requests':>8} {'req/s':>7} {'span s':>7} "
+          f"{'bound s':>7} "
+          f"{'longest s':>9} {'used':>6} {'full':>6} {'unusable':>8}  same ranking")
     for method in opts.methods.split(","):
         rows = {}
-        for side, code in (("before", before), ("after", REPO)):
+        for side, code in sides:
             out = work / f"{side}-{method}-shape{opts.shape}"
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True)
             rows[side] = (measure(code, method, opts, out, shape), out)
-        same = _same(rows["before"][1], rows["after"][1], method)
+        same = _same(rows["before"][1], rows["after"][1], method) if "before" in rows else ""
         for side, (stats, _) in rows.items():
             for s in stats:
-                print(f"{method:10} {s['engine']:10} {side:8} {s['requests']:8} {s['requests_per_s']:7.1f} {s['span_s']:7.1f} "
-                      f"{s['bound_s']:7.1f} {s['capacity_used']:6.0%}  {same if side == 'after' else ''}", flush=True)
+                print(f"{method:10} {s['engine']:10} {side:8} {s['requests']:8} {s['requests_per_s']:7.1f} "
+                      f"{s['span_s']:7.1f} {s['bound_s']:7.1f} {s['longest_s']:9.1f} "
+                      f"{s['capacity_used']:6.0%} "
+                      f"{s['full']:6.0%} {s['problems']:>8}  {same if side == 'after' else ''}", flush=True)
     return 0
+
+
+def _answer_problems(out: Path, method: str) -> str:
+    """The run's answers that were not used as asked (metrics.json; the groups stage keeps its own count): a
+    stand-in whose answers the parsers cannot read would measure fallbacks, not the method."""
+    if method == "groups":
+        return "-"
+    try:
+        return str(sum(json.loads((out / "metrics.json").read_text()).get("answer_problems", {}).values()))
+    except FileNotFoundError:  # the code before counted none
+        return "?"
 
 
 def _same(before: Path, after: Path, method: str) -> str:

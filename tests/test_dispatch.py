@@ -12,10 +12,11 @@ import pytest
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend
 from garen_infer.llm.backends.dispatch import as_answered
-from garen_infer.llm.cache import ResponseCache
+from garen_infer.llm.cache import NoCache, ResponseCache
 from garen_infer.llm.types import Completion, SamplingParams
 
 PARAMS = SamplingParams(max_tokens=8)
+WAIT = 10.0  # seconds a thread may take before the test gives up on it (a failure, not a hang)
 
 
 def chat(text: str) -> list[dict]:
@@ -99,6 +100,61 @@ def test_answers_come_back_in_the_order_asked_with_repeats_answered_once(tmp_pat
     answers = CachedBackend(server, ResponseCache(tmp_path / "cache.sqlite")).generate([chat(t) for t in "xyxz"], PARAMS)
     assert [a.text for a in answers] == ["X", "Y", "X", "Z"] and [a.cached for a in answers] == [False, False, True, False]
     assert sum(server.calls) == 3
+
+
+def test_a_prompt_on_its_way_is_not_sent_again_by_another_caller(tmp_path):
+    """The scheduler sends a server one request per call from many threads: a prompt that two queries (or two
+    items of one request) ask at the same time reaches the server once; the later askers get a cache hit."""
+    server = Server(slots=4, delay=lambda text: 0.2 if text == "x" else 0.0)
+    cached = CachedBackend(server, NoCache())
+    answers: dict[str, list] = {}
+
+    def ask(name: str, text: str) -> None:
+        answers[name] = cached.generate([chat(text)], PARAMS)
+
+    first = threading.Thread(target=ask, args=("first", "x"))
+    first.start()
+    time.sleep(0.05)  # "x" is on its way
+    second = [threading.Thread(target=ask, args=(f"again{i}", "x")) for i in range(3)]
+    other = threading.Thread(target=ask, args=("other", "y"))
+    for thread in (*second, other):
+        thread.start()
+    for thread in (first, *second, other):
+        thread.join(WAIT)
+    assert sorted(server.calls) == [1, 1]  # "x" once, "y" once
+    assert [a.text for a in answers["first"]] == ["X"] and not answers["first"][0].cached
+    assert all(answers[f"again{i}"][0].text == "X" and answers[f"again{i}"][0].cached for i in range(3))
+
+
+def test_when_the_sender_of_a_shared_prompt_fails_the_others_ask_again(tmp_path):
+    class FailsOnce(Server):
+        def generate(self, chats, params):
+            failing = not self.calls
+            answers = super().generate(chats, params)
+            if failing:
+                raise GarenError("the server went away")
+            return answers
+
+    server = FailsOnce(slots=2, delay=lambda text: 0.2)
+    cached = CachedBackend(server, NoCache())
+    outcome: dict[str, object] = {}
+
+    def ask(name: str) -> None:
+        try:
+            outcome[name] = cached.generate([chat("x")], PARAMS)[0]
+        except GarenError as err:
+            outcome[name] = err
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    time.sleep(0.05)
+    second = threading.Thread(target=ask, args=("second",))
+    second.start()
+    first.join(WAIT)
+    second.join(WAIT)
+    assert isinstance(outcome["first"], GarenError)
+    assert outcome["second"].text == "X" and not outcome["second"].cached  # it paid for its own request
+    assert server.calls == [1, 1]
 
 
 class Generator:

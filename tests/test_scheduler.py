@@ -255,3 +255,42 @@ def test_listwise_rerank_calls_carry_at_most_max_batch_windows():
     finished = list(scheduler.run([QueryState(Query(f"q{n}", f"query {n}"), [], None) for n in range(100)], rerank_once))
     assert sum(backend.calls) == 100 and max(backend.calls) <= scheduler.max_batch == 64
     assert all(f.state.trace["order"] == [2 * int(f.state.query.id[1:]) + 1, 2 * int(f.state.query.id[1:])] for f in finished)
+
+
+class YesNoServer:
+    """A server's yes/no endpoint: ``slots`` requests at once, each answered after a short wait; it keeps
+    every prompt it receives."""
+
+    id = "test:yes-no-server"
+
+    def __init__(self, slots: int):
+        self.requests_at_once, self.prompts, self.lock = slots, [], threading.Lock()
+
+    def score_yes_no(self, chats, assistant_prefix):
+        with self.lock:
+            self.prompts += [chat[-1]["content"] for chat in chats]
+        time.sleep(0.02)
+        return [Completion(score=0.5) for _ in chats]
+
+
+def test_a_prompt_asked_by_several_queries_at_once_reaches_the_server_once():
+    """LATTICE's slates: one query's request may hold a text twice (two documents with the same text, such
+    as Cranfield's empty ones), and queries with the same text score the same documents. Each request is its
+    own call to a server, from many threads; each distinct prompt is still sent once, and every query gets
+    its answers."""
+    from garen_infer.llm.backends import CachedBackend
+    from garen_infer.llm.cache import NoCache
+    from garen_infer.llm.roles import LLMYesNoScorer
+
+    server = YesNoServer(slots=16)  # all 12 items at once: a prompt asked after its answer came is sent anew
+    roles = Roles(scorers={"navigator": LLMYesNoScorer(CachedBackend(server, NoCache()))})
+    queries = [QueryState(Query(f"q{i}", "wing flutter"), [], None) for i in range(3)]
+
+    def slates(state: QueryState):
+        state.trace["scores"] = yield ScoreYesNo(("d1", "d2", "d1", "d3"))
+        return []
+
+    finished = list(Scheduler(roles).run(queries, slates))
+    assert [f.state.trace["scores"] for f in finished] == [[0.5] * 4] * 3
+    assert len(server.prompts) == len(set(server.prompts)) == 3
+    assert sum(f.ledger.summary()["model_calls"] for f in finished) == 3  # the repeats count as cache hits

@@ -30,13 +30,16 @@ class Backend(Protocol):
 
 class CachedBackend:
     """Answers from the cache where it can and sends only the misses to the backend (``dispatch.as_answered``),
-    storing each answer as it arrives.
+    storing each answer as it arrives. A prompt is sent once however many ask it at the same time: repeats in
+    one call, and calls from other threads (the scheduler's lanes, one request each) while it is on its way,
+    take the first asker's answer as a cache hit, as they would take it from the cache a moment later.
     ``truncated_prompts`` counts the answers it gave (cached or not) to prompts the backend had to cut."""
 
     def __init__(self, backend: Backend, cache):
         self.backend, self.cache, self.id = backend, cache, backend.id
         self.truncated_prompts = 0
         self._counting = threading.Lock()
+        self._on_the_way = OnTheWay()
 
     @property
     def requests_at_once(self) -> int:
@@ -63,14 +66,27 @@ class CachedBackend:
         unique = list(dict.fromkeys(keys))  # a prompt asked twice in one batch is computed once
         stored = self.cache.get_many(unique)
         fresh: dict[str, Completion] = {}
-        misses = [k for k in unique if k not in stored]
-        for position, answer in as_answered(self.backend, call, [requests[keys.index(k)] for k in misses]):
-            fresh[misses[position]] = answer
-            stored[misses[position]] = _to_json(answer)
-            # kept even if a later request fails; a NaN score is never kept: a replay would rank on it, and a rerun
-            # should ask the model again
-            if not _is_nan(answer.score):
-                self.cache.put_many({misses[position]: stored[misses[position]]})
+        sending, awaited = self._on_the_way.claim([k for k in unique if k not in stored])
+        try:  # this call's own prompts go first: another call may be waiting for them
+            asked = [requests[keys.index(k)] for k in sending]
+            for position, answer in as_answered(self.backend, call, asked):
+                key = sending[position]
+                fresh[key] = answer
+                stored[key] = _to_json(answer)
+                # kept even if a later request fails; a NaN score is never kept: a replay would rank on it,
+                # and a rerun should ask the model again
+                if not _is_nan(answer.score):
+                    self.cache.put_many({key: stored[key]})
+                self._on_the_way.give(key, stored[key])
+        finally:
+            self._on_the_way.release(sending)  # whoever waits for an answer that never came asks again
+        for key in awaited:
+            answer = self._on_the_way.wait(awaited[key])
+            if answer is None:  # its sender failed
+                fresh[key] = self._cached([key], [requests[keys.index(key)]], call)[0]
+                stored[key] = _to_json(fresh[key])
+            else:
+                stored[key] = answer
         out = []
         for key in keys:
             answer = fresh.pop(key, None)  # the first asker pays; repeats are hits
@@ -85,6 +101,50 @@ class CachedBackend:
         if close is not None:
             close()
 
+
+class OnTheWay:
+    """The prompts sent and not yet answered, each with the slot its other askers wait on."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._slots: dict[str, _Slot] = {}
+
+    def claim(self, keys: list[str]) -> tuple[list[str], dict[str, _Slot]]:
+        """(the keys this caller sends, the slots of those another caller is sending)."""
+        sending, awaited = [], {}
+        with self._lock:
+            for key in keys:
+                if key in self._slots:
+                    awaited[key] = self._slots[key]
+                else:
+                    self._slots[key] = _Slot()
+                    sending.append(key)
+        return sending, awaited
+
+    def give(self, key: str, answer: dict) -> None:
+        with self._lock:
+            slot = self._slots.pop(key)
+        slot.answer = answer
+        slot.filled.set()
+
+    def release(self, keys: list[str]) -> None:
+        """Ends the claims on ``keys`` that were never answered: their askers get None."""
+        with self._lock:
+            slots = [self._slots.pop(key) for key in keys if key in self._slots]
+        for slot in slots:
+            slot.filled.set()
+
+    @staticmethod
+    def wait(slot: _Slot) -> dict | None:
+        """The answer the other caller got, or None when its request failed."""
+        slot.filled.wait()
+        return slot.answer
+
+
+class _Slot:
+    def __init__(self):
+        self.filled = threading.Event()
+        self.answer: dict | None = None
 
 def _is_nan(score: float | None) -> bool:
     return score is not None and score != score
