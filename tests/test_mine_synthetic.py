@@ -11,10 +11,13 @@ import pytest
 
 from conftest import DOCS, one_error_line
 from garen_infer.data.dataset import Document
+from garen_infer.errors import GarenError
+from garen_infer.first_stage import FirstStageConfig, first_stage
 from garen_train.cli import main
-from garen_train.mine_synthetic import synthetic_dataset
+from garen_train.mine_synthetic import beyond_first_window, synthetic_dataset
 from garen_train.mining.folder import read_mined
-from garen_train.mining.synthetic import ExtractiveWriter, GeneratorWriter, duplicate_rows, sample_documents
+from garen_train.mining.synthetic import (ExtractiveWriter, GeneratorWriter, duplicate_rows, sample_documents,
+                                          words)
 
 # windows of 4 keeping 2, budget 8, K_g 2: several navigator rounds per query on 12 documents
 SMALL = ["--budget", "8", "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]
@@ -23,7 +26,7 @@ DOCUMENTS = [Document(d, x, t) for d, t, x in DOCS]
 
 def mine_synthetic(corpus, index, out, *extra):
     return main(["mine-synthetic", "--corpus", str(corpus), "--index", str(index.path), "--out", str(out), "--no-cache",
-                 "--queries", "6", *SMALL, *extra])
+                 "--queries", "6", *SMALL, "--keep", "all", *extra])
 
 
 @pytest.fixture(scope="module", params=["absent", "unreadable"])
@@ -102,7 +105,65 @@ def test_the_extractive_writer_writes_each_form_from_the_documents_own_words():
     assert len(keyphrases[0].split()) == 6
     mixed = ExtractiveWriter(DOCUMENTS, "mixed", seed=0)
     assert mixed.write(list(range(12))) == ExtractiveWriter(DOCUMENTS, "mixed", seed=0).write(list(range(12)))
-    assert len(mixed.counts.styles) == 3  # all three forms appear across the corpus
+    assert len(mixed.counts.styles) >= 3  # the forms are spread across the corpus
+
+
+def test_an_obscured_query_leaves_out_the_terms_that_make_its_document_easy_to_find():
+    writer = ExtractiveWriter(DOCUMENTS, "obscured")
+    for row, query in enumerate(writer.write(list(range(len(DOCUMENTS))))):
+        assert query is not None and len(query.split()) >= 5
+        assert set(query.split()) <= set(words(DOCUMENTS[row].text))  # the body's words, not the title's
+        assert not set(query.split()) & set(writer.distinctive_terms(DOCUMENTS[row], 6))
+    assert writer.counts.styles == {"obscured": len(DOCUMENTS)}
+
+
+def test_a_reworded_query_swaps_its_documents_distinctive_terms_for_near_words_it_does_not_hold(full_index):
+    embed = full_index.embedder.encode_documents
+    writer = ExtractiveWriter(DOCUMENTS, "reworded", embed=embed)
+    queries = writer.write(list(range(len(DOCUMENTS))))
+    assert queries == ExtractiveWriter(DOCUMENTS, "reworded", embed=embed).write(list(range(12)))
+    for row, query in enumerate(queries):
+        own = set(words(DOCUMENTS[row].full_text))
+        distinctive = set(writer.distinctive_terms(DOCUMENTS[row], 12))
+        assert not set(query.split()) & distinctive  # every distinctive term swapped or left out
+        assert set(query.split()) - own <= set(writer.vocabulary)  # what came in is the corpus's own words
+    assert any(set(q.split()) - set(words(DOCUMENTS[r].full_text)) for r, q in enumerate(queries))
+    with pytest.raises(GarenError, match="needs an embedding model"):
+        ExtractiveWriter(DOCUMENTS, "reworded")
+
+
+class _NeighbourTitleWriter:
+    """Writes, for each document, the next one's title: a query its source may or may not rank high for."""
+
+    def __init__(self):
+        self.counts = ExtractiveWriter(DOCUMENTS).counts
+
+    def write(self, rows):
+        self.counts.asked += len(rows)
+        return [DOCUMENTS[(r + 1) % len(DOCUMENTS)].title for r in rows]
+
+
+def test_beyond_window_keeps_only_queries_whose_source_the_first_window_misses(full_index):
+    preset = {"methods": {"garen": {"window": 2, "keep": 1}}, "first_stage": {"depth": 12}}
+    def select(wanted):
+        candidates = list(range(12))
+        return beyond_first_window(candidates, _NeighbourTitleWriter(), full_index, preset, DOCUMENTS, wanted)
+
+    rows, texts, selection = select(100)
+    assert selection["written"] == sum(selection["source_ranks"].values()) == 12
+    assert 0 < len(rows) == selection["kept"] == selection["source_ranks"]["beyond_first_window"] < 12
+    for row, text, ranking in zip(rows, texts, first_stage(full_index, texts, FirstStageConfig(depth=12))):
+        assert text == DOCUMENTS[(row + 1) % 12].title
+        assert ranking.index(row) >= 2  # found, beyond the window of 2
+    assert select(1)[0] == rows[:1]  # it stops once it has what it wants
+
+
+def test_a_corpus_whose_queries_all_find_their_source_first_is_one_line(corpus_only, full_index, tmp_path,
+                                                                          capsys):
+    # the tiny corpus's own words find their source in the first window every time: nothing to learn from
+    assert mine_synthetic(corpus_only, full_index, tmp_path / "out", "--keep", "beyond-window") == 2
+    assert "beyond GAREN's first window (try --keep all)" in one_error_line(capsys)
+    assert not (tmp_path / "out" / "manifest.json").exists()
 
 
 def test_a_document_with_no_words_is_counted_not_hidden():
