@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Iterator, Literal
+from typing import Iterator, Literal
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -56,7 +56,6 @@ class GroupParams:
     summary_budget_words: Count | None = 16_000  # words of documents per prompt in all (None: no limit)
     summary_retries: NonNegative = 2  # sampled retries after malformed JSON, then the extractive fallback
     batch_size: Count = execution_only(32)  # groups per call to a local generator; a server is given them all at once
-    LEGACY: ClassVar[dict] = {"cap_rule": "exceeding"}  # groups built before `cap_rule` existed split groups > s-bar
 
 
 def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 
@@ -52,7 +52,6 @@ class ProximityGraphParams:
     # in another order and build another graph, so unlike other thread counts this one identifies the stage
     threads: Count = 1
     start: Literal["medoid", "first"] = "medoid"  # the start point: "medoid" (the author's static build) | "first" (document 0)
-    LEGACY: ClassVar[dict] = {"start": "first"}  # graphs built before `start` existed started at document 0
 
 
 def degree_for(doc_count: int) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 from garen_infer.index.bm25 import Bm25Index, Bm25Params
 from garen_infer.index.embedding_stage import build_embeddings
 from garen_infer.index.embeddings import EmbeddingParams
-from garen_infer.index.knn_graph import KnnGraphParams, add_missing_docnos, build_knn_graph
+from garen_infer.index.knn_graph import KnnGraphParams, build_knn_graph
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,6 @@ class Stage:
     build: Callable  # (folder, dataset, params) -> dict
     requires: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()  # files or folders of the index folder it writes; () = the folder named after it
-    # (folder, dataset) -> a note or None: adds to a stage that is kept the files a later version writes with it
-    complete: Callable | None = None
 
 
 STAGES: dict[str, Stage] = {}
@@ -58,15 +56,9 @@ def _build_knn_graph(folder, dataset, params: KnnGraphParams) -> dict:
     return info
 
 
-def _complete_knn_graph(folder, dataset) -> str | None:
-    if add_missing_docnos(folder.path / "knn_graph", folder.doc_ids):
-        return "docnos.npids added (pyterrier_adaptive reads the graph's document ids from it)"
-    return None
-
-
 register(Stage("bm25", Bm25Params, _build_bm25))
 register(Stage("embeddings", EmbeddingParams, build_embeddings, outputs=("embeddings.npy",)))
-register(Stage("knn_graph", KnnGraphParams, _build_knn_graph, requires=("embeddings",), complete=_complete_knn_graph))
+register(Stage("knn_graph", KnnGraphParams, _build_knn_graph, requires=("embeddings",)))
 
 
 def load_optional_stages() -> None:
