@@ -251,7 +251,7 @@ def truncation_report(metrics: dict) -> str:
 
 def answer_problems(ledgers: list[dict]) -> dict:
     """Answers that were not what we asked for over the whole run, by kind, in all and per role, with each role's
-    answer count (ledgers written before the count existed read as none)."""
+    answer count."""
     answers: Counter = Counter()
     by_role: dict[str, Counter] = {}
     for ledger in ledgers:

@@ -231,7 +231,7 @@ def test_a_run_that_failed_before_its_first_query_does_not_pin_its_folder(cli_in
     assert len((out / "trace.jsonl").read_text().splitlines()) == 4
 
 
-# ---- bad paths and values that used to end in a traceback -------------------------------------------------------
+# ---- bad paths and values: one line, never a traceback ----------------------------------------------------------
 def test_out_naming_a_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     taken = tmp_path / "notes.txt"
     taken.write_text("mine")

@@ -12,7 +12,7 @@ A stage folder holds:
   with -1; column 0 equals ``doc_groups.npy``. ``doc_membership_weights.npy``: float32 (n, cap), the memberships.
 - ``stats.json``: group count and min/max/mean size (the shape of GAREN App. F); an overlapping stage adds
   ``overlap_rate`` (share of documents in more than one group) and ``memberships_per_doc``.
-A disjoint stage is written exactly as before overlapping groups existed (no new files, no new fields).
+A disjoint stage writes none of the files or fields that only overlapping stages have.
 """
 
 from __future__ import annotations

@@ -207,8 +207,8 @@ def _oracle_of(played):
 
 # ---- labelling: a simulated run must never pass for model results ---------------------------------------------
 def _recorded(spec: OracleSpec) -> dict:
-    """The spec as a run records it; uniform noise (correlation 0) is recorded as before correlation existed, so
-    the run folders of uniform sweeps keep their configuration."""
+    """The spec as a run records it; uniform noise (correlation 0) is recorded without ``correlation``, the
+    field that only correlated noise needs."""
     fields = asdict(spec)
     if not fields["correlation"]:
         del fields["correlation"]

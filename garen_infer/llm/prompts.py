@@ -164,7 +164,6 @@ PROMPT_PARSERS = {"rgs-author": parse_all_or_identity}  # others: rank_llm's rul
 
 # ---- Pointwise yes/no: the Qwen3-Reranker format (GAREN App. G Table 10 navigator; anchors.md sec. 7) ----------
 DEFAULT_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query."  # GAREN Table 10
-YES_NO_SYSTEM = template(NAVIGATOR_SYSTEM, "plain")  # Qwen3-Reranker's own system prompt
 # Qwen3-Reranker answers after an empty think block; the assistant turn is opened with it.
 QWEN3_ASSISTANT_PREFIX = "<think>\n\n</think>\n\n"
 

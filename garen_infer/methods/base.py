@@ -86,13 +86,7 @@ def get_method(name: str) -> type[Method]:
     if name not in METHODS:
         raise GarenError(f"unknown method '{name}'; choose one of {', '.join(METHODS)}")
     module_name, _, attribute = METHODS[name].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name == module_name:
-            raise GarenError(f"method '{name}' is not available in this version") from err
-        raise
-    return getattr(module, attribute or "METHOD")
+    return getattr(importlib.import_module(module_name), attribute or "METHOD")
 
 
 def make_config(method: type[Method], values: dict):

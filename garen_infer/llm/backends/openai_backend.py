@@ -122,8 +122,8 @@ class OpenAIBackend:
         return self._pool
 
     def _answer_settings(self) -> str:
-        """What the id adds for the request fields that change answers (nothing when none is set, so the ids of
-        earlier caches stay as they were)."""
+        """What the id adds for the request fields that change answers (nothing when none is set: the id is then
+        the server and model alone)."""
         extra = f"|extra={json.dumps(self.extra_body, sort_keys=True, ensure_ascii=False)}" if self.extra_body else ""
         return extra + (f"|reasoning_effort={self.reasoning_effort}" if self.reasoning_effort else "")
 
