@@ -1,8 +1,9 @@
 """The first-stage ranking every method starts from: BM25 (default, as in GAREN sec. 5) or dense.
 
-BRIGHT's evaluation (run.py, anchors.md 2.2) drops each query's excluded ids from the scores before it keeps the
-top 1000; so does this first stage when given the rows to exclude, so excluded documents never fill a window,
-spend budget or steer a vote. Output is still filtered once more in ``evaluate.remove_excluded``.
+BRIGHT's evaluation (Su et al., "BRIGHT: A Realistic and Challenging Benchmark for Reasoning-Intensive
+Retrieval", ICLR 2025, arXiv 2407.12883; its run.py) drops each query's excluded ids from the scores before it
+keeps the top 1000; so does this first stage when given the rows to exclude, so excluded documents never fill
+a window, spend budget or steer a vote. Output is still filtered once more in ``evaluate.remove_excluded``.
 """
 
 from __future__ import annotations

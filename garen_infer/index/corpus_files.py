@@ -1,5 +1,6 @@
 """The corpus as plain files, one per document, so ripgrep and the other read-only tools of the RARG agent can
-search it (DCI-Agent-Lite exports BRIGHT the same way: one file per document id; anchors.md sec. 8.1).
+search it (DCI-Agent-Lite exports BRIGHT the same way, one file per document id: Li et al., "Beyond Semantic
+Similarity: Rethinking Retrieval for Agentic Search via Direct Corpus Interaction", arXiv 2605.05242).
 
 Stored under ``corpus_files/``:
 - ``docs/<name>``: the document's title and text (``Document.full_text``), UTF-8, ending in a newline;

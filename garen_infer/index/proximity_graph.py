@@ -1,6 +1,6 @@
-"""The proximity graph RGS searches (anchors.md sec. 3.2): a DiskANN (Vamana) graph over the document embeddings,
-cosine, alpha 1.2, build list 100, out-degree by corpus size, built with the maintained Rust bindings
-(PyPI ``diskannpy-rust``, imported as ``diskannpy``).
+"""The proximity graph RGS searches (Xu & Chen, ICLR 2026, arXiv 2509.07163; the author's run_retrieval.py): a
+DiskANN (Vamana) graph over the document embeddings, cosine, alpha 1.2, build list 100, out-degree by corpus
+size, built with the maintained Rust bindings (PyPI ``diskannpy-rust``, imported as ``diskannpy``).
 
 Stored under ``proximity_graph/``:
 - ``ann`` and ``ann.data``: DiskANN's own graph and vectors, enough to reload the index for greedy search;

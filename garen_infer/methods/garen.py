@@ -1,4 +1,5 @@
-"""GAREN: Group-Aware Adaptive Retrieval for Evidence Navigation (Park, Kwon et al.; garen-paper.txt).
+"""GAREN: Group-Aware Adaptive Retrieval for Evidence Navigation (Park, Kwon, Kim, Lee; arXiv 2609.02188,
+sec. 4).
 
 Per query (Algorithm 1 with App. E):
     W_1 = R_0[:w]

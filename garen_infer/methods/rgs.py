@@ -1,5 +1,6 @@
-"""RGS, Reranker-Guided Search (Xu & Chen, ICLR 2026; anchors.md sec. 3): a best-first search on the DiskANN
-proximity graph in which the listwise reranker decides where to go next.
+"""RGS, Reranker-Guided Search (Xu & Chen, "Beyond Sequential Reranking: Reranker-Guided Search Improves
+Reasoning Intensive Retrieval", ICLR 2026, arXiv 2509.07163): a best-first search on the DiskANN proximity
+graph in which the listwise reranker decides where to go next.
 
     A = seeds, reranked back to front; truncate A to L
     while the budget is not spent and A holds an unexpanded document:
@@ -12,7 +13,7 @@ proximity graph in which the listwise reranker decides where to go next.
 Budget (Reranker@k) = distinct documents sent to the reranker: the seeds plus every inserted neighbour. Windows
 that re-rank documents already seen cost model calls (the ledger counts them) but no budget.
 
-Paper and author code differ in three places (anchors.md 3.1 vs 3.2); ``follow`` picks one behaviour for all,
+Paper and author code (run_retrieval.py) differ in three places; ``follow`` picks one behaviour for all,
 the code's by default, and ``seeds`` / ``early_stop`` / ``revisit`` override each on its own:
 - seeds: the paper starts from the single document nearest to the query; the code from the first budget/5
   documents of the first stage, inserted (and reranked) as one batch;

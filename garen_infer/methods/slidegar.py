@@ -1,4 +1,5 @@
-"""SlideGAR (Rathee, MacAvaney, Anand; ECIR 2025) as its official code behaves (anchors.md sec. 5.2).
+"""SlideGAR (Rathee, MacAvaney, Anand, "Guiding Retrieval using LLM-based Listwise Rankers", ECIR 2025, arXiv
+2501.09186) as its official code behaves.
 
 Two pools, the initial ranking R0 and a graph frontier F, taken in turn (R0 on even iterations, F on odd ones,
 skipping an empty pool). The first window is w documents of R0; each later window is the b best of the last
@@ -6,11 +7,12 @@ window plus b new documents. After each listwise call the b best stay, the rest 
 list, and the frontier is rebuilt from scratch: neighbours of the b best, in rank order, stopping at b documents.
 With budget c = 100, w = 20, b = 10 it makes 9 calls over 100 distinct documents, like retrieve-and-rerank.
 
-``variant: rgs-author`` is SlideGAR as the RGS author re-implemented it for BRIGHT (run_retrieval.py; anchors.md
-3.2), the baseline of the RGS paper: a k-NN graph with k = the DiskANN degree for the corpus size (8 / 12 / 16 /
-32), the first window the first w first-stage documents, then each window the w/2 best of the last one plus w/2
-new documents taken in turn from the graph frontier (the unseen neighbours of the whole ranked window, best
-first) and from the unseen initial list; budget 20 for the first window, +10 per window after.
+``variant: rgs-author`` is SlideGAR as the RGS author re-implemented it for BRIGHT (run_retrieval.py; RGS,
+arXiv 2509.07163), the baseline of the RGS paper: a k-NN graph with k = the DiskANN degree for the corpus size
+(8 / 12 / 16 / 32), the first window the first w first-stage documents, then each window the w/2 best of the
+last one plus w/2 new documents taken in turn from the graph frontier (the unseen neighbours of the whole
+ranked window, best first) and from the unseen initial list; budget 20 for the first window, +10 per window
+after.
 """
 
 from __future__ import annotations

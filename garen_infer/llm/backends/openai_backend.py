@@ -2,9 +2,10 @@
 
 - ``generate``: POST {base_url}/chat/completions per chat, up to ``concurrency`` requests in flight at once.
 - ``score_yes_no``: the same endpoint with ``max_tokens`` 1 and ``top_logprobs`` 20 (Qwen3-Reranker's vLLM
-  recipe, anchors.md sec. 7). The answer token's listed alternatives give log P(yes) and log P(no); P(yes) is
-  normalised over the two, and a label missing from the list counts as -10, as in Qwen3's code (or as the lowest
-  listed logprob when that is lower, so that a missing label never outranks a listed one).
+  recipe; Qwen3 Embedding, arXiv 2506.05176). The answer token's listed alternatives give log P(yes) and
+  log P(no); P(yes) is normalised over the two, and a label missing from the list counts as -10, as in Qwen3's
+  code (or as the lowest listed logprob when that is lower, so that a missing label never outranks a listed
+  one).
   Label matching: Qwen3-Reranker scores the bare lowercase tokens "yes" and "no"; an entry whose token is
   exactly that is used when listed, so scores equal the offline backends'. Otherwise the best-ranked entry
   that equals the label after stripping whitespace and lowercasing (" yes", "Yes", "NO") stands in, so

@@ -1,5 +1,6 @@
-"""LATTICE: LLM-guided hierarchical search over a semantic tree (Gupta et al., 2025, sec. 2.2, App. B.4 Algorithm 4;
-the reference code's behaviour, anchors.md sec. 1).
+"""LATTICE: LLM-guided hierarchical search over a semantic tree (Gupta et al., "LLM-guided Hierarchical Search
+for End-to-end Reasoning Intensive Retrieval", arXiv 2510.13217, sec. 2.2, App. B.4 Algorithm 4; the reference
+code's behaviour).
 
 Per query:
     frontier = [root]
