@@ -255,7 +255,7 @@ def _first_stage_frame(results, index: Index) -> tuple[list[Query], list[list[in
     frame = frame.sort_values(["qid", order], ascending=[True, order == "rank"], kind="stable")
     queries = _queries(frame.drop_duplicates("qid")[["qid", "query"]], index.dataset)
     first = []
-    for (qid, group), query in zip(frame.groupby("qid", sort=True), queries):
+    for (qid, group), _query in zip(frame.groupby("qid", sort=True), queries):
         unknown = next((d for d in group["docno"] if d not in row_of), None)
         if unknown is not None:
             raise GarenError(f"results: document '{unknown}' of query '{qid}' is not in the corpus of {index.path} "

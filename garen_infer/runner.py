@@ -151,7 +151,8 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
                     os.fsync(trace.fileno())
                     done[record["qid"]] = record
             except KeyboardInterrupt:
-                raise GarenError(f"interrupted: {len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
+                raise GarenError(f"interrupted: {len(done)} of {len(queries)} queries are saved in {trace_path}; "
+                                 f"run the same command again to resume") from None
             except GarenError as err:
                 raise GarenError(f"{err}\n{len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
         wall = time.perf_counter() - start
@@ -236,7 +237,7 @@ def truncations(ledgers: list[dict]) -> dict:
         for role, cost in ledger.get("roles", {}).items():
             roles[role] = roles.get(role, 0) + cost.get("truncated_prompts", 0)
     return {"truncated_prompts": sum(roles.values()), "truncated_prompts_by_role": {r: n for r, n in roles.items() if n},
-            "truncated_tokens": sum(l.get("truncated_tokens", 0) for l in ledgers)}
+            "truncated_tokens": sum(ledger.get("truncated_tokens", 0) for ledger in ledgers)}
 
 
 def truncation_report(metrics: dict) -> str:
@@ -317,7 +318,7 @@ def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict,
     ledgers = [done[q.id]["ledger"] for q in queries]
     n = max(len(ledgers), 1)
     for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
-        metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
+        metrics[f"mean_{key}"] = round(sum(ledger[key] for ledger in ledgers) / n, 4)
     metrics.update(truncations(ledgers))
     log(truncation_report(metrics))
     metrics.update(answer_problems(ledgers))

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, Union
 
 from garen_infer.errors import GarenError
 
-Bound = Union[int, float, str, None]  # a number, or the name of another field of the same config
+Bound = int | float | str | None  # a number, or the name of another field of the same config
 
 
 @dataclass(frozen=True)

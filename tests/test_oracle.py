@@ -100,7 +100,7 @@ def test_correlated_noise_gives_its_stated_pairwise_accuracy(sigma, rho):
     u = centred_directions(vectors)
     rows = list(range(len(doc_ids)))
     stated = []
-    for qid, judged in qrels.items():
+    for judged in qrels.values():
         relevant = [r for r in rows if doc_ids[r] in judged]
         other = [r for r in rows if doc_ids[r] not in judged]
         c = rho * (u[relevant] @ u[other].T)

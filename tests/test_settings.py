@@ -116,7 +116,8 @@ def _defaults(cls) -> dict:
 
 def test_the_walk_covers_every_registry():
     wheres = [w for w, _ in CONFIGS]
-    for expected in ("methods.garen", "methods.rgs", "methods.rerank", "index.bm25", "index.embeddings", "index.knn_graph", "index.groups", "index.proximity_graph"):
+    for expected in ("methods.garen", "methods.rgs", "methods.rerank", "index.bm25", "index.embeddings", "index.knn_graph",
+                     "index.groups", "index.proximity_graph"):
         assert expected in wheres
 
 

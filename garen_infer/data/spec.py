@@ -56,7 +56,8 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
         from garen_infer.data.beir import load_beir
 
         return load_beir(*location, allow_empty_docs)
-    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, r2med:<task>, jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
+    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, r2med:<task>, "
+                          "jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
 
 
 def beir_location(spec: str) -> tuple[str, str] | None:

@@ -44,7 +44,8 @@ class GroupParams:
     resolution: Positive = 1.0  # gamma, App. A
     randomness: Positive = 0.001  # theta, App. A
     max_group_size: Count = 20  # s-bar, App. A: groups this large are re-partitioned
-    cap_rule: Literal["graspologic", "exceeding"] = "graspologic"  # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
+    # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
+    cap_rule: Literal["graspologic", "exceeding"] = "graspologic"
     seed: int = 42
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)  # or a generator model spec
     # What the LLM summarizer reads (App. G: "The following {n} documents ...": every document of the group). By

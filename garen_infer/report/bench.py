@@ -72,7 +72,8 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
     cells = tqdm(total=len(runnable), initial=finished, desc="bench", unit="cell")
     for entry, dataset, index, plans in prepared:
         matrix = DatasetMatrix(entry.name, dataset.name, len(dataset.documents), len(dataset.judged_queries()), str(index.path),
-                               labels=[e.label for e in entries] + list(entry.runs), budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
+                               labels=[e.label for e in entries] + list(entry.runs),
+                               budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
                                baseline=config.baseline,
                                embedding_model=(index.manifest["stages"].get("embeddings") or {}).get("params", {}).get("model"),
                                measures=config.measures, run_files=dict(entry.runs))

@@ -45,7 +45,8 @@ def _describe(run: RunResult) -> dict:
 def format_comparison(result: dict) -> str:
     a, b = result["a"], result["b"]
     lines = [
-        *(f"{name}: {run['run']} ({run['method']}{', tag ' + run['tag'] if 'tag' in run else ''}{'' if run['budget'] is None else ', budget ' + str(run['budget'])})"
+        *(f"{name}: {run['run']} ({run['method']}{', tag ' + run['tag'] if 'tag' in run else ''}"
+          f"{'' if run['budget'] is None else ', budget ' + str(run['budget'])})"
           f"{' [SIMULATED]' if 'simulation' in run else ''}" for name, run in (("A", a), ("B", b))),
         _queries_line(result),
         "",

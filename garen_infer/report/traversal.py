@@ -94,7 +94,7 @@ def _traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, fo
     fig, axes = plt.subplots(rows, columns, figsize=(width, (width / columns) * 0.95 * rows), squeeze=False, sharex=True, sharey=True)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    for ax, (cell, groups, selected, steps) in zip(axes.flat, panels):
+    for ax, (cell, groups, selected, _steps) in zip(axes.flat, panels):
         ctx = np.array([xy[r] for r in context])
         ax.scatter(ctx[:, 0], ctx[:, 1], s=3, color="0.85", zorder=0)
         for g, t in sorted(selected.items(), key=lambda kv: kv[1]):

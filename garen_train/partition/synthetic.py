@@ -52,7 +52,8 @@ def planted_graph(n_blocks: int, size: int, k: int, k_in: int, seed: int = 0) ->
     return rows, labels
 
 
-def write_index(path: str | Path, vectors: np.ndarray, graph: KnnGraph | None = None, k: int = 16, groups: np.ndarray | None = None, name: str = "synthetic") -> Path:
+def write_index(path: str | Path, vectors: np.ndarray, graph: KnnGraph | None = None, k: int = 16,
+                groups: np.ndarray | None = None, name: str = "synthetic") -> Path:
     """An index folder with the embeddings and knn_graph stages (the graph built from the vectors unless given)
     and, with ``groups`` (a label per row), a groups stage holding only doc_groups.npy."""
     path = Path(path)

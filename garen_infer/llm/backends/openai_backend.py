@@ -269,7 +269,8 @@ class OpenAIBackend:
         try:
             answer = json.loads(raw)
         except ValueError:
-            raise GarenError(f"the server at {base_url} answered with something that is not JSON: {redact(raw[:200].decode('utf-8', 'replace'), key)!r}") from None
+            shown = redact(raw[:200].decode("utf-8", "replace"), key)
+            raise GarenError(f"the server at {base_url} answered with something that is not JSON: {shown!r}") from None
         return _redacted(answer, key) if key else answer  # what is cached and shown never holds the key
 
 
@@ -323,7 +324,8 @@ def openai_messages(chat: Chat) -> Chat:
         if message["role"] == "tool":
             message = {k: v for k, v in message.items() if k != "name"}
         if message.get("tool_calls"):
-            calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}} for c in message["tool_calls"]]
+            calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+                     for c in message["tool_calls"]]
             message = {**message, "tool_calls": calls}
         out.append(message)
     return out
@@ -418,7 +420,8 @@ def check_api_key_env(value, where: str) -> None:
     if not ENV_NAME.fullmatch(value):
         odd = next((c for c in value if not (c.isascii() and (c.isalnum() or c == "_"))), None)
         why = f"it contains {odd!r}" if odd else "it is empty" if not value else "it starts with a digit"
-    elif value not in os.environ and (max(map(len, value.split("_"))) >= 24 or all(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))):
+    elif value not in os.environ and (max(map(len, value.split("_"))) >= 24
+                                      or all(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))):
         why = "it names no variable that is set and looks like a key itself"
     else:
         return
