@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Iterator
+from typing import TYPE_CHECKING, Annotated, Iterator
 
 from tqdm.auto import tqdm
 
@@ -37,6 +37,9 @@ from garen_infer.settings import Count, Range
 from garen_infer.shards import parse_shard
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
+
+if TYPE_CHECKING:
+    from garen_infer.index.folder import IndexFolder
 
 
 def to_stderr(line: str) -> None:
@@ -81,7 +84,7 @@ def first_stage_stage(config: RunConfig) -> str:
     return "embeddings" if FirstStageConfig(**config.first_stage).kind == "dense" else "bm25"
 
 
-def configure_method(dataset: Dataset, index, config: RunConfig):
+def configure_method(dataset: Dataset, index: IndexFolder, config: RunConfig):
     """The method a run configuration names, built on this index: (class, options, method, budget). Refuses
     unknown options and an index that lacks a stage the method reads (``garen-infer bench`` plans with this)."""
     method_cls = get_method(config.method)
@@ -97,13 +100,15 @@ def configure_method(dataset: Dataset, index, config: RunConfig):
     return method_cls, options, method, budget
 
 
-def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
+def execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str | Path, roles=None, cache=None,
+            log=to_stderr) -> dict:
     """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
     with writer_lock(out, "run folder"):
         return _execute(dataset, index, config, out, roles, cache, log)
 
 
-def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
+def _execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str | Path, roles=None,
+             cache=None, log=to_stderr) -> dict:
     out = Path(out)
     method_cls, options, method, budget = configure_method(dataset, index, config)
     resolved = {
@@ -166,7 +171,7 @@ def run_queries(dataset: Dataset, config: RunConfig) -> list:
     return parse_shard(config.shard).select(queries) if config.shard else queries
 
 
-def model_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
+def model_roles(method, config: RunConfig, dataset: Dataset, index: IndexFolder, cache=None):
     """The models a configured method asks for, loaded once: a run builds them for its queries, a Python
     ``Retriever`` for every search it answers."""
     from garen_infer.llm.cache import ResponseCache
@@ -180,7 +185,8 @@ def model_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
                        dataset.name, dataset=dataset)
 
 
-def query_states(dataset: Dataset, index, config: RunConfig, method, budget, queries, first=None) -> list[QueryState]:
+def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method, budget, queries,
+                 first=None) -> list[QueryState]:
     """Each query with its first-stage ranking (corpus rows, excluded ids dropped unless the method keeps them, as
     RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
     the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
@@ -193,7 +199,8 @@ def query_states(dataset: Dataset, index, config: RunConfig, method, budget, que
     return [QueryState(q, list(rows), budget, first_stage_kind=stage.kind) for q, rows in zip(queries, first)]
 
 
-def answer_queries(dataset: Dataset, index, config: RunConfig, method, states: list[QueryState], roles) -> Iterator[dict]:
+def answer_queries(dataset: Dataset, index: IndexFolder, config: RunConfig, method, states: list[QueryState],
+                   roles) -> Iterator[dict]:
     """One trace record per query (ranking as document ids, ledger, method diagnostics), each as it finishes.
     Diagnostics that need relevance judgements are added for the queries ``dataset.qrels`` judges."""
     if roles.query_encoder is None:  # the index's own embedding model, for a method that encodes its query (RGS)

@@ -224,7 +224,10 @@ def count_pairs(groups: list[dict], documents: list[dict], unreached_in_first_wi
     unreached = [g for g in groups if g["provenance"] == "unreached_gold"]
     scored_gold = sum(g["label"] for g in scored)
     queries = {g["qid"] for g in groups} | {d["qid"] for d in documents}
-    rate = lambda pos, n: round(pos / n, 4) if n else 0.0  # noqa: E731
+
+    def rate(pos: int, n: int) -> float:
+        return round(pos / n, 4) if n else 0.0
+
     return {
         "queries": len(queries),
         "groups": {

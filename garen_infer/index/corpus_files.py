@@ -26,10 +26,16 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.stages import Stage, register
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
 
 STAGE = "corpus_files"
 DOCS = "docs"
@@ -68,7 +74,7 @@ def _hashed_name(doc_id: str) -> str:
     return f"{slug}~{hashlib.sha256(doc_id.encode('utf-8')).hexdigest()[:HASH_HEX]}"
 
 
-def _build(folder, dataset, params: CorpusFilesParams) -> dict:
+def _build(folder: IndexFolder, dataset: Dataset, params: CorpusFilesParams) -> dict:
     start = time.perf_counter()
     ids = dataset.doc_ids
     names = file_names(ids, params.extension)
@@ -97,7 +103,7 @@ class CorpusFiles:
         self.paths = [path for _, path in table]  # relative to root, by corpus row
 
     @classmethod
-    def open(cls, index) -> "CorpusFiles":
+    def open(cls, index: IndexFolder) -> "CorpusFiles":
         index.require(STAGE, "the RARG agent (ripgrep over the corpus)")
         root = index.path / STAGE
         table = json.loads((root / "table.json").read_text(encoding="utf-8"))

@@ -18,6 +18,7 @@ import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -27,8 +28,12 @@ from garen_infer.index.atomic import allocated_npy, atomic_path, save_array
 from garen_infer.index.embeddings import Embedder, EmbeddingParams
 from garen_infer.settings import identity
 
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
-def build_embeddings(folder, dataset, params: EmbeddingParams) -> dict:
+
+def build_embeddings(folder: IndexFolder, dataset: Dataset, params: EmbeddingParams) -> dict:
     start = time.perf_counter()
     if params.vectors:
         from garen_infer.index.imported_vectors import import_vectors

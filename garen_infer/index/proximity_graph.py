@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
 
@@ -39,6 +39,11 @@ from garen_infer.index.atomic import atomic_path
 from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.stages import Stage, register
 from garen_infer.settings import AtLeast, Count, NonNegative
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
 
 DISKANN_PREFIX = "ann"  # diskannpy's default index_prefix; the files are ann (graph) and ann.data (vectors)
 
@@ -181,7 +186,7 @@ class ProximityGraph:
                         graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
                         max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
                     )
-            except Exception as err:  # noqa: BLE001 - the Rust side reports a failed write as a plain Exception
+            except Exception as err:  # the Rust side reports a failed write as a plain Exception
                 found = re.search(r"\(os error (\d+)\)", str(err))
                 if found is None:
                     raise
@@ -235,7 +240,7 @@ def native_stdout_to_stderr():
         os.close(saved)
 
 
-def _build_proximity_graph(folder, dataset, params: ProximityGraphParams) -> dict:
+def _build_proximity_graph(folder: IndexFolder, dataset: Dataset, params: ProximityGraphParams) -> dict:
     vectors = np.load(folder.path / "embeddings.npy")
     return ProximityGraph.build(vectors, params, folder.path / "proximity_graph")
 

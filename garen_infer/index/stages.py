@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from garen_infer.index.bm25 import Bm25Index, Bm25Params
 from garen_infer.index.embedding_stage import build_embeddings
 from garen_infer.index.embeddings import EmbeddingParams
 from garen_infer.index.knn_graph import KnnGraphParams, build_knn_graph
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass(frozen=True)
@@ -43,14 +47,14 @@ def stage_outputs(name: str) -> tuple[str, ...]:
     return (STAGES[name].outputs if name in STAGES else ()) or (name,)
 
 
-def _build_bm25(folder, dataset, params: Bm25Params) -> dict:
+def _build_bm25(folder: IndexFolder, dataset: Dataset, params: Bm25Params) -> dict:
     start = time.perf_counter()
     index = Bm25Index.build([d.full_text for d in dataset.documents], params)
     index.save(folder.path / "bm25")
     return {"seconds": round(time.perf_counter() - start, 2)}
 
 
-def _build_knn_graph(folder, dataset, params: KnnGraphParams) -> dict:
+def _build_knn_graph(folder: IndexFolder, dataset: Dataset, params: KnnGraphParams) -> dict:
     graph, info = build_knn_graph(np.load(folder.path / "embeddings.npy", mmap_mode="r"), params)
     graph.save(folder.path / "knn_graph", dataset.doc_ids)
     return info

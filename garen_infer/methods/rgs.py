@@ -25,8 +25,9 @@ the code's by default, and ``seeds`` / ``early_stop`` / ``revisit`` override eac
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from garen_infer.errors import GarenError
 from garen_infer.first_stage import excluded_rows
@@ -34,6 +35,11 @@ from garen_infer.llm.requests import EncodeQuery, Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.window import STRIDE, WINDOW, window_bounds
 from garen_infer.settings import AtLeast, AtMost, Count, NonNegative
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
 
 FOLLOW = ("code", "paper")
 FIRST_STAGES = ("graph", "run")
@@ -73,7 +79,7 @@ class RgsConfig:
 class ReRankerGuidedSearch(Method):
     name, Config, index_stages, roles = "rgs", RgsConfig, ("embeddings", "proximity_graph"), ("reranker",)
 
-    def __init__(self, config: RgsConfig, index, dataset):
+    def __init__(self, config: RgsConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)
         if config.follow not in FOLLOW:
             raise GarenError(f"rgs: follow must be one of {', '.join(FOLLOW)}, not '{config.follow}'")
@@ -170,7 +176,8 @@ class ReRankerGuidedSearch(Method):
             out.append(n)
         return out
 
-    def _insert(self, A: list[int], new: list[int], seen: set[int], early_stop: bool, stats: dict) -> Search:
+    def _insert(self, A: list[int], new: list[int], seen: set[int], early_stop: bool,
+                stats: dict) -> Generator[Any, Any, None]:
         """Append ``new`` to A and rerank windows from the end toward the front; with ``early_stop`` the pass ends
         at the first window holding none of ``new`` (every new document has been reranked by then)."""
         A.extend(new)

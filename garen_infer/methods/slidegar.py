@@ -18,13 +18,17 @@ after.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from garen_infer.errors import GarenError
 from garen_infer.index.proximity_graph import degree_for
 from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.settings import AtLeast, AtMost, Count
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass
@@ -45,7 +49,7 @@ VARIANTS = ("official", "rgs-author")
 class SlideGar(Method):
     name, Config, index_stages, roles = "slidegar", SlideGarConfig, ("knn_graph",), ("reranker",)
 
-    def __init__(self, config: SlideGarConfig, index, dataset):
+    def __init__(self, config: SlideGarConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)
         if config.variant not in VARIANTS:
             raise GarenError(f"slidegar: variant must be one of {', '.join(VARIANTS)}, not '{config.variant}'")

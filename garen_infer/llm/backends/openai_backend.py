@@ -149,7 +149,8 @@ class OpenAIBackend:
     def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
         """One agent turn per (chat, tools) through the server's own function calling (``tools``, ``tool_calls``;
         vLLM serves it with ``--enable-auto-tool-choice --tool-call-parser ...``)."""
-        return self._map(lambda request: self._tool_turn(*request, self._sampling(params)), requests)
+        body = self._sampling(params)
+        return self._map(lambda request: self._tool_turn(request[0], request[1], body), requests)
 
     def _sampling(self, params: SamplingParams) -> dict:
         body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
@@ -369,10 +370,11 @@ def _usage(answer: dict, where: str) -> tuple[int, int]:
     """(prompt tokens, answer tokens) from ``usage``; 0 for a count the server leaves out, an error for one that is
     not a whole number (checked here, before the answer is cached, since the ledger adds them up)."""
     usage = _field(answer, "usage", dict, where) or {}
-    counts = tuple(_field(usage, name, int, where) or 0 for name in ("prompt_tokens", "completion_tokens"))
-    if min(counts) < 0:
+    prompt_tokens, answer_tokens = (_field(usage, field, int, where) or 0
+                                    for field in ("prompt_tokens", "completion_tokens"))
+    if min(prompt_tokens, answer_tokens) < 0:
         raise GarenError(f"the server at {where} answered with a negative token count in 'usage': {str(usage)[:200]}")
-    return counts
+    return prompt_tokens, answer_tokens
 
 
 def _logprob_entry(entry: dict, where: str) -> tuple[str, float]:

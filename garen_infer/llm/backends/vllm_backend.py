@@ -201,7 +201,7 @@ class VllmBackend:
         if llm is not None:
             try:
                 llm.shutdown() if self.engine == "async" else llm.llm_engine.engine_core.shutdown()
-            except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
+            except Exception:  # best effort: the engine may already be gone
                 pass
 
 
