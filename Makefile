@@ -1,4 +1,5 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11: `make demo` and `make test`.
+# `make lint` adds the pinned checkers (requirements-dev.txt) to the same .venv and runs them.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,11 +12,19 @@ $(BIN)/.installed: requirements-cpu.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
-.PHONY: install demo test engines-test mutants cpu-navigator
+.PHONY: install demo lint test engines-test mutants cpu-navigator
 install: $(BIN)/.installed
 
 demo: $(BIN)/.installed  ## index the stdlib docs offline and answer a few questions with GAREN
 	HF_HUB_OFFLINE=1 $(BIN)/garen-infer demo
+
+$(BIN)/.lint-installed: $(BIN)/.installed requirements-dev.txt
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+lint: $(BIN)/.lint-installed  ## ruff and mypy with the pinned versions of requirements-dev.txt (what CI runs first)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 test: $(BIN)/.installed  ## the test suite (what CI runs)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q

@@ -43,7 +43,7 @@ def serve(latency: float, ports) -> None:
     """A stand-in OpenAI-compatible server: every chat completion answered after ``latency`` seconds."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's naming
+        def do_POST(self):  # http.server's naming
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             passages = len(set(re.findall(r"\[(\d+)\]", body["messages"][-1]["content"])))
             time.sleep(latency)

@@ -69,7 +69,7 @@ def sweep_methods(names, preset: dict):
     for name in names or list(METHODS):
         try:
             method = get_method(name)
-        except GarenError as err:  # registered, but its module is not in this version
+        except GarenError as err:  # a name the registry does not know
             print(f"[sweep] skipping {name}: {err}", file=sys.stderr)
             continue
         roles = method.roles_for(make_config(method, dict((preset.get("methods") or {}).get(name) or {})))

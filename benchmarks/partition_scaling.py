@@ -68,7 +68,10 @@ def fit_child(index: str, out: str, epochs: int) -> None:
     checkpoint = read_checkpoint(Path(out) / "last.ckpt")
     partition, state = checkpoint["partition"], checkpoint["state_dict"]
     epochs_run = [h for h in partition["history"] if "seconds" in h]
-    mean = lambda key: round(sum(h[key] for h in epochs_run) / max(1, len(epochs_run)), 2)  # noqa: E731
+
+    def mean(key: str) -> float:
+        return round(sum(h[key] for h in epochs_run) / max(1, len(epochs_run)), 2)
+
     print(json.dumps({
         "docs": len(state["init_group"]), "groups": len(state["prototypes"]), "candidates_per_doc": int(state["candidates"].shape[1]),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "wall_s": round(wall, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024),

@@ -45,8 +45,8 @@ def main() -> None:
         mean = {str(m): sum(s[str(m)] for s in scores.values()) / n for m in MEASURES}
         agents = [r["trace"].get("agent") for r in records]
         ledger = [r["ledger"] for r in records]
-        tokens_in = sum(l["input_tokens"] for l in ledger) / n
-        tokens_out = sum(l["output_tokens"] for l in ledger) / n
+        tokens_in = sum(cost["input_tokens"] for cost in ledger) / n
+        tokens_out = sum(cost["output_tokens"] for cost in ledger) / n
         if all(agents):
             turns = sum(a["turns"] for a in agents) / n
             calls = sum(sum(a["tool_calls"].values()) for a in agents) / n

@@ -17,7 +17,7 @@ def row(path: Path) -> list[str]:
     for _, key, fmt in COLUMNS:
         if key is None:  # reranker calls from the per-query ledgers
             lines = (path.parent / "trace.jsonl").read_text().splitlines()
-            calls = [json.loads(l)["ledger"]["roles"].get("reranker", {}).get("requests", 0) for l in lines]
+            calls = [json.loads(line)["ledger"]["roles"].get("reranker", {}).get("requests", 0) for line in lines]
             cells.append(fmt.format(sum(calls) / max(len(calls), 1)))
         else:
             value = metrics.get(key)

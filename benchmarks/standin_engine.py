@@ -150,7 +150,7 @@ def serve(shape: EngineShape, port: int = 0) -> tuple[ThreadingHTTPServer, Engin
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self):  # noqa: N802 - the http.server name
+        def do_POST(self):  # the http.server name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = "\n".join(m.get("content") or "" for m in body.get("messages", []))
             prompt_tokens = len(prompt) // 4 + 1

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from standin_engine import EngineShape, serve  # noqa: E402
+from standin_engine import EngineShape, serve
 
 REPO = Path(__file__).resolve().parent.parent
 # the engines each method keeps busy: GAREN's navigator and LATTICE's slate scorer are yes/no scorers on the second
@@ -148,11 +148,13 @@ def _answer_problems(out: Path, method: str) -> str:
 
 def _same(before: Path, after: Path, method: str) -> str:
     """Whether before and after ranked alike (for the groups stage: the same groups and summaries)."""
-    if method == "groups":
-        read = lambda folder: [{k: r[k] for k in ("group", "docs", "concept", "summary")}  # noqa: E731 - the summarizer names its port
-                               for r in map(json.loads, (folder / "index/groups/groups.jsonl").read_text().splitlines())]
-    else:
-        read = lambda folder: (folder / "run.trec").read_bytes()  # noqa: E731
+    def read(folder: Path):
+        if method == "groups":  # without the summarizer field, which names the stand-in's port
+            lines = (folder / "index/groups/groups.jsonl").read_text().splitlines()
+            kept = ("group", "docs", "concept", "summary")
+            return [{k: r[k] for k in kept} for r in map(json.loads, lines)]
+        return (folder / "run.trec").read_bytes()
+
     try:
         return "yes" if read(before) == read(after) else "NO"
     except FileNotFoundError:

@@ -44,7 +44,7 @@ def refusals_as_garen_errors(function):
     return call
 
 
-def _dataset(dataset, allow_empty_docs: bool) -> Dataset:
+def _dataset(dataset: Dataset | str | Path, allow_empty_docs: bool) -> Dataset:
     if isinstance(dataset, Dataset):
         return dataset
     if isinstance(dataset, (str, Path)):
@@ -67,8 +67,8 @@ class Index:
 
     @classmethod
     @refusals_as_garen_errors
-    def build(cls, dataset, out: str | Path, preset: str = DEFAULT_PRESET, overrides=None, force: bool = False,
-              allow_empty_docs: bool = False, log=print) -> "Index":
+    def build(cls, dataset: Dataset | str | Path, out: str | Path, preset: str = DEFAULT_PRESET,
+              overrides=None, force: bool = False, allow_empty_docs: bool = False, log=print) -> "Index":
         """Build (or complete) the index folder ``out`` with the preset's stages, as ``garen-infer index`` does.
         ``dataset``: a spec (``beir:``, ``bright:``, ``jsonl:``, ``irds:``) or a loaded ``Dataset``."""
         from garen_infer.index.folder import IndexFolder
@@ -80,7 +80,8 @@ class Index:
 
     @classmethod
     @refusals_as_garen_errors
-    def open(cls, folder: str | Path, dataset, allow_empty_docs: bool = False) -> "Index":
+    def open(cls, folder: str | Path, dataset: Dataset | str | Path,
+             allow_empty_docs: bool = False) -> "Index":
         """An index folder already built, checked against ``dataset`` (an index of another corpus is refused)."""
         from garen_infer.index.folder import IndexFolder
 
@@ -255,7 +256,7 @@ def _first_stage_frame(results, index: Index) -> tuple[list[Query], list[list[in
     frame = frame.sort_values(["qid", order], ascending=[True, order == "rank"], kind="stable")
     queries = _queries(frame.drop_duplicates("qid")[["qid", "query"]], index.dataset)
     first = []
-    for (qid, group), query in zip(frame.groupby("qid", sort=True), queries):
+    for (qid, group), _query in zip(frame.groupby("qid", sort=True), queries):
         unknown = next((d for d in group["docno"] if d not in row_of), None)
         if unknown is not None:
             raise GarenError(f"results: document '{unknown}' of query '{qid}' is not in the corpus of {index.path} "

@@ -15,9 +15,12 @@ from garen_infer.writer_lock import writer_lock
 
 
 def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> None:
-    parser.add_argument("--dataset", required=dataset_required, help="beir:<folder>[:split] | bright:<task>[:long][@source][@revision] | jsonl:<corpus>[,<queries>[,<qrels>]] | irds:<id> | stdlib-docs")
+    parser.add_argument("--dataset", required=dataset_required,
+                        help="beir:<folder>[:split] | bright:<task>[:long][@source][@revision] | "
+                             "jsonl:<corpus>[,<queries>[,<qrels>]] | irds:<id> | stdlib-docs")
     parser.add_argument("--preset", default="cpu-default", help="a name in configs/ or a YAML path (default: cpu-default)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a preset field, e.g. methods.garen.tau_switch=2")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a preset field, e.g. methods.garen.tau_switch=2")
     parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text (Cranfield has two)")
 
 
@@ -81,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-cache", action="store_true")
     jobs = bench.add_mutually_exclusive_group()
     jobs.add_argument("--plan", nargs="?", const="commands", choices=("commands", "slurm"),
-                      help="print one command per cell (or, with 'slurm', an array job script) and run no cell (with build_index: true it builds the missing indexes first, so cells only read them)")
+                      help="print one command per cell (or, with 'slurm', an array job script) and run no cell "
+                           "(with build_index: true it builds the missing indexes first, so cells only read them)")
     bench.add_argument("--env", metavar="PREFIX", help="with --plan slurm: the virtualenv or conda prefix the jobs activate "
                        "(default: the one planning them)")
     jobs.add_argument("--cell", type=at_least_one, metavar="K", help="run cell K of --plan alone (no report)")

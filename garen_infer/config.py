@@ -157,11 +157,7 @@ def check_preset(preset: dict) -> None:
     methods = _section(preset, "methods")
     refuse_unknown(methods, METHODS, "methods", "method")
     for name, options in methods.items():
-        try:
-            method = get_method(name)
-        except GarenError:  # registered, but not shipped in this version: its options cannot be checked
-            continue
-        validate(method.Config, options, f"methods.{name}")
+        validate(get_method(name).Config, options, f"methods.{name}")
 
 
 def _section(preset: dict, name: str) -> dict:

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from garen_infer.config import load_preset, run_config_from
 from garen_infer.data.stdlib_docs import load_stdlib_docs
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.stages import IndexConfig
 from garen_infer.llm.cache import ResponseCache
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+
 
 NEXT_STEPS = """
 Next steps
@@ -60,7 +65,7 @@ def next_steps() -> str:
     return NEXT_STEPS.format(methods=", ".join(METHODS))
 
 
-def _show(dataset, index, run_dir: Path, method: str) -> None:
+def _show(dataset: Dataset, index: IndexFolder, run_dir: Path, method: str) -> None:
     import json
 
     titles = {d.id: d.text.split("\n", 1)[0][:90] for d in dataset.documents}

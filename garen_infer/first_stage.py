@@ -1,19 +1,23 @@
 """The first-stage ranking every method starts from: BM25 (default, as in GAREN sec. 5) or dense.
 
-BRIGHT's evaluation (run.py, anchors.md 2.2) drops each query's excluded ids from the scores before it keeps the
-top 1000; so does this first stage when given the rows to exclude, so excluded documents never fill a window,
-spend budget or steer a vote. Output is still filtered once more in ``evaluate.remove_excluded``.
+BRIGHT's evaluation (Su et al., "BRIGHT: A Realistic and Challenging Benchmark for Reasoning-Intensive
+Retrieval", ICLR 2025, arXiv 2407.12883; its run.py) drops each query's excluded ids from the scores before it
+keeps the top 1000; so does this first stage when given the rows to exclude, so excluded documents never fill
+a window, spend budget or steer a vote. Output is still filtered once more in ``evaluate.remove_excluded``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.settings import Count
+
+if TYPE_CHECKING:
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,8 @@ class FirstStageConfig:
     models_read: Literal["original", "rewritten"] = "original"
 
 
-def first_stage(index, query_texts: list[str], config: FirstStageConfig, exclude: list[set[int]] | None = None) -> list[list[int]]:
+def first_stage(index: IndexFolder, query_texts: list[str], config: FirstStageConfig,
+                exclude: list[set[int]] | None = None) -> list[list[int]]:
     """Corpus rows per query, best first: the top ``depth`` once each query's ``exclude`` rows are dropped."""
     depth = config.depth + max((len(e) for e in exclude), default=0) if exclude else config.depth
     if config.kind == "bm25":
@@ -71,7 +76,7 @@ def excluded_rows(query, doc_index: dict[str, int]) -> set[int]:
     return {doc_index[d] for d in query.excluded_ids if d in doc_index}
 
 
-def all_scores(index, kind: str, query_text: str, vectors: str = "embeddings") -> np.ndarray:
+def all_scores(index: IndexFolder, kind: str, query_text: str, vectors: str = "embeddings") -> np.ndarray:
     """The first stage's score of every document for one query (BM25, or the dense inner product)."""
     if kind == "bm25":
         return index.bm25.scores(query_text)

@@ -15,12 +15,17 @@ import json
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from garen_infer.append_log import read_finished
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import remove_stale_temporaries, write_json
 from garen_infer.shards import Shard
 from garen_infer.writer_lock import LOCK_NAME, writer_lock
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+
 
 MERGE_RECORD = "merge.json"
 
@@ -101,7 +106,8 @@ def mark_merging(out: Path, folders: list[Path]) -> None:
     write_json(out / MERGE_RECORD, {"merging": [str(f) for f in folders]})
 
 
-def merge_runs(dataset, folders: list[str | Path], out: str | Path, partial: bool = False, log=print) -> dict:
+def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, partial: bool = False,
+               log=print) -> dict:
     """Merge the shard run folders ``folders`` into ``out``; returns the merged metrics."""
     from garen_infer.methods.base import get_method
     from garen_infer.runner import RunConfig, run_queries, write_results, write_trace_in_order

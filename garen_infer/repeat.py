@@ -13,8 +13,13 @@ import copy
 import statistics
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from garen_infer.index.atomic import write_json
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 def with_seed(models: dict, seed: int) -> dict:
@@ -26,7 +31,8 @@ def with_seed(models: dict, seed: int) -> dict:
     return out
 
 
-def run_seeds(dataset, index, config, out: str | Path, seeds: int, run=None, **kwargs) -> dict:
+def run_seeds(dataset: Dataset, index: IndexFolder, config, out: str | Path, seeds: int, run=None,
+              **kwargs) -> dict:
     """Execute ``config`` once per seed 0..seeds-1 and write the mean; returns the averaged metrics."""
     from garen_infer.runner import execute
 

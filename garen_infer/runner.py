@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Iterator
+from typing import TYPE_CHECKING, Annotated, Iterator
 
 from tqdm.auto import tqdm
 
@@ -38,6 +38,9 @@ from garen_infer.settings import Count, Range
 from garen_infer.shards import parse_shard
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
+
+if TYPE_CHECKING:
+    from garen_infer.index.folder import IndexFolder
 
 
 def to_stderr(line: str) -> None:
@@ -83,7 +86,7 @@ def first_stage_stage(config: RunConfig) -> str:
     return stage.vectors if stage.kind == "dense" else "bm25"
 
 
-def configure_method(dataset: Dataset, index, config: RunConfig):
+def configure_method(dataset: Dataset, index: IndexFolder, config: RunConfig):
     """The method a run configuration names, built on this index: (class, options, method, budget). Refuses
     unknown options and an index that lacks a stage the method reads (``garen-infer bench`` plans with this)."""
     method_cls = get_method(config.method)
@@ -99,13 +102,15 @@ def configure_method(dataset: Dataset, index, config: RunConfig):
     return method_cls, options, method, budget
 
 
-def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
+def execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str | Path, roles=None, cache=None,
+            log=to_stderr) -> dict:
     """Run ``config`` over the dataset into the run folder ``out``, which no other process may write meanwhile."""
     with writer_lock(out, "run folder"):
         return _execute(dataset, index, config, out, roles, cache, log)
 
 
-def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
+def _execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str | Path, roles=None,
+             cache=None, log=to_stderr) -> dict:
     out = Path(out)
     method_cls, options, method, budget = configure_method(dataset, index, config)
     resolved = {
@@ -153,7 +158,8 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
                     os.fsync(trace.fileno())
                     done[record["qid"]] = record
             except KeyboardInterrupt:
-                raise GarenError(f"interrupted: {len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
+                raise GarenError(f"interrupted: {len(done)} of {len(queries)} queries are saved in {trace_path}; "
+                                 f"run the same command again to resume") from None
             except GarenError as err:
                 raise GarenError(f"{err}\n{len(done)} of {len(queries)} queries are saved in {trace_path}; run the same command again to resume") from None
         wall = time.perf_counter() - start
@@ -167,7 +173,7 @@ def run_queries(dataset: Dataset, config: RunConfig) -> list:
     return parse_shard(config.shard).select(queries) if config.shard else queries
 
 
-def model_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
+def model_roles(method, config: RunConfig, dataset: Dataset, index: IndexFolder, cache=None):
     """The models a configured method asks for, loaded once: a run builds them for its queries, a Python
     ``Retriever`` for every search it answers."""
     from garen_infer.llm.cache import ResponseCache
@@ -184,7 +190,8 @@ def model_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
                        dataset.name, dataset=dataset)
 
 
-def query_states(dataset: Dataset, index, config: RunConfig, method, budget, queries, first=None) -> list[QueryState]:
+def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method, budget, queries,
+                 first=None) -> list[QueryState]:
     """Each query with its first-stage ranking (corpus rows, excluded ids dropped unless the method keeps them, as
     RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
     the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
@@ -209,7 +216,8 @@ def query_states(dataset: Dataset, index, config: RunConfig, method, budget, que
     return states
 
 
-def answer_queries(dataset: Dataset, index, config: RunConfig, method, states: list[QueryState], roles) -> Iterator[dict]:
+def answer_queries(dataset: Dataset, index: IndexFolder, config: RunConfig, method, states: list[QueryState],
+                   roles) -> Iterator[dict]:
     """One trace record per query (ranking as document ids, ledger, method diagnostics), each as it finishes.
     Diagnostics that need relevance judgements are added for the queries ``dataset.qrels`` judges."""
     if roles.query_encoder is None:  # the index's own embedding model, for a method that encodes its query (RGS)
@@ -257,7 +265,7 @@ def truncations(ledgers: list[dict]) -> dict:
         for role, cost in ledger.get("roles", {}).items():
             roles[role] = roles.get(role, 0) + cost.get("truncated_prompts", 0)
     return {"truncated_prompts": sum(roles.values()), "truncated_prompts_by_role": {r: n for r, n in roles.items() if n},
-            "truncated_tokens": sum(l.get("truncated_tokens", 0) for l in ledgers)}
+            "truncated_tokens": sum(ledger.get("truncated_tokens", 0) for ledger in ledgers)}
 
 
 def truncation_report(metrics: dict) -> str:
@@ -272,7 +280,7 @@ def truncation_report(metrics: dict) -> str:
 
 def answer_problems(ledgers: list[dict]) -> dict:
     """Answers that were not what we asked for over the whole run, by kind, in all and per role, with each role's
-    answer count (ledgers written before the count existed read as none)."""
+    answer count."""
     answers: Counter = Counter()
     by_role: dict[str, Counter] = {}
     for ledger in ledgers:
@@ -338,7 +346,7 @@ def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict,
     ledgers = [done[q.id]["ledger"] for q in queries]
     n = max(len(ledgers), 1)
     for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
-        metrics[f"mean_{key}"] = round(sum(l[key] for l in ledgers) / n, 4)
+        metrics[f"mean_{key}"] = round(sum(ledger[key] for ledger in ledgers) / n, 4)
     metrics.update(truncations(ledgers))
     log(truncation_report(metrics))
     metrics.update(answer_problems(ledgers))

@@ -132,7 +132,7 @@ class Scheduler:
         try:
             with lock:
                 events.put((query, self._step(query), None))
-        except BaseException as err:  # noqa: BLE001 - raised by the scheduler's thread
+        except BaseException as err:  # raised by the scheduler's thread
             events.put((query, None, err))
 
     @staticmethod

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, Union
 
 from garen_infer.errors import GarenError
 
-Bound = Union[int, float, str, None]  # a number, or the name of another field of the same config
+Bound = int | float | str | None  # a number, or the name of another field of the same config
 
 
 @dataclass(frozen=True)
@@ -60,23 +60,23 @@ class Range:
         return not (high is not None and (value > high or (self.high_open and value == high)))
 
 
-def AtLeast(low: Bound) -> Range:  # noqa: N802 - reads as a declaration next to the field
+def AtLeast(low: Bound) -> Range:  # reads as a declaration next to the field
     return Range(low=low)
 
 
-def Above(low: Bound) -> Range:  # noqa: N802
+def Above(low: Bound) -> Range:
     return Range(low=low, low_open=True)
 
 
-def AtMost(high: Bound) -> Range:  # noqa: N802
+def AtMost(high: Bound) -> Range:
     return Range(high=high)
 
 
-def Below(high: Bound) -> Range:  # noqa: N802
+def Below(high: Bound) -> Range:
     return Range(high=high, high_open=True)
 
 
-def Between(low: Bound, high: Bound) -> Range:  # noqa: N802
+def Between(low: Bound, high: Bound) -> Range:
     return Range(low=low, high=high)
 
 

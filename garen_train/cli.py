@@ -29,8 +29,8 @@ from garen_infer.errors import GarenError
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 # other subcommands: name -> module with ``main(argv) -> int``
-JOBS = {"mine": "garen_train.mine", "mine-synthetic": "garen_train.mine_synthetic", "merge": "garen_train.merge", "export": "garen_train.export", "evaluate": "garen_train.evaluate",
-        "report": "garen_train.report", "partition-report": "garen_train.partition.report"}
+JOBS = {"mine": "garen_train.mine", "mine-synthetic": "garen_train.mine_synthetic", "merge": "garen_train.merge",
+        "export": "garen_train.export", "evaluate": "garen_train.evaluate", "report": "garen_train.report", "partition-report": "garen_train.partition.report"}
 
 
 def usage() -> str:
@@ -130,13 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if command in JOBS:
             if command == "export":
                 quiet_libraries()  # it prints where the export is and how to load it, not load and save bars
-            try:
-                module = importlib.import_module(JOBS[command])
-            except ModuleNotFoundError as err:
-                if err.name != JOBS[command]:
-                    raise
-                raise GarenError(f"'{command}' is not available in this version") from None
-            return module.main(rest)
+            return importlib.import_module(JOBS[command]).main(rest)
         raise GarenError(f"unknown command '{command}'; choose one of {', '.join([*LIGHTNING_COMMANDS, *JOBS])}")
     except GarenError as err:
         print(f"garen-train {command}: error: {err}", file=sys.stderr)

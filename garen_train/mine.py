@@ -46,15 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
     held_out.add_argument("--eval-dataset", action="append", default=[], metavar="SPEC",
                           help="an evaluation split whose queries (by id or text) may not be mined for training; repeatable. "
                                "A BEIR folder's test and dev splits are always guarded")
-    held_out.add_argument("--drop-eval-overlap", action="store_true", help="leave queries that are also evaluation queries out (listed in the manifest) instead of refusing")
-    held_out.add_argument("--evaluation", action="store_true", help="mine evaluation data (e.g. a test split, to measure a navigator): marked so, training refuses it")
+    held_out.add_argument("--drop-eval-overlap", action="store_true",
+                          help="leave queries that are also evaluation queries out (listed in the manifest) instead of refusing")
+    held_out.add_argument("--evaluation", action="store_true",
+                          help="mine evaluation data (e.g. a test split, to measure a navigator): marked so, training refuses it")
     return parser
 
 
 def add_traversal_options(parser: argparse.ArgumentParser) -> None:
     """The options of GAREN's replay and of the labelling, shared with ``garen-train mine-synthetic``."""
     parser.add_argument("--preset", default="cpu-default", help="models, first stage and GAREN options (default: cpu-default)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a preset field, e.g. models.navigator.model=...")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a preset field, e.g. models.navigator.model=...")
     parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text")
     parser.add_argument("--budget", type=int, help="GAREN's budget (default: the preset's)")
     parser.add_argument("--max-active-queries", type=int, help="queries in flight at once")
@@ -221,7 +224,10 @@ def count_pairs(groups: list[dict], documents: list[dict], unreached_in_first_wi
     unreached = [g for g in groups if g["provenance"] == "unreached_gold"]
     scored_gold = sum(g["label"] for g in scored)
     queries = {g["qid"] for g in groups} | {d["qid"] for d in documents}
-    rate = lambda pos, n: round(pos / n, 4) if n else 0.0  # noqa: E731
+
+    def rate(pos: int, n: int) -> float:
+        return round(pos / n, 4) if n else 0.0
+
     return {
         "queries": len(queries),
         "groups": {

@@ -69,8 +69,8 @@ def main(argv: list[str]) -> int:
         return mine_synthetic(args, time.perf_counter())
 
 
-def corpus_file(path: str) -> Path:
-    path = Path(path)
+def corpus_file(given: str) -> Path:
+    path = Path(given)
     file = path / "corpus.jsonl" if path.is_dir() else path
     if not file.is_file():
         raise GarenError(f"--corpus {path}: no corpus.jsonl there (give a BEIR folder or a corpus.jsonl file)")

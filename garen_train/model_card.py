@@ -80,7 +80,7 @@ def _data(data: dict) -> list[str]:
 def _training(progress: dict) -> list[str]:
     """How long the fit ran; a fit cut short by ``limit_train_batches`` or ``max_steps`` says so first."""
     if not progress:
-        return ["## Training run", "", "Not recorded in the manifest (an export from an older checkpoint).", ""]
+        return ["## Training run", "", "Not recorded in the manifest (its checkpoint holds no training record).", ""]
     epoch, steps = progress.get("epoch"), progress.get("global_step")
     lines = ["## Training run", ""]
     limit = progress.get("limit_train_batches")

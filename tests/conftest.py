@@ -250,7 +250,7 @@ def tiny_pair_rows() -> tuple[list[dict], list[dict]]:
     from garen_infer.index.summaries import group_text
 
     gold = {}
-    for q, d, rel in QRELS:
+    for q, d, _ in QRELS:
         gold.setdefault(q, set()).add(d)
     documents, groups = [], []
     for qid, text, _ in QUERIES:

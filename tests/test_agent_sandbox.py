@@ -40,7 +40,10 @@ def snapshot(root: Path) -> dict:
     state = {}
     for path in sorted(root.rglob("*")):
         stat = path.lstat()
-        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() and not path.is_symlink() else os.readlink(path) if path.is_symlink() else "dir"
+        if path.is_symlink():
+            digest = os.readlink(path)
+        else:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
         state[str(path.relative_to(root))] = (stat.st_mode, stat.st_size, stat.st_mtime_ns, digest)
     return state
 

@@ -189,7 +189,10 @@ def test_no_door_but_the_entry_point_imports_the_cli():
     importers = []
     for path in sorted([*REPO.glob("garen_infer/**/*.py"), *REPO.glob("garen_train/**/*.py")]):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if any(n == "garen_infer.cli" for n in names):
                 importers.append(str(path.relative_to(REPO)))
     assert importers == ["garen_infer/__main__.py"]

@@ -36,7 +36,8 @@ def bench_file(tmp_path, data_dir, index, tiny_model_dir, **extra) -> str:
         "datasets": {"tiny": {"spec": f"beir:{data_dir}", "index": str(index)}},
         "methods": ["all", {"method": "garen", "label": "garen-w4", "budgets": [8], "set": ["methods.garen.window=4", "methods.garen.keep=2"]},
                     {"method": "rerank", "label": "rerank-llm", "budgets": [8], "set": [
-            f"models.reranker={json.dumps({'backend': 'transformers', 'model': str(tiny_model_dir), 'device': 'cpu', 'prompt': 'rankgpt', 'max_words': 20, 'sampling': {'max_tokens': 8}})}"]}],
+            "models.reranker=" + json.dumps({"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu",
+                                             "prompt": "rankgpt", "max_words": 20, "sampling": {"max_tokens": 8}})]}],
         "baseline": "rerank",
         "significance": {"permutations": 2000, "seed": 0},
         "prices": {"reranker": {"input_per_million": 0.10, "output_per_million": 1.00}},
@@ -77,7 +78,8 @@ def test_report_folder_has_every_file(bench):
         assert image.shape[0] > 200 and image.shape[1] > 400 and image.std() > 0  # a real, non-blank picture
     html = (report / "report.html").read_text()
     assert html.count("data:image/png;base64,") == len(figures) and "src='figures/" not in html  # self-contained
-    assert first.queries_run == 5 * 15 and first.model_calls > 0  # 5 queries x (6 methods x 2 budgets: rerank, slidegar, garen, rgs, lattice, lattice++; bm25, garen-w4@8, rerank-llm@8)
+    # 5 queries x (6 methods x 2 budgets: rerank, slidegar, garen, rgs, lattice, lattice++; bm25, garen-w4@8, rerank-llm@8)
+    assert first.queries_run == 5 * 15 and first.model_calls > 0
 
 
 def test_tables_hold_the_runs_numbers(bench):
@@ -131,7 +133,7 @@ def test_fresh_run_folders_are_answered_from_the_cache(bench, far_dataset_dir, f
     assert outcome.queries_run == 5 and outcome.model_calls == 0
     progress = capsys.readouterr().err  # the bar over cells names the one running (dataset, method, budget)
     assert "bench: tiny rerank-llm @8" in progress and "1/1 [" in progress
-    records = [json.loads(l) for l in (tmp_path / "runs" / "tiny" / "rerank-llm@8" / "trace.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "runs" / "tiny" / "rerank-llm@8" / "trace.jsonl").read_text().splitlines()]
     assert all(r["ledger"]["model_calls"] == 0 and r["ledger"]["cache_hits"] == r["ledger"]["requests"] > 0 for r in records)
     before = (tmp / "runs" / "tiny" / "rerank-llm@8" / "run.trec").read_text()
     assert (tmp_path / "runs" / "tiny" / "rerank-llm@8" / "run.trec").read_text() == before

@@ -156,7 +156,8 @@ def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_datas
     from garen_infer.runner import RunConfig, execute
 
     cache = ResponseCache(tmp_path / "fresh.sqlite")
-    models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt", "max_words": 20, "sampling": {"max_tokens": 8}}}
+    models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt",
+                           "max_words": 20, "sampling": {"max_tokens": 8}}}
     config = RunConfig(method="rerank", method_options={"budget": 4, "window": 4, "stride": 2}, models=models, limit=2)
     first = execute(tiny_dataset, tiny_index, config, tmp_path / "a", cache=cache, log=lambda *_: None)
     assert first["mean_model_calls"] > 0

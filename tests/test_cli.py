@@ -231,15 +231,17 @@ def test_a_run_that_failed_before_its_first_query_does_not_pin_its_folder(cli_in
     assert len((out / "trace.jsonl").read_text().splitlines()) == 4
 
 
-# ---- bad paths and values that used to end in a traceback -------------------------------------------------------
+# ---- bad paths and values: one line, never a traceback ----------------------------------------------------------
 def test_out_naming_a_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     taken = tmp_path / "notes.txt"
     taken.write_text("mine")
     assert main(["index", "--dataset", str(beir_dir), "--out", str(taken)]) == 2
-    assert one_error_line(capsys, "garen-infer index") == f"garen-infer index: error: {taken}: cannot be the index folder: {taken} is a file, not a folder; name a folder"
+    assert one_error_line(capsys, "garen-infer index") == (f"garen-infer index: error: {taken}: cannot be the index folder: "
+                                                           f"{taken} is a file, not a folder; name a folder")
     run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "bm25", "--out", str(taken / "run")]
     assert main(run) == 2
-    assert one_error_line(capsys, "garen-infer run") == f"garen-infer run: error: {taken / 'run'}: cannot be the run folder: {taken} is a file, not a folder; name a folder"
+    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: {taken / 'run'}: cannot be the run folder: "
+                                                         f"{taken} is a file, not a folder; name a folder")
     assert taken.read_text() == "mine"
 
 
@@ -255,7 +257,8 @@ def test_out_naming_a_dangling_link_is_refused(beir_dir, tmp_path, capsys):
 def test_cache_naming_a_folder_or_a_damaged_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(tmp_path / "run")]
     assert main([*run, "--cache", str(tmp_path)]) == 2
-    assert one_error_line(capsys, "garen-infer run") == f"garen-infer run: error: --cache {tmp_path}: a folder; name the cache file, e.g. {tmp_path / 'responses.sqlite'}"
+    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: --cache {tmp_path}: a folder; "
+                                                         f"name the cache file, e.g. {tmp_path / 'responses.sqlite'}")
     damaged = tmp_path / "responses.sqlite"
     damaged.write_bytes(b"not sqlite at all" * 100)
     assert main([*run, "--cache", str(damaged)]) == 2

@@ -22,7 +22,7 @@ HOSTILE_IDS = [
 def test_names_are_unique_safe_and_stable():
     names = file_names(HOSTILE_IDS)
     assert len(set(n.casefold() for n in names)) == len(HOSTILE_IDS)  # unique, even on a case-insensitive disk
-    for doc_id, name in zip(HOSTILE_IDS, names):
+    for name in names:
         assert "/" not in name and "\\" not in name and "\n" not in name and "\t" not in name
         assert not name.startswith((".", "-")) and len(name.encode()) <= 100
         assert name.isascii() and name.endswith(".txt")

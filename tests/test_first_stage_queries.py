@@ -16,7 +16,8 @@ from garen_infer.runner import RunConfig, configure_method, query_states
 
 REASONED = [  # BRIGHT's `<model>_reason` rows: the examples' fields with `query` rewritten and a `reasoning` column
     {"id": "0", "query": "Light drives photosynthesis in chloroplasts.", "reasoning": "r", "gold_ids": [], "gold_ids_long": [], "excluded_ids": ["N/A"]},
-    {"id": "1", "query": "Anthocyanins and chlorophyll breakdown in autumn leaves.", "reasoning": "r", "gold_ids": [], "gold_ids_long": [], "excluded_ids": ["N/A"]},
+    {"id": "1", "query": "Anthocyanins and chlorophyll breakdown in autumn leaves.", "reasoning": "r", "gold_ids": [],
+     "gold_ids_long": [], "excluded_ids": ["N/A"]},
 ]
 
 

@@ -149,7 +149,7 @@ def test_groups_stage_with_a_real_llm_summarizer_falls_back_and_resumes(tiny_dat
     built = IndexFolder.build(tiny_dataset, folder, config, log=lambda m: None)
     info = built.manifest["stages"]["groups"]["info"]
     assert info["summary_fallbacks"] == info["groups"] and info["max"] <= 4
-    records = [json.loads(l) for l in (folder / "groups" / "groups.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (folder / "groups" / "groups.jsonl").read_text().splitlines()]
     assert all(r["summarizer"] == "extractive" and r["summary"] for r in records)
     assert sorted(d for r in records for d in r["docs"]) == sorted(tiny_dataset.doc_ids)
 

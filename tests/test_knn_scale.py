@@ -104,21 +104,3 @@ def test_the_vectorised_edge_list_is_the_loops_in_the_same_order():
         for nodes in (None, rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False)):
             expected, got = edges_by_a_loop(neighbours, weights, nodes), _undirected_edges(neighbours, weights, nodes)
             assert list(got.items()) == list(expected.items())
-
-
-def test_an_index_built_before_the_new_options_is_kept(tiny_dataset, tiny_index, tmp_path):
-    """A manifest that records knn_graph as {k: 16} (before search/nlist/... existed) matches the defaults."""
-    import json
-
-    from garen_infer.index.folder import IndexFolder
-    from garen_infer.index.stages import IndexConfig
-
-    config = IndexConfig.from_dict({"embeddings": {"vectors": str(tiny_index.path / "embeddings.npy")}, "knn_graph": {"k": 16}})
-    IndexFolder.build(tiny_dataset, tmp_path / "i", config, log=lambda *_: None)
-    manifest = json.loads((tmp_path / "i" / "manifest.json").read_text())
-    old = {key: value for key, value in manifest["stages"]["knn_graph"].items() if key not in ("files", "seal")}
-    manifest["stages"]["knn_graph"] = {**old, "params": {"k": 16}}  # as written then: no recorded files, no seal
-    (tmp_path / "i" / "manifest.json").write_text(json.dumps(manifest))
-    said = []
-    IndexFolder.build(tiny_dataset, tmp_path / "i", config, log=said.append)
-    assert said[-1] == "[index] knn_graph: already built with these params, kept"

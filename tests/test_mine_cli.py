@@ -111,7 +111,9 @@ def test_a_mine_killed_mid_traversal_resumes_to_the_same_bytes(mined, data, full
     assert mine(data, full_index, copy, "--drop-eval-overlap", "--negatives", "3") == 0
     for name in ("groups.jsonl", "documents.jsonl", "traversal/run.trec", "traversal/trace.jsonl"):
         if name.endswith("trace.jsonl"):  # what each query found and scored; its timings are the rerun's own
-            strip = lambda text: [{k: json.loads(line)[k] for k in ("qid", "ranking", "trace")} for line in text.splitlines()]
+            def strip(text: str) -> list[dict]:
+                return [{k: json.loads(line)[k] for k in ("qid", "ranking", "trace")} for line in text.splitlines()]
+
             assert strip((copy / name).read_text()) == strip((mined / name).read_text())
         else:
             assert (copy / name).read_bytes() == (mined / name).read_bytes(), name
@@ -157,7 +159,8 @@ def test_mine_refuses_an_index_folder_as_its_out(data, full_index, tmp_path, cap
     manifest = (index / "manifest.json").read_bytes()
     assert main(["mine", "--dataset", f"beir:{data}:train", "--index", str(index), "--out", str(index), "--no-cache", *SMALL,
                  "--drop-eval-overlap"]) == 2
-    assert f"{index}: is an index folder (written by 'garen-infer index'); writing a mined folder there" in one_error_line(capsys, "garen-train mine", alone=False)
+    refusal = one_error_line(capsys, "garen-train mine", alone=False)
+    assert f"{index}: is an index folder (written by 'garen-infer index'); writing a mined folder there" in refusal
     assert (index / "manifest.json").read_bytes() == manifest and not (index / "traversal").exists()
 
 

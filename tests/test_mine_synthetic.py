@@ -51,7 +51,7 @@ def mined(corpus_only, full_index, tmp_path_factory):
 
 def test_each_query_leads_to_its_source_documents_groups(mined, full_index, tiny_dataset):
     pairs = read_mined(mined, purpose="training")  # training data: fit accepts it
-    manifest, groups, documents = pairs.manifest, pairs.groups, pairs.documents
+    groups, documents = pairs.groups, pairs.documents
     index_groups, doc_index = full_index.groups(), tiny_dataset.doc_index
     sources = {g["qid"]: g["qid"].removeprefix("synthetic-") for g in groups}
     assert len(sources) == 6 and set(sources.values()) <= set(doc_index)

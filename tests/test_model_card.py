@@ -33,4 +33,4 @@ def test_a_full_fit_has_no_warning_and_an_old_export_says_it_was_not_recorded(tm
     assert "A limited fit" not in card and "| epoch of this checkpoint (from 1) | 3 |" in card and "| optimizer steps | 30 |" in card
     old = bi_encoder_manifest(out)
     del old["training"]
-    assert "Not recorded in the manifest (an export from an older checkpoint)." in write_model_card(out, old).read_text()
+    assert "Not recorded in the manifest (its checkpoint holds no training record)." in write_model_card(out, old).read_text()

@@ -143,7 +143,7 @@ def test_reasoning_effort_and_extra_body_are_sent_and_name_the_backend(server):
     assert "reasoning_effort" not in server.requests[0]["body"] and "chat_template_kwargs" not in server.requests[0]["body"]
     assert server.requests[1]["body"]["reasoning_effort"] == "low"
     assert server.requests[1]["body"]["chat_template_kwargs"] == {"enable_thinking": False}
-    assert plain.id == f"openai:{server.base_url}:m"  # unchanged, so earlier caches keep their answers
+    assert plain.id == f"openai:{server.base_url}:m"  # the server and model alone
     assert thrifty.id == f'{plain.id}|extra={{"chat_template_kwargs": {{"enable_thinking": false}}}}|reasoning_effort=low'
 
 

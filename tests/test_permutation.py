@@ -2,7 +2,8 @@
 
 import pytest
 
-from garen_infer.llm.permutation import clean_response, parse_permutation
+from garen_infer.llm.permutation import clean_response, parse_permutation, read_permutation
+from garen_infer.llm.rgs_prompt import parse_all_or_identity
 
 
 def is_permutation(order, n):
@@ -105,8 +106,6 @@ def test_reasoning_cut_off_before_its_ranking_gives_the_identity():
 
 
 # ---- what real models write, and what each answer is counted as ------------------------------------------------
-from garen_infer.llm.permutation import read_permutation  # noqa: E402
-from garen_infer.llm.rgs_prompt import parse_all_or_identity  # noqa: E402
 
 
 @pytest.mark.parametrize("header", ["**Document Ranking:**", "## Document Ranking", "### Document Ranking:", "Document Ranking:"])

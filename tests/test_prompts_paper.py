@@ -1,16 +1,18 @@
-"""GAREN's prompts are App. G's text byte for byte: checked against the paper when
-../shared/reference/papers/garen-paper.txt is present, and against a pinned hash always."""
+"""GAREN's prompts are App. G's text byte for byte (Park et al., arXiv 2609.02188): checked against the
+paper's text when ``GAREN_PAPER_TEXT`` names a copy of it (the arXiv HTML rendering saved as text), and
+against a pinned hash always."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from garen_infer.llm import prompts as P
 
-PAPER = REPO.parent / "shared" / "reference" / "papers" / "garen-paper.txt"
+PAPER = Path(os.environ.get("GAREN_PAPER_TEXT", "garen-paper.txt"))
 TEMPLATES = [P.GAREN_REASONING_SYSTEM, P.GAREN_REASONING_USER, P.GAREN_NON_REASONING_SYSTEM, P.GAREN_NON_REASONING_USER,
              P.NAVIGATOR_SYSTEM, P.NAVIGATOR_USER, P.SUMMARIZER_SYSTEM, P.SUMMARIZER_USER]
 PINNED = "402fc3195dda2848bd8f7fd841c761fad09c82deb823a39e24d5e0e62b641aa3"  # sha256 of the templates, NUL-joined
@@ -22,12 +24,9 @@ def test_templates_match_the_pinned_hash():
 
 def _paper_rows() -> dict[str, tuple[str, str]]:
     """Table 10's rows and Table 11's line-broken rendering, read from the paper's text."""
-    for candidate in (PAPER, REPO.parent.parent / "shared" / "reference" / "papers" / "garen-paper.txt"):
-        if candidate.is_file():
-            lines = candidate.read_text(encoding="utf-8").split("\n")
-            break
-    else:
-        pytest.skip(f"the paper's text is not here: {PAPER} is absent")
+    if not PAPER.is_file():
+        pytest.skip(f"the paper's text is not here: {PAPER} is absent (set GAREN_PAPER_TEXT)")
+    lines = PAPER.read_text(encoding="utf-8").split("\n")
     rows = {}
     for title in ("Reranker (Reasoning)", "Reranker (Non-reasoning)", "Navigator", "Summarizer"):
         at = lines.index(title)

@@ -4,7 +4,6 @@ numbers equal ``garen-infer eval``'s, and the index's k-NN graph read by pyterri
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -107,24 +106,3 @@ def assert_same_neighbours(graph, folder) -> None:
 
 def test_pyterrier_adaptive_loads_the_knn_graph(tiny_index):
     assert_same_neighbours(pt.Artifact.load(str(tiny_index.path / "knn_graph")), tiny_index)
-
-
-def test_an_older_index_gains_the_docnos_without_a_rebuild(tiny_index, tiny_dataset, index_config, tmp_path):
-    from garen_infer.index.folder import IndexFolder
-
-    path = tmp_path / "older"
-    shutil.copytree(tiny_index.path, path)
-    (path / "knn_graph" / "docnos.npids").unlink()  # as an index built before the graph wrote it, which also
-    manifest = json.loads((path / "manifest.json").read_text())  # recorded no files and no seal
-    manifest["stages"]["knn_graph"] = {k: v for k, v in manifest["stages"]["knn_graph"].items() if k not in ("files", "seal")}
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(Exception):
-        pt.Artifact.load(str(path / "knn_graph"))
-    edges = (path / "knn_graph" / "edges.u32.np").stat().st_mtime_ns
-    log = []
-    folder = IndexFolder.build(tiny_dataset, path, index_config, log=log.append)
-    assert "[index] knn_graph: already built with these params, kept" in log
-    assert any("knn_graph: docnos.npids added" in line for line in log)
-    assert (path / "knn_graph" / "edges.u32.np").stat().st_mtime_ns == edges  # the graph itself untouched
-    assert_same_neighbours(pt.Artifact.load(str(path / "knn_graph")), folder)
-    assert "docnos.npids" in str(json.loads((path / "manifest.json").read_text())["stages"]["knn_graph"]["files"])  # sealed again

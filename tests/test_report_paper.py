@@ -243,7 +243,8 @@ def test_the_bench_report_takes_any_measures_and_writes_latex_pdf_and_svg(beir_d
     assert results["measures"] == ["nDCG@10", "AP", "RR@10"] and results["significance"]["correction"] == "holm"
     cells = results["datasets"]["tiny"]["cells"]
     for cell in cells:
-        metrics = json.loads((tmp_path / "runs" / "tiny" / (cell["label"] + ("" if cell["budget"] is None else f"@{cell['budget']}")) / "metrics.json").read_text())
+        label = cell["label"] + ("" if cell["budget"] is None else f"@{cell['budget']}")
+        metrics = json.loads((tmp_path / "runs" / "tiny" / label / "metrics.json").read_text())
         assert cell["nDCG@10"] == pytest.approx(metrics["nDCG@10"], abs=1e-6) and 0 <= cell["AP"] <= 1 and 0 <= cell["RR@10"] <= 1
     markdown = (report / "report.md").read_text()
     assert "AP on tiny" in markdown and "RR@10 on tiny" in markdown and "R@100 on tiny" not in markdown

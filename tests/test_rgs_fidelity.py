@@ -127,7 +127,7 @@ def test_diskann_start_point_is_the_medoid(tmp_path):
         ProximityGraph.build(vectors, ProximityGraphParams(start=start), tmp_path / start)
         graph = ProximityGraph.load(tmp_path / start)
         lists, _, _ = read_diskann_graph(tmp_path / start / "ann")
-        into_start = sum(int((l == len(vectors)).sum()) for l in lists[: len(vectors)])
+        into_start = sum(int((row == len(vectors)).sum()) for row in lists[: len(vectors)])
         indegree = np.bincount(graph.neighbours, minlength=len(vectors))
         assert graph.meta["start_document"] == expected and into_start > 0
         assert indegree[expected] >= into_start  # edges into DiskANN's start point land on that document

@@ -55,6 +55,20 @@ def test_a_typo_is_refused_with_the_nearest_key(override, message):
     assert message in refused([override])
 
 
+@pytest.mark.parametrize("override, message", [
+    ("models.reranker=embedding",
+     "invalid setting models.reranker='embedding': expected a mapping such as {backend: embedding}"),
+    ("index.groups.summarizer=extractive", "invalid setting index.groups.summarizer='extractive': expected a mapping"),
+])
+def test_a_spec_given_as_a_bare_name_is_refused_in_one_line(override, message):
+    assert refused([override]).startswith(message)
+
+
+def test_a_summarizer_given_as_a_bare_name_is_shown_the_mapping_it_needs():
+    with pytest.raises(GarenError, match=r"^invalid setting s='vllm': expected a mapping such as \{backend: extractive\}$"):
+        check_model_spec("vllm", "s", summarizer=True)
+
+
 def test_a_typo_in_a_preset_file_is_refused_by_the_command_in_one_line(beir_dir, tmp_path, capsys):
     preset = load_preset("cpu-default")
     preset["mehtods"] = preset.pop("methods")

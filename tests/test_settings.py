@@ -30,11 +30,7 @@ def registered_configs() -> list[tuple[str, type]]:
 
     load_optional_stages()
     configs = [("first_stage", FirstStageConfig), ("run", RunConfig), ("models.reranker.sampling", SamplingParams)]
-    for name in METHODS:
-        try:
-            configs.append((f"methods.{name}", get_method(name).Config))
-        except GarenError:  # registered but not shipped in this version
-            continue
+    configs += [(f"methods.{name}", get_method(name).Config) for name in METHODS]
     configs += [(f"index.{name}", stage.params_type) for name, stage in STAGES.items()]
     return configs
 
@@ -120,7 +116,8 @@ def _defaults(cls) -> dict:
 
 def test_the_walk_covers_every_registry():
     wheres = [w for w, _ in CONFIGS]
-    for expected in ("methods.garen", "methods.rgs", "methods.rerank", "index.bm25", "index.embeddings", "index.knn_graph", "index.groups", "index.proximity_graph"):
+    for expected in ("methods.garen", "methods.rgs", "methods.rerank", "index.bm25", "index.embeddings", "index.knn_graph",
+                     "index.groups", "index.proximity_graph"):
         assert expected in wheres
 
 

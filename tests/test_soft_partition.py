@@ -222,7 +222,7 @@ def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_
     export(checkpoint, index, beir_dir, "--max-groups-per-doc", "1")
     for name in ("doc_groups.npy", "groups.jsonl", "stats.json"):
         assert (index / "groups_soft" / name).read_bytes() == (index / "groups" / name).read_bytes()
-    assert not (index / "groups_soft" / "doc_memberships.npy").exists()  # disjoint: the old format, nothing more
+    assert not (index / "groups_soft" / "doc_memberships.npy").exists()  # disjoint: no membership files
 
     folder = IndexFolder.open(index, tiny_dataset)
     models = {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}}

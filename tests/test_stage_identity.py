@@ -92,6 +92,6 @@ def test_which_settings_identify_a_stage():
 
 
 def test_an_index_recorded_with_every_setting_keeps_its_stages():
-    """Indexes built before: their manifests record the execution settings too, and still match."""
+    """A manifest that records execution settings other than the ones asked for still matches."""
     recorded = {k: v for k, v in asdict(EmbeddingParams(batch_size=64, device="cuda")).items() if k != "chunk_size"}
     assert same_result(EmbeddingParams, recorded, asdict(EmbeddingParams(batch_size=8)))

@@ -14,7 +14,8 @@ from garen_infer.llm.cache import ResponseCache
 from garen_infer.llm.tool_calls import ToolCall, assistant_message, split_tool_calls, tool_message
 from garen_infer.llm.types import SamplingParams
 
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+BASH_PARAMETERS = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run", "parameters": BASH_PARAMETERS}}]
 
 
 @pytest.mark.parametrize(

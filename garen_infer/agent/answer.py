@@ -9,7 +9,8 @@ list of ten document paths). Models drift from formats, so the reading is lenien
   document id);
 - list numbers (``1.``, ``2)``) are skipped, each document counts once, at most ``answer_size`` are kept;
 - a file is matched by its exact name, never by a shortened form (DCI's scorer falls back to base names, which
-  can confuse two documents; anchors.md sec. 8.1).
+  can confuse two documents; Li et al., "Beyond Semantic Similarity: Rethinking Retrieval for Agentic Search
+  via Direct Corpus Interaction", arXiv 2605.05242, and its DCI-Agent-Lite code).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def run_agent(
         if unreadable:
             result.tool_calls["unreadable"] = result.tool_calls.get("unreadable", 0) + len(unreadable)
             result.errors += len(unreadable)
-            note = UNREADABLE_CALL.format(why="; ".join(c.error for c in unreadable))
+            note = UNREADABLE_CALL.format(why="; ".join(c.error for c in unreadable if c.error))
             context.add_user(note)
             transcript.note(turn, note)
     result.compactions = context.compactions

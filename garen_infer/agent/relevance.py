@@ -13,10 +13,14 @@ Ties keep the earlier item first (document row, paragraph order, scope order), s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from garen_infer.agent.excerpts import excerpt_text, focus_keywords, split_paragraphs
+
+if TYPE_CHECKING:
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,7 @@ class Paragraph:
 
 
 class Relevance:
-    def __init__(self, index, doc_texts: list[str], match_embedder=None):
+    def __init__(self, index: IndexFolder, doc_texts: list[str], match_embedder=None):
         self.index, self.doc_texts = index, doc_texts
         self.match_embedder = match_embedder  # None = the index's own embedder
         self._paragraph_vectors: dict[int, tuple[list[str], np.ndarray]] = {}  # by row: documents recur across queries

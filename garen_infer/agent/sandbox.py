@@ -179,7 +179,7 @@ class Sandbox:
         argvs = [self._argv(inner, first=False, paths=[*inner.positionals, *chunk]) for chunk in chunks]  # checks every item
         out, status, errors, timed_out, cut = b"", 0, "", False, False
         for argv in argvs:
-            piece, code, err, timed_out, piece_cut = self._spawn(argv, b"", deadline, (lambda b: stop(out + b)) if stop else None, len(out))
+            piece, code, err, timed_out, piece_cut = self._spawn(argv, b"", deadline, (lambda b, before=out: stop(before + b)) if stop else None, len(out))
             out += piece
             errors += err
             status = max(status, code)  # the worst invocation's (1 = no match for rg and grep)

@@ -68,7 +68,8 @@ def _load(spec: str, allow_empty_docs: bool, documents: bool) -> Dataset:
         from garen_infer.data.beir import load_beir
 
         return load_beir(*location, allow_empty_docs, documents)
-    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, r2med:<task>, jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
+    raise DataError(spec, "not a dataset spec: use beir:<folder>[:split], bright:<task>, r2med:<task>, "
+                          "jsonl:<corpus>[,<queries>[,<qrels>]], irds:<id> or stdlib-docs")
 
 
 def beir_location(spec: str) -> tuple[str, str] | None:

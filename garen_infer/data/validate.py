@@ -30,13 +30,13 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise DataError(path, f"bytes are not valid UTF-8 ({err.reason} at byte {err.start})", line_no)
+                raise DataError(path, f"bytes are not valid UTF-8 ({err.reason} at byte {err.start})", line_no) from None
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
-                raise DataError(path, f"not valid JSON ({err.msg})", line_no)
+                raise DataError(path, f"not valid JSON ({err.msg})", line_no) from None
             if not isinstance(obj, dict):
                 raise DataError(path, "expected a JSON object", line_no)
             yield line_no, obj
@@ -123,5 +123,5 @@ def read_qrels_tsv(path: Path, doc_ids: set[str] | None, query_ids: set[str]) ->
         try:
             qrels.setdefault(qid, {})[did] = int(rel)
         except ValueError:
-            raise DataError(path, f"score '{rel}' is not an integer", line_no, "score")
+            raise DataError(path, f"score '{rel}' is not an integer", line_no, "score") from None
     return qrels

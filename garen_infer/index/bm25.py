@@ -2,9 +2,10 @@
 
 Two variants behind ``Bm25Params.variant``:
 - ``bm25s``: the bm25s library (Lucene scoring), stopwords removed, Snowball-stemmed; the BEIR-style baseline.
-- ``bright``: BRIGHT's official BM25 ("BM25Q", anchors.md 2.2): Lucene 8 weights with k1=0.9, b=0.4, and the
-  query vector is weighted by the same model (gensim LuceneBM25Model + sparse dot product), which is stronger
-  than plain BM25 on long queries. Implemented with scipy sparse matrices.
+- ``bright``: BRIGHT's official BM25 ("BM25Q"; Su et al., ICLR 2025, arXiv 2407.12883; its retrievers.py):
+  Lucene 8 weights with k1=0.9, b=0.4, and the query vector is weighted by the same model (gensim
+  LuceneBM25Model + sparse dot product), which is stronger than plain BM25 on long queries. Implemented with
+  scipy sparse matrices.
 
 Tokens: ``tokenizer: bm25s`` is bm25s's pattern (words of two or more word characters: it drops "a", "x", and
 splits "3.14" into "14"); ``tokenizer: lucene`` is Lucene's StandardTokenizer with the possessive filter and

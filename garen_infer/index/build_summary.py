@@ -5,6 +5,10 @@ stage's manifest entry (params and info) as one JSON object."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from garen_infer.index.folder import IndexFolder
 
 
 def stage_bytes(folder: Path, stage: str) -> int:
@@ -24,7 +28,7 @@ def size_text(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def summary(index) -> dict:
+def summary(index: IndexFolder) -> dict:
     """The facts behind the table: ``index`` is the IndexFolder that ``IndexFolder.build`` returned."""
     stages = {}
     for name, entry in index.manifest["stages"].items():

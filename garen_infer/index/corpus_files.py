@@ -1,5 +1,6 @@
 """The corpus as plain files, one per document, so ripgrep and the other read-only tools of the RARG agent can
-search it (DCI-Agent-Lite exports BRIGHT the same way: one file per document id; anchors.md sec. 8.1).
+search it (DCI-Agent-Lite exports BRIGHT the same way, one file per document id: Li et al., "Beyond Semantic
+Similarity: Rethinking Retrieval for Agentic Search via Direct Corpus Interaction", arXiv 2605.05242).
 
 Stored under ``corpus_files/``:
 - ``docs/<name>``: the document's title and text (``Document.full_text``), UTF-8, ending in a newline;
@@ -25,10 +26,16 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
 from garen_infer.index.stages import Stage, register
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
 
 STAGE = "corpus_files"
 DOCS = "docs"
@@ -67,7 +74,7 @@ def _hashed_name(doc_id: str) -> str:
     return f"{slug}~{hashlib.sha256(doc_id.encode('utf-8')).hexdigest()[:HASH_HEX]}"
 
 
-def _build(folder, dataset, params: CorpusFilesParams) -> dict:
+def _build(folder: IndexFolder, dataset: Dataset, params: CorpusFilesParams) -> dict:
     start = time.perf_counter()
     ids = dataset.doc_ids
     names = file_names(ids, params.extension)
@@ -96,7 +103,7 @@ class CorpusFiles:
         self.paths = [path for _, path in table]  # relative to root, by corpus row
 
     @classmethod
-    def open(cls, index) -> "CorpusFiles":
+    def open(cls, index: IndexFolder) -> "CorpusFiles":
         index.require(STAGE, "the RARG agent (ripgrep over the corpus)")
         root = index.path / STAGE
         table = json.loads((root / "table.json").read_text(encoding="utf-8"))

@@ -20,6 +20,7 @@ import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -29,8 +30,12 @@ from garen_infer.index.atomic import allocated_npy, atomic_path, save_array
 from garen_infer.index.embeddings import Embedder, EmbeddingParams
 from garen_infer.settings import identity
 
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
-def build_embeddings(folder, dataset, params: EmbeddingParams, name: str = "embeddings") -> dict:
+
+def build_embeddings(folder: IndexFolder, dataset: Dataset, params: EmbeddingParams, name: str = "embeddings") -> dict:
     start = time.perf_counter()
     if params.vectors:
         from garen_infer.index.imported_vectors import import_vectors
@@ -42,7 +47,7 @@ def build_embeddings(folder, dataset, params: EmbeddingParams, name: str = "embe
     return {**info, "seconds": round(time.perf_counter() - start, 2)}
 
 
-def build_first_stage_embeddings(folder, dataset, params: EmbeddingParams) -> dict:
+def build_first_stage_embeddings(folder: IndexFolder, dataset: Dataset, params: EmbeddingParams) -> dict:
     return build_embeddings(folder, dataset, params, "first_stage_embeddings")
 
 

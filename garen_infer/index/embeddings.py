@@ -91,10 +91,8 @@ def leading_words(text: str, words: int) -> str:
     """``text`` up to the end of its ``words``-th whitespace-separated word (all of it when shorter)."""
     if (len(text) + 1) // 2 <= words:  # a text of n characters holds at most (n + 1) / 2 words
         return text
-    last = None
-    for last in itertools.islice(_WORD.finditer(text), words):
-        pass
-    return text if last is None else text[: last.end()]
+    kept = list(itertools.islice(_WORD.finditer(text), words))
+    return text[: kept[-1].end()] if kept else text
 
 
 _WORD = re.compile(r"\S+")
@@ -110,7 +108,9 @@ class Embedder:
 
     @property
     def dim(self) -> int:
-        return int(self.encoder.get_embedding_dimension() if hasattr(self.encoder, "get_embedding_dimension") else self.encoder.get_sentence_embedding_dimension())
+        if hasattr(self.encoder, "get_embedding_dimension"):
+            return int(self.encoder.get_embedding_dimension())
+        return int(self.encoder.get_sentence_embedding_dimension())
 
     def encode_documents(self, texts: list[str], show_progress: bool = True) -> np.ndarray:
         words = WORDS_PER_TOKEN_BOUND * self.params.max_seq_length

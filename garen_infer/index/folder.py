@@ -26,7 +26,7 @@ from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages, 
 from garen_infer.settings import identity
 from garen_infer.writer_lock import writer_lock
 
-FORMAT = 1
+FORMAT = 2  # 2: every stage entry records its files and seal, and the manifest records doc_ids.json
 DOC_IDS = "doc_ids.json"
 REBUILD = "run 'garen-infer index' on it again with the preset that built it: it rebuilds what is damaged"
 
@@ -47,10 +47,8 @@ def _in_build_order(stages: dict) -> list[str]:
 
 
 def completed_params(params_type: type, recorded: dict) -> dict:
-    """A stage's recorded params completed with the fields added since it was built. A new field reads as its
-    default, unless that default changed what the stage builds: then ``LEGACY`` on the params class names the value
-    the older build behaved as, so the stage is rebuilt rather than trusted."""
-    return {**asdict(params_type()), **getattr(params_type, "LEGACY", {}), **recorded}
+    """A stage's recorded params, a field the manifest does not record read as its default."""
+    return {**asdict(params_type()), **recorded}
 
 
 def same_result(params_type: type, recorded: dict, wanted: dict) -> bool:
@@ -78,7 +76,8 @@ class IndexFolder:
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise GarenError(f"{manifest_path}: unreadable manifest ({err}); rebuild the index with 'garen-infer index --force'") from None
         if manifest.get("format") != FORMAT:
-            raise GarenError(f"{manifest_path}: index format {manifest.get('format')} is not {FORMAT}; rebuild it")
+            raise GarenError(f"{manifest_path}: index format {manifest.get('format')} is not {FORMAT}, the one this "
+                             f"release reads; rebuild it with 'garen-infer index --force' and the preset that built it")
         folder = cls(path, manifest)
         if check_files:
             folder.check_files()
@@ -109,16 +108,11 @@ class IndexFolder:
         """Read every recorded file and compare its digest: the number of files verified, or one ``GarenError``
         line for the first that differs."""
         self.check_files()
-        checked = 0
-        if "doc_ids" in self.manifest:  # the next build writes it again from the corpus
-            problem = stage_files.digest_problem(self.path, DOC_IDS, self.manifest["doc_ids"])
-            if problem:
-                raise GarenError(f"{self.path}: damaged index: {problem}; {REBUILD}")
-            checked += 1
+        problem = stage_files.digest_problem(self.path, DOC_IDS, self.manifest["doc_ids"])
+        if problem:  # the next build writes it again from the corpus
+            raise GarenError(f"{self.path}: damaged index: {problem}; {REBUILD}")
+        checked = 1
         for name, entry in self.manifest["stages"].items():
-            if "seal" not in entry:
-                log(f"[verify] {name}: built before file digests were recorded, not verified (--force records them)")
-                continue
             for rel, file in entry["files"].items():
                 problem = stage_files.digest_problem(self.path, rel, file)
                 if problem:
@@ -129,8 +123,7 @@ class IndexFolder:
         return checked
 
     def _doc_ids_damage(self) -> str | None:
-        recorded = self.manifest.get("doc_ids")
-        return stage_files.size_problem(self.path, DOC_IDS, recorded) if recorded else None
+        return stage_files.size_problem(self.path, DOC_IDS, self.manifest["doc_ids"])
 
     @classmethod
     def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> "IndexFolder":
@@ -139,10 +132,23 @@ class IndexFolder:
             return cls._build(dataset, Path(path), config, force, log)
 
     @classmethod
+    def _open_to_build(cls, path: Path, force: bool) -> "IndexFolder | None":
+        """The index already at ``path``, or None for a new one; with ``force`` a manifest that is unreadable or of
+        another format starts a new index instead of being refused."""
+        if not (path / "manifest.json").is_file():
+            return None
+        try:
+            return cls.open(path, check_files=False)
+        except GarenError:
+            if force:
+                return None
+            raise
+
+    @classmethod
     def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log) -> "IndexFolder":
         load_optional_stages()
         corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
-        folder = cls.open(path, check_files=False) if (path / "manifest.json").is_file() else None
+        folder = cls._open_to_build(path, force)
         if folder is not None and folder.manifest["corpus"]["fingerprint"] != corpus["fingerprint"]:
             if not force:
                 folder.check_corpus(dataset)  # refuses, naming both corpora
@@ -168,12 +174,6 @@ class IndexFolder:
                 other = [key for key, value in wanted.items() if built.get(key) != value]
                 log(f"[index] {name}: already built with these params, kept" if not other else
                     f"[index] {name}: already built; {', '.join(other)} only change(s) how it runs, not the result: kept")
-                note = STAGES[name].complete(folder, dataset) if STAGES[name].complete else None
-                if note:  # files a later version writes with the stage: record them, so the seal covers them too
-                    log(f"[index] {name}: {note}")
-                    unsealed = {k: v for k, v in recorded.items() if k not in ("files", "seal")}
-                    folder.manifest["stages"][name] = folder.sealed_entry(name, unsealed)
-                    folder._save_manifest()
                 continue
             if recorded:
                 log(f"[index] {name}: params changed, rebuilding")

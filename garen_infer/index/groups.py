@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Iterator, Literal
+from typing import TYPE_CHECKING, Iterator, Literal
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -34,6 +34,11 @@ from garen_infer.llm.json_generation import release_stage_generator, stage_gener
 from garen_infer.llm.model_specs import SUMMARIZER_SPEC
 from garen_infer.settings import Count, NonNegative, Positive, Probability, execution_only
 
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
+
 log = logging.getLogger(__name__)
 
 
@@ -44,7 +49,8 @@ class GroupParams:
     resolution: Positive = 1.0  # gamma, App. A
     randomness: Positive = 0.001  # theta, App. A
     max_group_size: Count = 20  # s-bar, App. A: groups this large are re-partitioned
-    cap_rule: Literal["graspologic", "exceeding"] = "graspologic"  # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
+    # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
+    cap_rule: Literal["graspologic", "exceeding"] = "graspologic"
     seed: int = 42
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)  # or a generator model spec
     # What the LLM summarizer reads (App. G: "The following {n} documents ...": every document of the group). By
@@ -56,10 +62,9 @@ class GroupParams:
     summary_budget_words: Count | None = 16_000  # words of documents per prompt in all (None: no limit)
     summary_retries: NonNegative = 2  # sampled retries after malformed JSON, then the extractive fallback
     batch_size: Count = execution_only(32)  # groups per call to a local generator; a server is given them all at once
-    LEGACY: ClassVar[dict] = {"cap_rule": "exceeding"}  # groups built before `cap_rule` existed split groups > s-bar
 
 
-def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
+def _partition(folder: IndexFolder, dataset: Dataset, params: GroupParams) -> list[list[int]]:
     graph = folder.knn_graph
     if params.construction == "leiden":
         return leiden_groups(graph.neighbours, graph.weights, max_group_size=params.max_group_size, resolution=params.resolution,
@@ -72,7 +77,8 @@ def _partition(folder, dataset, params: GroupParams) -> list[list[int]]:
     raise GarenError(f"unknown group construction '{params.construction}' (leiden, kmeans or random)")
 
 
-def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], partial: Path, stage_name: str) -> tuple[list[dict], dict]:
+def _summarize(folder: IndexFolder, dataset: Dataset, params: GroupParams, groups: list[list[int]],
+               partial: Path, stage_name: str) -> tuple[list[dict], dict]:
     texts = [d.full_text for d in dataset.documents]
     extractive = ExtractiveSummarizer(texts, folder.embeddings)
     done: dict[int, dict] = read_finished(partial, "group")
@@ -99,7 +105,8 @@ def _summarize(folder, dataset, params: GroupParams, groups: list[list[int]], pa
     return [done[g] for g in range(len(groups))], info
 
 
-def _llm_summaries(generator, todo: list[int], groups, texts, params: GroupParams) -> Iterator[tuple[int, dict | None]]:
+def _llm_summaries(generator, todo: list[int], groups, texts,
+                   params: GroupParams) -> Iterator[tuple[int, object]]:
     """(group, its summary or None) for the groups of ``todo``, all submitted at once, each as it is answered."""
     from garen_infer.llm.prompts import summarizer as summarizer_prompt
 
@@ -115,7 +122,8 @@ def _llm_summaries(generator, todo: list[int], groups, texts, params: GroupParam
         yield todo[k], answer
 
 
-def summarize_groups(folder, dataset, params: GroupParams, stage_name: str, groups: list[list[int]]) -> tuple[list[dict], dict]:
+def summarize_groups(folder: IndexFolder, dataset: Dataset, params: GroupParams, stage_name: str,
+                     groups: list[list[int]]) -> tuple[list[dict], dict]:
     """Summaries of ``groups`` (rows per group) for stage ``stage_name``, resuming an interrupted run of the
     same partition; returns one record per group and the manifest facts about the summarizer."""
     # the partial file is named after the partition, so summaries of another partition are never reused
@@ -134,7 +142,7 @@ def finish_summaries(folder, stage_name: str) -> None:
 
 
 def _build(stage_name: str):
-    def build(folder, dataset, params: GroupParams) -> dict:
+    def build(folder: IndexFolder, dataset: Dataset, params: GroupParams) -> dict:
         if stage_name != "groups":
             params = replace(params, construction=stage_name.removeprefix("groups_"))
         start = time.perf_counter()
@@ -160,7 +168,7 @@ class SoftGroupParams:
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)
 
 
-def _learned_elsewhere(folder, dataset, params) -> dict:
+def _learned_elsewhere(folder: IndexFolder, dataset: Dataset, params) -> dict:
     raise GarenError("index stage 'groups_soft' is learned, not built: train it with 'garen-train fit --config "
                      "configs/train/partition-dmon.yaml' and write it with 'garen-train export --checkpoint CKPT --index DIR'")
 

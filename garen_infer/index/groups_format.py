@@ -12,7 +12,7 @@ A stage folder holds:
   with -1; column 0 equals ``doc_groups.npy``. ``doc_membership_weights.npy``: float32 (n, cap), the memberships.
 - ``stats.json``: group count and min/max/mean size (the shape of GAREN App. F); an overlapping stage adds
   ``overlap_rate`` (share of documents in more than one group) and ``memberships_per_doc``.
-A disjoint stage is written exactly as before overlapping groups existed (no new files, no new fields).
+A disjoint stage writes none of the files or fields that only overlapping stages have.
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def write_groups(path: Path, doc_ids: list[str], groups: list[list[int]], record
         np.save(tmp / "doc_groups.npy", np.array([pairs[0][0] for pairs in memberships], dtype=np.int32))
         with open(tmp / "groups.jsonl", "w", encoding="utf-8") as handle:
             for g, (rows, record) in enumerate(zip(groups, records)):
-                line = {"group": g, "docs": [doc_ids[r] for r in rows], "concept": record["concept"], "summary": record["summary"], "summarizer": record["summarizer"]}
+                line = {"group": g, "docs": [doc_ids[r] for r in rows], "concept": record["concept"],
+                        "summary": record["summary"], "summarizer": record["summarizer"]}
                 if overlapping:
                     line["weights"] = [round(float(w), 4) for w in weights[g]]
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")

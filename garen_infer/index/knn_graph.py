@@ -166,17 +166,6 @@ def write_docnos(path: Path, doc_ids: list[str]) -> None:
     Lookup.build(doc_ids, path, return_self=False)
 
 
-def add_missing_docnos(folder: Path, doc_ids: list[str]) -> bool:
-    """Give a graph written before ``docnos.npids`` was its file the lookup, without rebuilding the graph (a few
-    seconds for a million ids); False when it already has one. Call it under the index folder's writer lock."""
-    path = Path(folder) / DOCNOS
-    if path.is_file():
-        return False
-    with atomic_path(path) as tmp:
-        write_docnos(tmp, doc_ids)
-    return True
-
-
 def _without_self(ids: np.ndarray, sims: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the first k results that are neither the row itself nor faiss's -1 filler, in rank order; rows with
     fewer are padded with self-loops of weight 0."""

@@ -1,4 +1,5 @@
-"""BRIGHT's BM25 analyzer in Python: the tokens pyserini's default Lucene analyzer produces (anchors.md 2.2).
+"""BRIGHT's BM25 analyzer in Python: the tokens pyserini's default Lucene analyzer produces (BRIGHT, Su et
+al., ICLR 2025, arXiv 2407.12883; its retrievers.py).
 
 BRIGHT (retrievers.py) tokenizes with ``pyserini.analysis.Analyzer(get_lucene_analyzer())``: Anserini's
 DefaultEnglishAnalyzer, i.e. Lucene's StandardTokenizer, EnglishPossessiveFilter, LowerCaseFilter, StopFilter

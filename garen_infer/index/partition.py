@@ -1,10 +1,11 @@
 """Group construction for GAREN (sec. 4.1, App. A, App. C.2): a partition of the corpus into groups.
 
 - ``leiden``: Leiden on the k-NN corpus graph, optimising modularity (resolution 1.0, randomness 0.001), then
-  every group of ``max_group_size`` (s̄ = 20) or more is re-partitioned on its own subgraph, recursively, while
-  Leiden finds a non-trivial split (``cap_rule``: graspologic's reading; "exceeding" keeps groups of exactly s̄). Two engines behind ``leiden_backend``: ``graspologic`` (graspologic-native,
-  which exposes both of the paper's parameters; the values are its defaults, which suggests the authors used
-  it) and ``leidenalg`` (RBConfiguration = modularity at resolution 1.0; it has no randomness parameter).
+  every group of ``max_group_size`` (s̄ = 20) or more is re-partitioned on its own subgraph, recursively,
+  while Leiden finds a non-trivial split (``cap_rule``: graspologic's reading; "exceeding" keeps groups of
+  exactly s̄). Two engines behind ``leiden_backend``: ``graspologic`` (graspologic-native, which exposes both
+  of the paper's parameters; the values are its defaults, which suggests the authors used it) and
+  ``leidenalg`` (RBConfiguration = modularity at resolution 1.0; it has no randomness parameter).
 - ``kmeans`` and ``random``: the App. C.2 controls, with as many groups as Leiden produces.
 """
 

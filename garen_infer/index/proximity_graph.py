@@ -1,6 +1,6 @@
-"""The proximity graph RGS searches (anchors.md sec. 3.2): a DiskANN (Vamana) graph over the document embeddings,
-cosine, alpha 1.2, build list 100, out-degree by corpus size, built with the maintained Rust bindings
-(PyPI ``diskannpy-rust``, imported as ``diskannpy``).
+"""The proximity graph RGS searches (Xu & Chen, ICLR 2026, arXiv 2509.07163; the author's run_retrieval.py): a
+DiskANN (Vamana) graph over the document embeddings, cosine, alpha 1.2, build list 100, out-degree by corpus
+size, built with the maintained Rust bindings (PyPI ``diskannpy-rust``, imported as ``diskannpy``).
 
 Stored under ``proximity_graph/``:
 - ``ann`` and ``ann.data``: DiskANN's own graph and vectors, enough to reload the index for greedy search;
@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
 
@@ -39,6 +39,11 @@ from garen_infer.index.atomic import atomic_path
 from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.stages import Stage, register
 from garen_infer.settings import AtLeast, Count, NonNegative
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
 
 DISKANN_PREFIX = "ann"  # diskannpy's default index_prefix; the files are ann (graph) and ann.data (vectors)
 
@@ -52,7 +57,6 @@ class ProximityGraphParams:
     # in another order and build another graph, so unlike other thread counts this one identifies the stage
     threads: Count = 1
     start: Literal["medoid", "first"] = "medoid"  # the start point: "medoid" (the author's static build) | "first" (document 0)
-    LEGACY: ClassVar[dict] = {"start": "first"}  # graphs built before `start` existed started at document 0
 
 
 def degree_for(doc_count: int) -> int:
@@ -182,7 +186,7 @@ class ProximityGraph:
                         graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
                         max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
                     )
-            except Exception as err:  # noqa: BLE001 - the Rust side reports a failed write as a plain Exception
+            except Exception as err:  # the Rust side reports a failed write as a plain Exception
                 found = re.search(r"\(os error (\d+)\)", str(err))
                 if found is None:
                     raise
@@ -236,7 +240,7 @@ def native_stdout_to_stderr():
         os.close(saved)
 
 
-def _build_proximity_graph(folder, dataset, params: ProximityGraphParams) -> dict:
+def _build_proximity_graph(folder: IndexFolder, dataset: Dataset, params: ProximityGraphParams) -> dict:
     vectors = np.load(folder.path / "embeddings.npy")
     return ProximityGraph.build(vectors, params, folder.path / "proximity_graph")
 

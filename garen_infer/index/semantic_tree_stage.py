@@ -12,7 +12,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path
@@ -21,6 +21,11 @@ from garen_infer.index.semantic_tree import SemanticTree
 from garen_infer.index.stages import Stage, register
 from garen_infer.llm.model_specs import SUMMARIZER_SPEC
 from garen_infer.settings import AtLeast, Count, NonNegative, execution_only
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
 
 @dataclass(frozen=True)
 class SemanticTreeParams:
@@ -40,7 +45,7 @@ class SemanticTreeParams:
     seed: int = 42  # k-means
 
 
-def _build(folder, dataset, params: SemanticTreeParams) -> dict:
+def _build(folder: IndexFolder, dataset: Dataset, params: SemanticTreeParams) -> dict:
     from garen_infer.index.tree_describe import NodeDescriber
     from garen_infer.llm.json_generation import release_stage_generator, stage_generator
 
@@ -64,7 +69,10 @@ def _build(folder, dataset, params: SemanticTreeParams) -> dict:
         from garen_infer.index.tree_bottom_up import build_bottom_up
 
         describer = NodeDescriber(texts, vectors, generator, params.retries, params.batch_size, params.summary_max_words)
-        embed = lambda descs: folder.embedder.encode_documents(descs, show_progress=False)  # noqa: E731
+
+        def embed(descs: list[str]):
+            return folder.embedder.encode_documents(descs, show_progress=False)
+
         with elapsed_bar(f"semantic tree (bottom-up, {len(texts)} documents)") as bar:
             root = build_bottom_up(vectors, texts, describer, embed, params.max_children, params.seed,
                                    log=lambda line: bar.write(line, file=sys.stderr))  # stdout: the summary or --json

@@ -76,10 +76,8 @@ def sealed(root: Path, outputs: tuple[str, ...], entry: dict) -> dict:
 
 def damage(root: Path, name: str, entry: dict) -> str | None:
     """What is wrong with a stage in its manifest entry and on disk, by the cheap checks (seal, presence, sizes),
-    or None. Entries written before files were recorded have nothing to check."""
-    if "seal" not in entry:
-        return None
-    if entry["seal"] != seal(entry):
+    or None."""
+    if entry.get("seal") != seal(entry):
         return f"the manifest entry of stage '{name}' was edited after the stage was built (its params or files no longer match its seal)"
     for rel, recorded in entry["files"].items():
         problem = size_problem(root, rel, recorded)

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from garen_infer.index.bm25 import Bm25Index, Bm25Params
 from garen_infer.index.embedding_stage import build_embeddings, build_first_stage_embeddings
 from garen_infer.index.embeddings import EmbeddingParams
-from garen_infer.index.knn_graph import KnnGraphParams, add_missing_docnos, build_knn_graph
+from garen_infer.index.knn_graph import KnnGraphParams, build_knn_graph
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass(frozen=True)
@@ -28,8 +32,6 @@ class Stage:
     build: Callable  # (folder, dataset, params) -> dict
     requires: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()  # files or folders of the index folder it writes; () = the folder named after it
-    # (folder, dataset) -> a note or None: adds to a stage that is kept the files a later version writes with it
-    complete: Callable | None = None
 
 
 STAGES: dict[str, Stage] = {}
@@ -45,30 +47,24 @@ def stage_outputs(name: str) -> tuple[str, ...]:
     return (STAGES[name].outputs if name in STAGES else ()) or (name,)
 
 
-def _build_bm25(folder, dataset, params: Bm25Params) -> dict:
+def _build_bm25(folder: IndexFolder, dataset: Dataset, params: Bm25Params) -> dict:
     start = time.perf_counter()
     index = Bm25Index.build([d.full_text for d in dataset.documents], params)
     index.save(folder.path / "bm25")
     return {"seconds": round(time.perf_counter() - start, 2)}
 
 
-def _build_knn_graph(folder, dataset, params: KnnGraphParams) -> dict:
+def _build_knn_graph(folder: IndexFolder, dataset: Dataset, params: KnnGraphParams) -> dict:
     graph, info = build_knn_graph(np.load(folder.path / "embeddings.npy", mmap_mode="r"), params)
     graph.save(folder.path / "knn_graph", dataset.doc_ids)
     return info
-
-
-def _complete_knn_graph(folder, dataset) -> str | None:
-    if add_missing_docnos(folder.path / "knn_graph", folder.doc_ids):
-        return "docnos.npids added (pyterrier_adaptive reads the graph's document ids from it)"
-    return None
 
 
 register(Stage("bm25", Bm25Params, _build_bm25))
 register(Stage("embeddings", EmbeddingParams, build_embeddings, outputs=("embeddings.npy",)))
 register(Stage("first_stage_embeddings", EmbeddingParams, build_first_stage_embeddings,
                outputs=("first_stage_embeddings.npy",)))
-register(Stage("knn_graph", KnnGraphParams, _build_knn_graph, requires=("embeddings",), complete=_complete_knn_graph))
+register(Stage("knn_graph", KnnGraphParams, _build_knn_graph, requires=("embeddings",)))
 
 
 def load_optional_stages() -> None:

@@ -150,14 +150,17 @@ class TopDownBuilder:
 
         plans = [self.choose_level(rows, levels) for rows in nodes]
         self.stats.no_level_fits += sum(plan is None for plan in plans)
-        asked = [i for i, plan in enumerate(plans) if plan is not None]
-        chats = [lattice_cluster(plans[i][1], self.min_clusters, self.p.max_children) for i in asked]
-        answers = generate_json(self.generator, chats, lambda j, text: parse_clusters(text, len(plans[asked[j]][1]), self.p.max_children),
-                                self.p.retries, self.p.batch_size, f"clustering at depth {depth}")
+        asked = [(i, plan) for i, plan in enumerate(plans) if plan is not None]
+        chats = [lattice_cluster(keys, self.min_clusters, self.p.max_children) for _, (_, keys) in asked]
+        def parse(j: int, text: str):
+            return parse_clusters(text, len(asked[j][1][1]), self.p.max_children)
+
+        answers = generate_json(self.generator, chats, parse, self.p.retries, self.p.batch_size,
+                                f"clustering at depth {depth}")
         out: list = [None] * len(nodes)
-        for i, answer in zip(asked, answers):
+        for (i, (level, keys)), answer in zip(asked, answers):
             if answer is not None:
-                out[i] = self.assign(nodes[i], *plans[i], levels, answer)
+                out[i] = self.assign(nodes[i], level, keys, levels, answer)
         return out
 
     def assign(self, rows: list[int], level: int, keys: list[str], levels: list[list[str]], clusters) -> list | None:

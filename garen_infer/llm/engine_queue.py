@@ -74,7 +74,7 @@ class EngineQueue:
                         answers = self.call(list(payloads))
                 else:
                     answers = self.call(list(payloads))
-            except BaseException as err:  # noqa: BLE001 - handed to the scheduler, which raises it in its own thread
+            except BaseException as err:  # handed to the scheduler, which raises it in its own thread
                 for unit in units:
                     self.deliver(unit, None, err)
                 continue

@@ -65,8 +65,7 @@ def current_digest(folder: str | Path) -> str:
 
 
 TRAINED_FORMATS = ("peft-adapter", "hf-merged")  # the parts that hold trained weights (not the untouched base)
-# How exports written before ``prompt_text`` was recorded were prompted: training's layout then.
-UNRECORDED_SCORING = {"prompt_text": "plain"}
+SCORING_KEYS = ("prompt_text", "instruction", "assistant_prefix", "max_length")  # how the export was prompted
 
 
 def trained_scoring(spec: dict) -> tuple[str, dict] | None:
@@ -75,7 +74,11 @@ def trained_scoring(spec: dict) -> tuple[str, dict] | None:
     for folder in (spec.get("lora"), spec.get("model")):
         manifest = read_manifest(folder)
         if manifest and manifest.get("format") in TRAINED_FORMATS and isinstance(manifest.get("scoring"), dict):
-            return str(folder), {**UNRECORDED_SCORING, **manifest["scoring"]}
+            missing = [key for key in SCORING_KEYS if key not in manifest["scoring"]]
+            if missing:
+                raise GarenError(f"{folder}: its {MANIFEST} does not say how it was prompted (no scoring.{missing[0]}); "
+                                 f"export the checkpoint again with 'garen-train export'")
+            return str(folder), manifest["scoring"]
     return None
 
 

@@ -16,6 +16,7 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
+from functools import partial
 from typing import Callable, Iterator
 
 from tqdm.auto import tqdm
@@ -40,7 +41,7 @@ def repaired_json(text: str):
         return None
     try:
         return json_repair.loads(text)
-    except Exception:  # noqa: BLE001 - json_repair raises assorted errors on hopeless input
+    except Exception:  # json_repair raises assorted errors on hopeless input
         return None
 
 
@@ -108,7 +109,7 @@ def _answered(generator, chats: dict[int, Chat], parse, retries: int) -> dict[in
             break
         completions = generator.backend.generate([chats[i] for i in pending], _sampling(generator, attempt))
         for i, completion in zip(pending, completions):
-            results[i] = _read(completion, lambda text, i=i: parse(i, text), counts)
+            results[i] = _read(completion, partial(parse, i), counts)
         pending = [i for i in pending if results[i] is None]
     return results
 

@@ -80,7 +80,8 @@ class QueryLedger:
             "truncated_prompts": total.truncated_prompts,
             "truncated_tokens": total.truncated_tokens,
             "problems": dict(sorted(sum((Counter(c.problems) for c in self.roles.values()), Counter()).items())),
-            "roles": {role: {k: (round(v, 4) if isinstance(v, float) else dict(sorted(v.items())) if isinstance(v, dict) else v) for k, v in vars(c).items()} for role, c in self.roles.items()},
+            "roles": {role: {k: (round(v, 4) if isinstance(v, float) else dict(sorted(v.items())) if isinstance(v, dict) else v)
+                             for k, v in vars(c).items()} for role, c in self.roles.items()},
         }
 
 

@@ -29,9 +29,9 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
 
     if spec is None:
         return
+    default = SUMMARY_ONLY[0] if summarizer else BUILT_IN[0]
     if not isinstance(spec, dict):
         raise GarenError(f"invalid setting {where}={spec!r}: expected a mapping such as {{backend: {default}}}")
-    default = SUMMARY_ONLY[0] if summarizer else BUILT_IN[0]
     kind = spec.get("backend", default)
     kinds = [*SUMMARY_ONLY, *BACKENDS] if summarizer else [*BACKENDS, *BUILT_IN]
     if kind not in kinds:

@@ -52,7 +52,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -60,6 +60,10 @@ from garen_infer.errors import GarenError
 from garen_infer.settings import NonNegativeFloat, Probability, build
 from garen_infer.llm.pointwise import PointwiseReranker
 from garen_infer.llm.types import Completion
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+
 
 BACKEND = "oracle"
 YES_SLOPE = 4.0  # only the order of P(yes) matters to a navigator; 4 maps gain 1 / 0 to P(yes) 0.88 / 0.12
@@ -176,7 +180,8 @@ class OracleYesNoScorer:
         return out
 
 
-def build_oracle(role: str, spec: dict, dataset, doc_texts: list[str] = (), vectors: np.ndarray | None = None):
+def build_oracle(role: str, spec: dict, dataset: Dataset, doc_texts: list[str] = (),
+                 vectors: np.ndarray | None = None):
     """The oracle for ``role`` (``reranker``, listwise or ``mode: pointwise``, or a scorer role) from its
     models.<role> spec and the dataset whose judgments it reads (and, for correlated noise, the index's document
     embeddings). Refuses a dataset without judgments and the roles that write text."""
@@ -207,8 +212,8 @@ def _oracle_of(played):
 
 # ---- labelling: a simulated run must never pass for model results ---------------------------------------------
 def _recorded(spec: OracleSpec) -> dict:
-    """The spec as a run records it; uniform noise (correlation 0) is recorded as before correlation existed, so
-    the run folders of uniform sweeps keep their configuration."""
+    """The spec as a run records it; uniform noise (correlation 0) is recorded without ``correlation``, the
+    field that only correlated noise needs."""
     fields = asdict(spec)
     if not fields["correlation"]:
         del fields["correlation"]

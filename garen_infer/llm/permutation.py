@@ -1,5 +1,6 @@
-"""Turning a listwise reranker's free text into a permutation, the way rank_llm does (anchors.md sec. 6), and saying
-what had to be assumed on the way.
+"""Turning a listwise reranker's free text into a permutation, the way rank_llm does (Sharifymoghaddam et al.,
+"RankLLM: A Python Package for Reranking with LLMs", SIGIR 2025, arXiv 2505.19284), and saying what had to be
+assumed on the way.
 
 A thought is never read for ids: everything before the last ``</think>`` is dropped, and a ``<think>`` that never
 closes leaves no answer at all. Of the rest, the last ``<answer>`` block is read, else what follows the last ranking

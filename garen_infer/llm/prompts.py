@@ -12,7 +12,7 @@ from garen_infer.errors import GarenError
 from garen_infer.llm.rgs_prompt import parse_all_or_identity, rgs_author
 from garen_infer.llm.types import Chat
 
-MAX_PASSAGE_WORDS = 300  # rank_llm default (anchors.md sec. 6)
+MAX_PASSAGE_WORDS = 300  # rank_llm's default (RankLLM, SIGIR 2025, arXiv 2505.19284)
 
 _BRACKETED_NUMBER = re.compile(r"\[(\d+)\]")
 
@@ -47,9 +47,10 @@ def _numbered(docs: list[str], max_words: int) -> str:
 
 
 # ---- GAREN App. G (Tables 10 and 11), word for word ----------------------------------------------------------
-# The templates below are the paper's text byte for byte (tests/test_prompts_paper.py checks them against
-# garen-paper.txt and a pinned hash). The paper prints the reranker and navigator prompts as table rows, with a
-# space where a layout would break the line, and typesets quotes (‘‘yes’’, user’s). ``text`` picks the reading:
+# The templates below are the paper's text byte for byte (GAREN, arXiv 2609.02188, App. G; the prompts' test
+# checks them against a pinned hash, and against the paper's text when it is at hand). The paper prints the
+# reranker and navigator prompts as table rows, with a space where a layout would break the line, and typesets
+# quotes (‘‘yes’’, user’s). ``text`` picks the reading:
 # - "paper": exactly that text;
 # - "plain": the same words laid out as the reference implementations send them (rank_llm's line per part for
 #   the RankLLM prompt, Qwen3-Reranker's "<Instruct>: ...\n<Query>: ...\n<Document>: ...") with ASCII quotes, as
@@ -162,9 +163,9 @@ PROMPT_MAX_TOKENS = {"rankgpt": 200, "garen": 200, "garen-reasoning": 4096, "rgs
 PROMPT_MAX_WORDS = {"rgs-author": None}  # words per passage when the role does not say; others: MAX_PASSAGE_WORDS
 PROMPT_PARSERS = {"rgs-author": parse_all_or_identity}  # others: rank_llm's rule (permutation.read_permutation)
 
-# ---- Pointwise yes/no: the Qwen3-Reranker format (GAREN App. G Table 10 navigator; anchors.md sec. 7) ----------
+# ---- Pointwise yes/no: the Qwen3-Reranker format (GAREN App. G Table 10 navigator; Zhang et al., "Qwen3
+# Embedding: Advancing Text Embedding and Reranking Through Foundation Models", arXiv 2506.05176) ----------
 DEFAULT_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query."  # GAREN Table 10
-YES_NO_SYSTEM = template(NAVIGATOR_SYSTEM, "plain")  # Qwen3-Reranker's own system prompt
 # Qwen3-Reranker answers after an empty think block; the assistant turn is opened with it.
 QWEN3_ASSISTANT_PREFIX = "<think>\n\n</think>\n\n"
 
@@ -181,7 +182,7 @@ def summarizer(docs: list[str], max_words: int | None = MAX_PASSAGE_WORDS, text:
     return [{"role": "system", "content": SUMMARIZER_SYSTEM}, {"role": "user", "content": user}]
 
 
-# ---- LATTICE (Gupta et al., 2025; anchors.md sec. 1.6): scoring a slate of tree nodes -------------------------
+# ---- LATTICE (Gupta et al., 2025, arXiv 2510.13217): scoring a slate of tree nodes -------------------------
 # The paper's node-scoring prompt (App. D, Fig. 10) in two versions, internal nodes and leaf passages, with the same
 # sections, fields and JSON answer: `reasoning` (string), `ranking` (integers), `relevance_scores` ([[id, 0-100],
 # ...]). Worded here, not copied. Candidates are 0-based "[i]. text" with line breaks collapsed, as in the reference

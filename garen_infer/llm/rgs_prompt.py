@@ -1,4 +1,6 @@
-"""The RGS author's listwise prompt and answer rule for BRIGHT (xuhaike's run_retrieval.py; anchors.md 3.2).
+"""The RGS author's listwise prompt and answer rule for BRIGHT (Xu & Chen, "Beyond Sequential Reranking:
+Reranker-Guided Search Improves Reasoning Intensive Retrieval", ICLR 2026, arXiv 2509.07163; the author's
+run_retrieval.py).
 
 - System: "You are an expert in {task}." + BRIGHT's short instruction for the task + the passage count; user:
   the query, then every passage in full as "[i]  text" (the author's passages are title + " " + text with square

@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,10 @@ from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.simulated_planner import simulated_planner
 from garen_infer.llm.tool_calls import split_tool_calls
 from garen_infer.llm.types import Chat, Completion, RerankJob, SamplingParams, ScoreJob
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 class EmbeddingReranker:
@@ -62,7 +67,7 @@ class QueryEncoder:
     """Query vectors from the index's embedding model, each with its share of the batch's time: a method's own
     encoding (RGS's graph first stage) is model time like any other role's."""
 
-    def __init__(self, index):
+    def __init__(self, index: IndexFolder):
         self.index = index  # the embedder loads on the first query, not when the roles are built
 
     def encode(self, texts: list[str]) -> list[tuple[np.ndarray, Completion]]:
@@ -240,7 +245,8 @@ class Roles:
         return self.scorers[role]
 
 
-def build_scorer(spec: dict, doc_texts: list[str], index, backend_for, role: str = "navigator"):
+def build_scorer(spec: dict, doc_texts: list[str], index: IndexFolder | None, backend_for,
+                 role: str = "navigator"):
     """A yes/no scorer from a role spec. Every scorer role and the pointwise reranker build theirs here, so a
     scorer backend added here serves both."""
     kind = spec.get("backend", "embedding")
@@ -275,7 +281,7 @@ def _short(value: str) -> str:
     return repr(value if len(value) <= 40 else value[:37] + "...")
 
 
-def own_embedder(model: str, index):
+def own_embedder(model: str, index: IndexFolder | None):
     """An embedding model of the role's own, not the index's (a bi-encoder ``garen-train export`` wrote, or any
     sentence-transformers model): it encodes the query and every text it scores, so the index's document vectors
     are not used. An export is encoded at the max length and with the query prompt it was trained with."""
@@ -292,7 +298,8 @@ def own_embedder(model: str, index):
                                     query_prompt=manifest.get("query_prompt", defaults.query_prompt)))
 
 
-def build_reranker(spec: dict, doc_texts: list[str], index, backend_for, dataset_name: str = ""):
+def build_reranker(spec: dict, doc_texts: list[str], index: IndexFolder | None, backend_for,
+                   dataset_name: str = ""):
     mode = spec.get("mode", "listwise")
     if mode == "pointwise":
         return PointwiseReranker(build_scorer(spec, doc_texts, index, backend_for, "reranker"), doc_texts)
@@ -317,7 +324,8 @@ def _sampling(spec: dict) -> SamplingParams | None:
     return SamplingParams(**spec["sampling"]) if "sampling" in spec else None
 
 
-def build_roles(models: dict, doc_texts: list[str], index, cache, dataset_name: str = "", dataset=None) -> Roles:
+def build_roles(models: dict, doc_texts: list[str], index: IndexFolder | None, cache, dataset_name: str = "",
+                dataset: Dataset | None=None) -> Roles:
     """``models`` maps role names to specs, e.g. {"reranker": {"backend": "vllm", "model": ...}, "navigator": ...}.
     Role ``reranker`` is listwise (or ``mode: pointwise``), ``generator`` generates, every other role is a yes/no
     scorer. ``dataset_name`` tells a prompt that needs it which BRIGHT task it ranks for. ``dataset``: only the

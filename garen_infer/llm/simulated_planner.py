@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import re
 import time
+from typing import TYPE_CHECKING
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.oracle import NoisyJudge, OracleSpec
 from garen_infer.llm.prompts import MAX_PASSAGE_WORDS, passage
 from garen_infer.llm.types import Completion
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+
 
 PLAN_STEPS = 3
 STEP_WORDS = 32
@@ -29,7 +34,7 @@ _PASSAGE = re.compile(r"^\[(\d+)\] (.*)$", re.M)
 
 
 class SimulatedPlanner:
-    def __init__(self, dataset, spec: dict, max_words: int = MAX_PASSAGE_WORDS):
+    def __init__(self, dataset: Dataset, spec: dict, max_words: int = MAX_PASSAGE_WORDS):
         judge_spec = OracleSpec.from_models("generator", spec)
         self.judge = NoisyJudge(dataset.qrels, dataset.doc_ids, judge_spec, "reranker")
         self.name = f"simulated-planner:{self.judge.name}"
@@ -64,7 +69,7 @@ class SimulatedPlanner:
         return Completion(text=text, seconds=time.perf_counter() - start)
 
 
-def simulated_planner(spec: dict, dataset) -> SimulatedPlanner:
+def simulated_planner(spec: dict, dataset: Dataset) -> SimulatedPlanner:
     if dataset is None or not dataset.qrels:
         name = getattr(dataset, "name", "?")
         raise GarenError(f"models.generator: the oracle plans from relevance judgments, and dataset '{name}' has none")

@@ -130,6 +130,6 @@ def _load_json(text: str):
         import json_repair
 
         repaired = json_repair.loads(text)
-    except Exception:  # noqa: BLE001 - json_repair raises assorted errors on hopeless input
+    except Exception:  # json_repair raises assorted errors on hopeless input
         return None
     return repaired if isinstance(repaired, (dict, list)) and repaired else None

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Generator
+from typing import TYPE_CHECKING, Any, Generator
 
-from garen_infer.data.dataset import Query
+from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError
+
+if TYPE_CHECKING:
+    from garen_infer.index.folder import IndexFolder
+
 
 # A method's per-query search: yields requests, receives answers, returns corpus rows best first.
 Search = Generator[Any, Any, list[int]]
@@ -42,7 +46,7 @@ class Method:
     roles: tuple[str, ...] = ()  # model roles the method uses, e.g. ("reranker", "navigator")
     keeps_excluded: bool = False  # True: BRIGHT's excluded ids stay in the first stage (RGS's author code)
 
-    def __init__(self, config, index, dataset):
+    def __init__(self, config, index: IndexFolder, dataset: Dataset):
         self.config, self.index, self.dataset = config, index, dataset
 
     @classmethod
@@ -88,13 +92,7 @@ def get_method(name: str) -> type[Method]:
     if name not in METHODS:
         raise GarenError(f"unknown method '{name}'; choose one of {', '.join(METHODS)}")
     module_name, _, attribute = METHODS[name].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name == module_name:
-            raise GarenError(f"method '{name}' is not available in this version") from err
-        raise
-    return getattr(module, attribute or "METHOD")
+    return getattr(importlib.import_module(module_name), attribute or "METHOD")
 
 
 def make_config(method: type[Method], values: dict):

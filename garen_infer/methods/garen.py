@@ -1,4 +1,5 @@
-"""GAREN: Group-Aware Adaptive Retrieval for Evidence Navigation (Park, Kwon et al.; garen-paper.txt).
+"""GAREN: Group-Aware Adaptive Retrieval for Evidence Navigation (Park, Kwon, Kim, Lee; arXiv 2609.02188,
+sec. 4).
 
 Per query (Algorithm 1 with App. E):
     W_1 = R_0[:w]
@@ -23,11 +24,15 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from garen_infer.llm.requests import Rerank, ScoreYesNo
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.settings import AtLeast, Below, Count, NonNegative, NonNegativeFloat, Probability
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 NON_REASONING_RBP_P, REASONING_RBP_P = 0.6, 0.5  # App. A
@@ -57,7 +62,7 @@ class Garen(Method):
     name, Config, roles = "garen", GarenConfig, ("reranker", "navigator")
     index_stages = ("bm25", "knn_graph", "groups")
 
-    def __init__(self, config: GarenConfig, index, dataset):
+    def __init__(self, config: GarenConfig, index: IndexFolder, dataset: Dataset):
         config = self.settle(config, {})  # built without the runner: the non-reasoning defaults
         super().__init__(config, index, dataset)
         if config.groups != "groups":

@@ -22,7 +22,7 @@ import weakref
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from garen_infer.agent.answer import parse_ranking
 from garen_infer.agent.loop import run_agent
@@ -38,6 +38,9 @@ from garen_infer.llm.roles import AGENT_MAX_TOKENS
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.settings import AtLeast, AtMost, Count, NonNegative, Positive
 
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass
@@ -89,7 +92,7 @@ class RargPlusPlusConfig(RargPlusConfig):
 class Rarg(Method):
     name, Config, index_stages, roles = "rarg", RargConfig, ("embeddings", "corpus_files"), ("agent",)
 
-    def __init__(self, config: RargConfig, index, dataset):
+    def __init__(self, config: RargConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)
         self._workspace = Path(tempfile.mkdtemp(prefix="garen-rarg-"))  # one sandbox folder per query inside
         weakref.finalize(self, shutil.rmtree, str(self._workspace), True)
@@ -155,7 +158,8 @@ class Rarg(Method):
             return {}
         n = len(agents)
         tools = sorted({name for a in agents for name in a["tool_calls"]})
-        out = {f"mean_{key}": round(sum(a.get(key, 0) for a in agents) / n, 4) for key in ("turns", "refused", "errors", "reranked", "compactions", "nudges", "answered")}
+        counted = ("turns", "refused", "errors", "reranked", "compactions", "nudges", "answered")
+        out = {f"mean_{key}": round(sum(a.get(key, 0) for a in agents) / n, 4) for key in counted}
         out["mean_tool_calls"] = round(sum(sum(a["tool_calls"].values()) for a in agents) / n, 4)
         out.update({f"mean_calls_{name}": round(sum(a["tool_calls"].get(name, 0) for a in agents) / n, 4) for name in tools})
         out["answered_share"] = round(sum(a["stop"] == "answer" for a in agents) / n, 4)

@@ -1,5 +1,6 @@
-"""RGS, Reranker-Guided Search (Xu & Chen, ICLR 2026; anchors.md sec. 3): a best-first search on the DiskANN
-proximity graph in which the listwise reranker decides where to go next.
+"""RGS, Reranker-Guided Search (Xu & Chen, "Beyond Sequential Reranking: Reranker-Guided Search Improves
+Reasoning Intensive Retrieval", ICLR 2026, arXiv 2509.07163): a best-first search on the DiskANN proximity
+graph in which the listwise reranker decides where to go next.
 
     A = seeds, reranked back to front; truncate A to L
     while the budget is not spent and A holds an unexpanded document:
@@ -12,7 +13,7 @@ proximity graph in which the listwise reranker decides where to go next.
 Budget (Reranker@k) = distinct documents sent to the reranker: the seeds plus every inserted neighbour. Windows
 that re-rank documents already seen cost model calls (the ledger counts them) but no budget.
 
-Paper and author code differ in three places (anchors.md 3.1 vs 3.2); ``follow`` picks one behaviour for all,
+Paper and author code (run_retrieval.py) differ in three places; ``follow`` picks one behaviour for all,
 the code's by default, and ``seeds`` / ``early_stop`` / ``revisit`` override each on its own:
 - seeds: the paper starts from the single document nearest to the query; the code from the first budget/5
   documents of the first stage, inserted (and reranked) as one batch;
@@ -24,8 +25,9 @@ the code's by default, and ``seeds`` / ``early_stop`` / ``revisit`` override eac
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from garen_infer.errors import GarenError
 from garen_infer.first_stage import excluded_rows
@@ -33,6 +35,11 @@ from garen_infer.llm.requests import EncodeQuery, Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.window import STRIDE, WINDOW, window_bounds
 from garen_infer.settings import AtLeast, AtMost, Count, NonNegative
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
 
 FOLLOW = ("code", "paper")
 FIRST_STAGES = ("graph", "run")
@@ -72,7 +79,7 @@ class RgsConfig:
 class ReRankerGuidedSearch(Method):
     name, Config, index_stages, roles = "rgs", RgsConfig, ("embeddings", "proximity_graph"), ("reranker",)
 
-    def __init__(self, config: RgsConfig, index, dataset):
+    def __init__(self, config: RgsConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)
         if config.follow not in FOLLOW:
             raise GarenError(f"rgs: follow must be one of {', '.join(FOLLOW)}, not '{config.follow}'")
@@ -169,7 +176,8 @@ class ReRankerGuidedSearch(Method):
             out.append(n)
         return out
 
-    def _insert(self, A: list[int], new: list[int], seen: set[int], early_stop: bool, stats: dict) -> Search:
+    def _insert(self, A: list[int], new: list[int], seen: set[int], early_stop: bool,
+                stats: dict) -> Generator[Any, Any, None]:
         """Append ``new`` to A and rerank windows from the end toward the front; with ``early_stop`` the pass ends
         at the first window holding none of ``new`` (every new document has been reranked by then)."""
         A.extend(new)

@@ -1,4 +1,5 @@
-"""SlideGAR (Rathee, MacAvaney, Anand; ECIR 2025) as its official code behaves (anchors.md sec. 5.2).
+"""SlideGAR (Rathee, MacAvaney, Anand, "Guiding Retrieval using LLM-based Listwise Rankers", ECIR 2025, arXiv
+2501.09186) as its official code behaves.
 
 Two pools, the initial ranking R0 and a graph frontier F, taken in turn (R0 on even iterations, F on odd ones,
 skipping an empty pool). The first window is w documents of R0; each later window is the b best of the last
@@ -6,23 +7,28 @@ window plus b new documents. After each listwise call the b best stay, the rest 
 list, and the frontier is rebuilt from scratch: neighbours of the b best, in rank order, stopping at b documents.
 With budget c = 100, w = 20, b = 10 it makes 9 calls over 100 distinct documents, like retrieve-and-rerank.
 
-``variant: rgs-author`` is SlideGAR as the RGS author re-implemented it for BRIGHT (run_retrieval.py; anchors.md
-3.2), the baseline of the RGS paper: a k-NN graph with k = the DiskANN degree for the corpus size (8 / 12 / 16 /
-32), the first window the first w first-stage documents, then each window the w/2 best of the last one plus w/2
-new documents taken in turn from the graph frontier (the unseen neighbours of the whole ranked window, best
-first) and from the unseen initial list; budget 20 for the first window, +10 per window after.
+``variant: rgs-author`` is SlideGAR as the RGS author re-implemented it for BRIGHT (run_retrieval.py; RGS,
+arXiv 2509.07163), the baseline of the RGS paper: a k-NN graph with k = the DiskANN degree for the corpus size
+(8 / 12 / 16 / 32), the first window the first w first-stage documents, then each window the w/2 best of the
+last one plus w/2 new documents taken in turn from the graph frontier (the unseen neighbours of the whole
+ranked window, best first) and from the unseen initial list; budget 20 for the first window, +10 per window
+after.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from garen_infer.errors import GarenError
 from garen_infer.index.proximity_graph import degree_for
 from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.settings import AtLeast, AtMost, Count
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass
@@ -43,7 +49,7 @@ VARIANTS = ("official", "rgs-author")
 class SlideGar(Method):
     name, Config, index_stages, roles = "slidegar", SlideGarConfig, ("knn_graph",), ("reranker",)
 
-    def __init__(self, config: SlideGarConfig, index, dataset):
+    def __init__(self, config: SlideGarConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)
         if config.variant not in VARIANTS:
             raise GarenError(f"slidegar: variant must be one of {', '.join(VARIANTS)}, not '{config.variant}'")

@@ -1,4 +1,6 @@
-"""Back-to-front sliding-window listwise reranking (RankGPT; rank_llm's loop, anchors.md sec. 6).
+"""Back-to-front sliding-window listwise reranking (RankGPT: Sun et al., "Is ChatGPT Good at Search?
+Investigating Large Language Models as Re-Ranking Agents", EMNLP 2023; rank_llm's loop: Sharifymoghaddam et
+al., "RankLLM: A Python Package for Reranking with LLMs", SIGIR 2025, arXiv 2505.19284).
 
 For 100 documents with window 20 and stride 10 the windows are [80,100), [70,90), ..., [0,20): 9 calls, so the
 best documents bubble up to the front.

@@ -18,6 +18,7 @@ import json
 import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
@@ -26,6 +27,10 @@ from garen_infer.errors import GarenError
 from garen_infer.report.bench_config import BenchConfig, DatasetEntry, MethodEntry
 from garen_infer.report.matrix import DatasetMatrix, Skipped
 from garen_infer.report.run_results import TIMING_LOG, RunResult
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass
@@ -72,7 +77,8 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
     cells = tqdm(total=len(runnable), initial=finished, desc="bench", unit="cell")
     for entry, dataset, index, plans in prepared:
         matrix = DatasetMatrix(entry.name, dataset.name, len(dataset.documents), len(dataset.judged_queries()), str(index.path),
-                               labels=[e.label for e in entries] + list(entry.runs), budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
+                               labels=[e.label for e in entries] + list(entry.runs),
+                               budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
                                baseline=config.baseline,
                                embedding_model=(index.manifest["stages"].get("embeddings") or {}).get("params", {}).get("model"),
                                measures=config.measures, run_files=dict(entry.runs))
@@ -195,7 +201,7 @@ def _prepare_dataset(config: BenchConfig, entry: DatasetEntry, methods: list[Met
     return entry, dataset, index, plans
 
 
-def _build_index(dataset, entry: DatasetEntry, presets: list[dict], log) -> None:
+def _build_index(dataset: Dataset, entry: DatasetEntry, presets: list[dict], log) -> None:
     """``garen-infer index`` with every stage the cells' presets define; two presets that build the same stage
     with different params would rebuild it back and forth, so that is refused."""
     from garen_infer.index.folder import IndexFolder
@@ -214,8 +220,8 @@ def _build_index(dataset, entry: DatasetEntry, presets: list[dict], log) -> None
         IndexFolder.build(dataset, entry.index, IndexConfig.from_dict(stages), log=log)
 
 
-def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict, dataset, index, limit,
-                budgets=None) -> list[CellPlan]:
+def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict,
+                dataset: Dataset, index: IndexFolder, limit, budgets=None) -> list[CellPlan]:
     """The entry's cells on this dataset, one per budget (``budgets``: only these; None stands for 'no budget')."""
     from garen_infer.config import run_config_from
     from garen_infer.methods.base import get_method
@@ -242,7 +248,7 @@ def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodE
     return plans
 
 
-def _run_cell(dataset, index, plan: CellPlan, cache, log) -> tuple[int, int]:
+def _run_cell(dataset: Dataset, index: IndexFolder, plan: CellPlan, cache, log) -> tuple[int, int]:
     """Run (or resume, or only re-read) one cell; (queries answered now, model calls they made). Each cell opens
     the index and loads its models afresh, exactly as ``garen-infer run`` would: no cell inherits another's warm
     caches (query embeddings, group-summary vectors), so its seconds do not depend on the order cells ran in."""

@@ -190,7 +190,8 @@ def _dataset(name, value, where: str) -> DatasetEntry:
             raise GarenError(f"{where}: datasets.{name}.runs: label '{label}' cannot be empty or contain '/'")
         if not file.is_file():
             raise GarenError(f"{where}: datasets.{name}.runs.{label}: {file} is not a file (a TREC run file: qid Q0 docid rank score tag)")
-    return DatasetEntry(str(name), str(value["spec"]), Path(value["index"]), _bool(value.get("allow_empty_docs", False), f"{where}: datasets.{name}.allow_empty_docs"), runs)
+    allow_empty_docs = _bool(value.get("allow_empty_docs", False), f"{where}: datasets.{name}.allow_empty_docs")
+    return DatasetEntry(str(name), str(value["spec"]), Path(value["index"]), allow_empty_docs, runs)
 
 
 def _method(item, where: str) -> MethodEntry | str:

@@ -8,12 +8,17 @@ output says so every time: a query only one run answers is left out of both mean
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from garen_infer.report.matrix import paired
 from garen_infer.report.run_results import MEASURES, RunResult
 
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
 
-def compare_runs(folder_a, folder_b, dataset, measures=MEASURES, permutations: int = 10_000, seed: int = 0, show: int = 5) -> dict:
+
+def compare_runs(folder_a, folder_b, dataset: Dataset, measures=MEASURES, permutations: int = 10_000,
+                 seed: int = 0, show: int = 5) -> dict:
     a, b = RunResult.load(folder_a), RunResult.load(folder_b)
     scores_a, scores_b = a.per_query(dataset, measures), b.per_query(dataset, measures)
     first = measures[0]
@@ -45,7 +50,8 @@ def _describe(run: RunResult) -> dict:
 def format_comparison(result: dict) -> str:
     a, b = result["a"], result["b"]
     lines = [
-        *(f"{name}: {run['run']} ({run['method']}{', tag ' + run['tag'] if 'tag' in run else ''}{'' if run['budget'] is None else ', budget ' + str(run['budget'])})"
+        *(f"{name}: {run['run']} ({run['method']}{', tag ' + run['tag'] if 'tag' in run else ''}"
+          f"{'' if run['budget'] is None else ', budget ' + str(run['budget'])})"
           f"{' [SIMULATED]' if 'simulation' in run else ''}" for name, run in (("A", a), ("B", b))),
         _queries_line(result),
         "",

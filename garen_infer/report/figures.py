@@ -15,10 +15,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen before pyplot loads)
+import matplotlib.pyplot as plt  # the backend is chosen before pyplot loads
 
-from garen_infer.index.atomic import atomic_path  # noqa: E402
-from garen_infer.report.matrix import DatasetMatrix, gold_distances  # noqa: E402
+from garen_infer.index.atomic import atomic_path
+from garen_infer.report.matrix import DatasetMatrix, gold_distances
 
 DPI = 300  # the PNG at print resolution, since its size is the paper's
 COLUMN_WIDTH, PAGE_WIDTH = 3.33, 7.0  # inches: one column and the full text width of ACM sigconf and IEEEtran

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from garen_infer.costs import TokenPrices, prices_for
 from garen_infer.data.dataset import Dataset
@@ -20,6 +21,9 @@ from garen_infer.evaluate import judged_query_ids
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.report.run_results import MEASURES, RunResult, ranking_rows
 from garen_infer.report.significance import PairedComparison, compare_paired, holm
+
+if TYPE_CHECKING:
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass
@@ -89,11 +93,13 @@ class DatasetMatrix:
         return f"the {scored} of {self.judged_queries} judged queries every run folder answered, for every row"
 
     def columns_of(self, cell: Cell) -> list[int | None]:
-        return [cell.budget] if cell.budget is not None else (self.budgets or [None])
+        if cell.budget is not None:
+            return [cell.budget]
+        return [*self.budgets] if self.budgets else [None]
 
 
-def collect(matrix: DatasetMatrix, dataset: Dataset, index, bench_prices: dict[str, TokenPrices], significance,
-            first_stage_rows) -> DatasetMatrix:
+def collect(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, bench_prices: dict[str, TokenPrices],
+            significance, first_stage_rows) -> DatasetMatrix:
     """Fill every cell's scores (over ``shared_queries``), cost and reachability, then compare each with the
     baseline at its budget (the bench file's ``significance``: tests, bootstrap and correction).
     ``first_stage_rows(first_stage_config) -> {qid: rows}`` is asked only for runs that did not record reach."""
@@ -163,7 +169,7 @@ def paired(a: dict[str, float], b: dict[str, float], permutations: int, seed: in
     return compare_paired([a[q] for q in common], [b[q] for q in common], permutations, seed, resamples=resamples, confidence=confidence)
 
 
-def _reach(run: RunResult, dataset: Dataset, index, first_stage_rows, queries: set[str]) -> dict:
+def _reach(run: RunResult, dataset: Dataset, index: IndexFolder, first_stage_rows, queries: set[str]) -> dict:
     """Hit@100 by hop distance from the first-stage top 20 (GAREN Fig. 4/8) over ``queries``: what the run
     recorded, or computed here from the run's rankings, its first stage and the index's k-NN graph."""
     records = {qid: r for qid, r in run.records.items() if qid in queries}
@@ -227,7 +233,7 @@ def per_query_rows(matrix: DatasetMatrix) -> list[list]:
     return rows
 
 
-def first_stage_provider(index, dataset: Dataset):
+def first_stage_provider(index: IndexFolder, dataset: Dataset):
     """first_stage_rows for ``collect``: judged queries' first-stage rows per first-stage config, computed once."""
     from garen_infer.first_stage import FirstStageConfig, first_stage
 

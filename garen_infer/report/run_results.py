@@ -117,16 +117,16 @@ class RunResult:
             return {**dict.fromkeys(LEDGER_TOTALS), "roles": {}, "unpriced": [], "wall_seconds": None}
         ledgers = self.ledgers(None if queries is None else set(queries))
         n = max(len(ledgers), 1)
-        out = {key: sum(l[key] for l in ledgers) / n for key in LEDGER_TOTALS}
-        roles = sorted({role for l in ledgers for role in l["roles"]})
-        out["roles"] = {role: {key: sum(l["roles"].get(role, {}).get(key, 0) for l in ledgers) / n for key in ROLE_FIELDS} for role in roles}
+        out = {key: sum(ledger[key] for ledger in ledgers) / n for key in LEDGER_TOTALS}
+        roles = sorted({role for ledger in ledgers for role in ledger["roles"]})
+        out["roles"] = {role: {key: sum(ledger["roles"].get(role, {}).get(key, 0) for ledger in ledgers) / n for key in ROLE_FIELDS} for role in roles}
         for role in roles:
-            out["roles"][role]["unusable"] = unusable_share([l["roles"].get(role, {}) for l in ledgers])
-        out["unusable"] = unusable_share([cost for l in ledgers for cost in l["roles"].values()])
+            out["roles"][role]["unusable"] = unusable_share([ledger["roles"].get(role, {}) for ledger in ledgers])
+        out["unusable"] = unusable_share([cost for ledger in ledgers for cost in ledger["roles"].values()])
         priced = {role: p for role, p in prices.items() if role in roles}
         out["unpriced"] = [r for r in roles if r not in priced and (out["roles"][r]["input_tokens"] or out["roles"][r]["output_tokens"])]
         if priced:
-            dollars = [query_cost(l, priced) for l in ledgers]
+            dollars = [query_cost(ledger, priced) for ledger in ledgers]
             for role in priced:
                 out["roles"][role]["dollars"] = sum(d[role] for d in dollars) / n
             out["dollars"] = None if out["unpriced"] else sum(d["total"] for d in dollars) / n

@@ -22,7 +22,7 @@ def accuracy_table(matrix: DatasetMatrix, measure: str, alpha: float) -> Table:
     values = {(label, b): matrix.cell(label, b) for label in matrix.labels for b in columns}
     ranks = {}
     for b in columns:
-        ordered = sorted({round(c.mean(measure), 4) for (l, bb), c in values.items() if bb == b and c is not None}, reverse=True)
+        ordered = sorted({round(c.mean(measure), 4) for (_, bb), c in values.items() if bb == b and c is not None}, reverse=True)
         ranks[b] = ordered[:2]
     rows = []
     for label in matrix.labels:

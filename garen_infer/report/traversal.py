@@ -8,10 +8,17 @@ a PCA fitted on the documents drawn (plus a fixed sample of the corpus for conte
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from garen_infer.report.matrix import Cell, DatasetMatrix
 from garen_infer.report.run_results import ranking_rows
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
+
 
 MAX_PANELS = 6
 COLUMNS = 3
@@ -29,7 +36,7 @@ def garen_cells(matrix: DatasetMatrix) -> list[Cell]:
     return [c for c in cells if (c.budget or 0) == budget][:MAX_PANELS]
 
 
-def pick_query(cells: list[Cell], dataset) -> tuple[str, bool] | None:
+def pick_query(cells: list[Cell], dataset: Dataset) -> tuple[str, bool] | None:
     """(query id, whether some run reached a gold document of it)."""
     best = None
     for qid in sorted(set.intersection(*(set(c.run.records) for c in cells))):
@@ -44,17 +51,19 @@ def pick_query(cells: list[Cell], dataset) -> tuple[str, bool] | None:
     return (best[1], best[0][0]) if best else None
 
 
-def _gold(dataset, qid: str) -> set[int]:
+def _gold(dataset: Dataset, qid: str) -> set[int]:
     return {dataset.doc_index[d] for d, rel in dataset.qrels.get(qid, {}).items() if rel > 0 and d in dataset.doc_index}
 
 
-def traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, formats=("png",)) -> str | None:
+def traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, first_stage_rows, path,
+              formats=("png",)) -> str | None:
     from garen_infer.report.figures import paper_style
 
     return paper_style(_traversal)(matrix, dataset, index, first_stage_rows, path, formats)
 
 
-def _traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, formats) -> str | None:
+def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, first_stage_rows, path,
+               formats) -> str | None:
     from garen_infer.report.figures import COLUMN_WIDTH, PAGE_WIDTH, plt, save
 
     cells = garen_cells(matrix)
@@ -94,7 +103,7 @@ def _traversal(matrix: DatasetMatrix, dataset, index, first_stage_rows, path, fo
     fig, axes = plt.subplots(rows, columns, figsize=(width, (width / columns) * 0.95 * rows), squeeze=False, sharex=True, sharey=True)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    for ax, (cell, groups, selected, steps) in zip(axes.flat, panels):
+    for ax, (cell, groups, selected, _steps) in zip(axes.flat, panels):
         ctx = np.array([xy[r] for r in context])
         ax.scatter(ctx[:, 0], ctx[:, 1], s=3, color="0.85", zorder=0)
         for g, t in sorted(selected.items(), key=lambda kv: kv[1]):

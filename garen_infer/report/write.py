@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+from functools import partial
 from pathlib import Path
 
 from garen_infer.errors import GarenError
@@ -55,7 +56,7 @@ def write_report(config, prepared, log=print, command: str = "") -> Path:
         latex = []
         for matrix, dataset, index, first_stage_rows in sections:
             blocks = _dataset_section(matrix, tmp / "figures", config.significance.alpha, config.figure_formats,
-                                      lambda path, formats: traversal(matrix, dataset, index, first_stage_rows, path, formats))
+                                      partial(traversal, matrix, dataset, index, first_stage_rows))
             doc.add(*blocks)
             latex += _latex_tables(matrix, config.significance.alpha)
             figures_shown = [b for b in blocks if isinstance(b, Figure) and b.path.stem.endswith(SUMMARY_FIGURES)]

@@ -18,7 +18,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
@@ -26,7 +26,7 @@ from garen_infer.llm.types import Chat, Completion, SamplingParams
 @dataclass(frozen=True)
 class Shape:
     name: str
-    write: Callable[[object], tuple[object, str]]  # the perfect answer -> (content, finish_reason)
+    write: Callable[[Any], tuple[object, str]]  # the perfect answer (ids, a label) -> (content, finish)
     counted: tuple[str, ...] = ()  # what the ledger counts for it where it is read (listwise: rank_llm's rule)
 
 

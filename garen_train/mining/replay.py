@@ -8,6 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
@@ -17,6 +18,10 @@ from garen_infer.data.dataset import Dataset
 from garen_infer.llm.roles import ScoreJob, build_roles
 from garen_infer.methods.base import Method, get_method, make_config
 from garen_infer.runner import RunConfig, execute
+
+if TYPE_CHECKING:
+    from garen_infer.index.folder import IndexFolder
+
 
 SCORE_BATCH = 256  # pairs per call when scoring what the traversal did not
 
@@ -55,7 +60,8 @@ class Traversal:
     seconds: float  # spent on queries this call (0 when the run folder was already complete)
 
 
-def replay_garen(dataset: Dataset, index, preset: dict, out: Path, cache, budget=None, limit=None, max_active=None, shard=None) -> Traversal:
+def replay_garen(dataset: Dataset, index: IndexFolder, preset: dict, out: Path, cache, budget=None,
+                 limit=None, max_active=None, shard=None) -> Traversal:
     config = run_config_from(preset, "garen", budget, limit, max_active, shard)
     method_cls = get_method("garen")
     models = {role: config.models[role] for role in method_cls.roles if role in config.models}

@@ -97,6 +97,8 @@ class PartitionData(LightningDataModule):
         return np.split(order, np.cumsum(np.bincount(self.labels.numpy()))[:-1])
 
     def train_dataloader(self) -> DataLoader:
-        epoch = lambda: self.trainer.current_epoch if self.trainer is not None else 0  # noqa: E731 - resumed runs replay the same order
+        def epoch() -> int:  # read at each epoch's start, so a resumed run replays the same order
+            return self.trainer.current_epoch if self.trainer is not None else 0
+
         blocks = [b for b in self.blocks() if len(b)]
         return DataLoader(BlockBatches(self.graph, blocks, self.hparams.batch_nodes, self.hparams.seed, epoch), batch_size=None)

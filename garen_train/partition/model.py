@@ -52,6 +52,12 @@ class SignEncoder(nn.Module):
 
 
 class SoftPartition(LightningModule):
+    # buffers registered by _build, once the data's shape is known
+    init_group: torch.Tensor  # each document's group in the initial partition
+    candidates: torch.Tensor  # each document's candidate groups, padded with -1
+    assignment: torch.Tensor  # each document's weights over its candidates
+    initialised: torch.Tensor
+
     def __init__(self, hidden: int = 128, dim: int = 64, dropout: float = 0.1, temperature: float = 0.1, anchor: float = 1.0,
                  collapse_weight: float = 1.0, own_candidates: int = 2, lr: float = 3e-3, weight_decay: float = 0.0,
                  eval_batch: int = 8192):
@@ -100,6 +106,13 @@ class SoftPartition(LightningModule):
         self.source = {"index": str(graph.path), "corpus": graph.corpus, "hops": graph.features.shape[1] - 1}
 
     @property
+    def built_encoder(self) -> SignEncoder:
+        """The SIGN encoder, which setup or a checkpoint builds before any assignment is asked for."""
+        if self.encoder is None:
+            raise RuntimeError("the soft-partition model is used before setup() or a checkpoint built it")
+        return self.encoder
+
+    @property
     def n_groups(self) -> int:
         return len(self.prototypes)
 
@@ -110,7 +123,7 @@ class SoftPartition(LightningModule):
     def assign(self, nodes: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """s_i over the candidates of ``nodes`` (rows of ``self.candidates``), from their SIGN features."""
         ids = self.candidates[nodes]
-        h = F.normalize(self.encoder(features), dim=-1)
+        h = F.normalize(self.built_encoder(features), dim=-1)
         logits = (h.unsqueeze(1) * F.normalize(self.prototypes, dim=-1)[ids.clamp(min=0)]).sum(-1) / self.hparams.temperature
         if self.hparams.anchor:
             logits = logits + self.hparams.anchor * (ids == self.init_group[nodes].unsqueeze(1))
@@ -165,7 +178,7 @@ class SoftPartition(LightningModule):
         self.eval()
         total, count = torch.zeros_like(self.prototypes), torch.zeros(self.n_groups, 1, device=self.device)
         for nodes, features in self._chunks():
-            total.index_add_(0, self.init_group[nodes], F.normalize(self.encoder(features), dim=-1))
+            total.index_add_(0, self.init_group[nodes], F.normalize(self.built_encoder(features), dim=-1))
             count.index_add_(0, self.init_group[nodes], torch.ones(len(nodes), 1, device=self.device))
         self.train(was_training)
         # centred means: an untrained encoder maps every document into a narrow cone, whose axis says nothing

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from garen_infer.index import stage_files
 from garen_infer.index.atomic import save_array, write_json
+from garen_infer.index.folder import DOC_IDS, FORMAT
 from garen_infer.index.knn_graph import KnnGraph
 
 
@@ -50,27 +52,33 @@ def planted_graph(n_blocks: int, size: int, k: int, k_in: int, seed: int = 0) ->
     return rows, labels
 
 
-def write_index(path: str | Path, vectors: np.ndarray, graph: KnnGraph | None = None, k: int = 16, groups: np.ndarray | None = None, name: str = "synthetic") -> Path:
+def write_index(path: str | Path, vectors: np.ndarray, graph: KnnGraph | None = None, k: int = 16,
+                groups: np.ndarray | None = None, name: str = "synthetic") -> Path:
     """An index folder with the embeddings and knn_graph stages (the graph built from the vectors unless given)
     and, with ``groups`` (a label per row), a groups stage holding only doc_groups.npy."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     n = len(vectors)
     doc_ids = [f"d{i}" for i in range(n)]
-    (path / "doc_ids.json").write_text(json.dumps(doc_ids))
+    (path / DOC_IDS).write_text(json.dumps(doc_ids))
     save_array(path / "embeddings.npy", vectors)
     start = time.perf_counter()
     graph = graph if graph is not None else KnnGraph.build(vectors, k)
     graph.save(path / "knn_graph", doc_ids)
     built = time.strftime("%Y-%m-%dT%H:%M:%S")
     stages = {
-        "embeddings": {"params": {"model": "synthetic"}, "info": {"dim": int(vectors.shape[1])}, "built": built},
-        "knn_graph": {"params": {"k": int(graph.k)}, "info": {"seconds": round(time.perf_counter() - start, 2)}, "built": built},
+        "embeddings": stage_files.sealed(path, ("embeddings.npy",), {
+            "params": {"model": "synthetic"}, "info": {"dim": int(vectors.shape[1])}, "built": built}),
+        "knn_graph": stage_files.sealed(path, ("knn_graph",), {
+            "params": {"k": int(graph.k)}, "info": {"seconds": round(time.perf_counter() - start, 2)}, "built": built}),
     }
     if groups is not None:
         (path / "groups").mkdir(exist_ok=True)
         save_array(path / "groups" / "doc_groups.npy", groups.astype(np.int32))
-        stages["groups"] = {"params": {"construction": "planted"}, "info": {"groups": int(groups.max()) + 1}, "built": built}
+        stages["groups"] = stage_files.sealed(path, ("groups",), {
+            "params": {"construction": "planted"}, "info": {"groups": int(groups.max()) + 1}, "built": built})
     fingerprint = "sha256:" + hashlib.sha256(json.dumps([name, n]).encode()).hexdigest()[:32]
-    write_json(path / "manifest.json", {"format": 1, "corpus": {"name": name, "fingerprint": fingerprint, "doc_count": n}, "stages": stages})
+    corpus = {"name": name, "fingerprint": fingerprint, "doc_count": n}
+    doc_ids_file = stage_files.record(path, (DOC_IDS,))[DOC_IDS]
+    write_json(path / "manifest.json", {"format": FORMAT, "corpus": corpus, "doc_ids": doc_ids_file, "stages": stages})
     return path

@@ -169,7 +169,7 @@ class PairScorer(pl.LightningModule):
         saved = checkpoint.get("garen") or {}
         self.validation_metrics = saved.get("validation") or {}
         self.data_description = saved.get("data")
-        # an older checkpoint: Lightning's own epoch and step, without the limits it ran under
+        # a checkpoint without garen's record: Lightning's own epoch and step, without the limits it ran under
         self.training_progress = saved.get("training") or {"epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step")}
 
     # ---- export (the Exportable protocol of garen_train.export) ---------------------------------------------

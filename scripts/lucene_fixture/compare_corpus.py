@@ -15,10 +15,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_fixture import run_lucene  # noqa: E402
+from make_fixture import run_lucene
 
-from garen_infer.data import load_dataset  # noqa: E402
-from garen_infer.index.lucene_analyzer import english_tokens, standard_tokens  # noqa: E402
+from garen_infer.data import load_dataset
+from garen_infer.index.lucene_analyzer import english_tokens, standard_tokens
 
 
 def main(argv=None) -> int:

@@ -124,7 +124,9 @@ def _ranges(code_points: list[int]) -> str:
             spans[-1][1] = c
         else:
             spans.append([c, c])
-    esc = lambda c: f"\\u{c:04X}" if c <= 0xFFFF else f"\\U{c:08X}"
+    def esc(c: int) -> str:
+        return f"\\u{c:04X}" if c <= 0xFFFF else f"\\U{c:08X}"
+
     return "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b in spans)
 
 
@@ -144,7 +146,7 @@ def unicode_tables(jar: str) -> int:
     lucene = [[[t for t, _ in outputs[3 * i + j]["standard"]] for j in range(3)] for i in range(len(points))]
     types = [outputs[3 * i]["standard"] for i in range(len(points))]
     raw = token_patterns("", "")
-    as_other = lambda c: [[], ["a", "a"], ["1", "1"]]
+    as_other = [[], ["a", "a"], ["1", "1"]]  # a character Lucene treats as neither letter nor digit
     unknown, emoji = [], []
     for c, trio, lucene_out, single in zip(points, probes, lucene, types):
         python_out = [standard_tokens(t, raw) for t in trio]
@@ -152,7 +154,7 @@ def unicode_tables(jar: str) -> int:
             continue
         if single == [[chr(c), "<EMOJI>"]] and python_out[0] == []:
             emoji.append(c)
-        elif lucene_out == as_other(c):
+        elif lucene_out == as_other:
             unknown.append(c)
     fixed = token_patterns(_ranges(unknown), _ranges(emoji))
     left = [c for c, trio, lucene_out in zip(points, probes, lucene) if [standard_tokens(t, fixed) for t in trio] != lucene_out]
@@ -194,7 +196,8 @@ def main(argv=None) -> int:
         fixture["stems"] = {w: o["english"][0] for w, o in zip(words, stems) if len(o["english"]) == 1}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"{len(cases)} cases{', %d stems' % len(fixture['stems']) if 'stems' in fixture else ''} from {version} -> {args.out}", file=sys.stderr)
+    stems = f", {len(fixture['stems'])} stems" if "stems" in fixture else ""
+    print(f"{len(cases)} cases{stems} from {version} -> {args.out}", file=sys.stderr)
     return 0
 
 

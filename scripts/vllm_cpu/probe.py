@@ -201,7 +201,6 @@ def main() -> int:
     report["score_prompt_tokens"] = len(tok.encode(many[0]))
 
     print("PROBE_REPORT " + json.dumps(report, indent=1, default=str), flush=True)
-    del llm
     return 0
 
 

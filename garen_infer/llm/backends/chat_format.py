@@ -79,7 +79,7 @@ def render_chat(tokenizer, chat: Chat) -> str:
     for candidate in (chat, merge_system(chat)):
         try:
             return apply_template(tokenizer, candidate)
-        except Exception as err:  # noqa: BLE001 - some templates raise on roles they do not support
+        except Exception as err:  # some templates raise on roles they do not support
             failure = err
     raise GarenError(f"the chat template of model '{tokenizer.name_or_path}' cannot render this chat ({type(failure).__name__}: "
                      f"{str(failure)[:200]}); give the model spec a chat_template that can")

@@ -2,9 +2,10 @@
 
 - ``generate``: POST {base_url}/chat/completions per chat, up to ``concurrency`` requests in flight at once.
 - ``score_yes_no``: the same endpoint with ``max_tokens`` 1 and ``top_logprobs`` 20 (Qwen3-Reranker's vLLM
-  recipe, anchors.md sec. 7). The answer token's listed alternatives give log P(yes) and log P(no); P(yes) is
-  normalised over the two, and a label missing from the list counts as -10, as in Qwen3's code (or as the lowest
-  listed logprob when that is lower, so that a missing label never outranks a listed one).
+  recipe; Qwen3 Embedding, arXiv 2506.05176). The answer token's listed alternatives give log P(yes) and
+  log P(no); P(yes) is normalised over the two, and a label missing from the list counts as -10, as in Qwen3's
+  code (or as the lowest listed logprob when that is lower, so that a missing label never outranks a listed
+  one).
   Label matching: Qwen3-Reranker scores the bare lowercase tokens "yes" and "no"; an entry whose token is
   exactly that is used when listed, so scores equal the offline backends'. Otherwise the best-ranked entry
   that equals the label after stripping whitespace and lowercasing (" yes", "Yes", "NO") stands in, so
@@ -122,8 +123,8 @@ class OpenAIBackend:
         return self._pool
 
     def _answer_settings(self) -> str:
-        """What the id adds for the request fields that change answers (nothing when none is set, so the ids of
-        earlier caches stay as they were)."""
+        """What the id adds for the request fields that change answers (nothing when none is set: the id is then
+        the server and model alone)."""
         extra = f"|extra={json.dumps(self.extra_body, sort_keys=True, ensure_ascii=False)}" if self.extra_body else ""
         return extra + (f"|reasoning_effort={self.reasoning_effort}" if self.reasoning_effort else "")
 
@@ -148,7 +149,8 @@ class OpenAIBackend:
     def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
         """One agent turn per (chat, tools) through the server's own function calling (``tools``, ``tool_calls``;
         vLLM serves it with ``--enable-auto-tool-choice --tool-call-parser ...``)."""
-        return self._map(lambda request: self._tool_turn(*request, self._sampling(params)), requests)
+        body = self._sampling(params)
+        return self._map(lambda request: self._tool_turn(request[0], request[1], body), requests)
 
     def _sampling(self, params: SamplingParams) -> dict:
         body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
@@ -268,7 +270,8 @@ class OpenAIBackend:
         try:
             answer = json.loads(raw)
         except ValueError:
-            raise GarenError(f"the server at {base_url} answered with something that is not JSON: {redact(raw[:200].decode('utf-8', 'replace'), key)!r}") from None
+            shown = redact(raw[:200].decode("utf-8", "replace"), key)
+            raise GarenError(f"the server at {base_url} answered with something that is not JSON: {shown!r}") from None
         return _redacted(answer, key) if key else answer  # what is cached and shown never holds the key
 
 
@@ -322,7 +325,8 @@ def openai_messages(chat: Chat) -> Chat:
         if message["role"] == "tool":
             message = {k: v for k, v in message.items() if k != "name"}
         if message.get("tool_calls"):
-            calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}} for c in message["tool_calls"]]
+            calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+                     for c in message["tool_calls"]]
             message = {**message, "tool_calls": calls}
         out.append(message)
     return out
@@ -366,10 +370,11 @@ def _usage(answer: dict, where: str) -> tuple[int, int]:
     """(prompt tokens, answer tokens) from ``usage``; 0 for a count the server leaves out, an error for one that is
     not a whole number (checked here, before the answer is cached, since the ledger adds them up)."""
     usage = _field(answer, "usage", dict, where) or {}
-    counts = tuple(_field(usage, name, int, where) or 0 for name in ("prompt_tokens", "completion_tokens"))
-    if min(counts) < 0:
+    prompt_tokens, answer_tokens = (_field(usage, field, int, where) or 0
+                                    for field in ("prompt_tokens", "completion_tokens"))
+    if min(prompt_tokens, answer_tokens) < 0:
         raise GarenError(f"the server at {where} answered with a negative token count in 'usage': {str(usage)[:200]}")
-    return counts
+    return prompt_tokens, answer_tokens
 
 
 def _logprob_entry(entry: dict, where: str) -> tuple[str, float]:
@@ -417,7 +422,8 @@ def check_api_key_env(value, where: str) -> None:
     if not ENV_NAME.fullmatch(value):
         odd = next((c for c in value if not (c.isascii() and (c.isalnum() or c == "_"))), None)
         why = f"it contains {odd!r}" if odd else "it is empty" if not value else "it starts with a digit"
-    elif value not in os.environ and (max(map(len, value.split("_"))) >= 24 or all(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))):
+    elif value not in os.environ and (max(map(len, value.split("_"))) >= 24
+                                      or all(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))):
         why = "it names no variable that is set and looks like a key itself"
     else:
         return

@@ -37,7 +37,7 @@ def template_knows_tools(tokenizer) -> bool:
                 with_tool = apply_template(tokenizer, _PROBE, tools=[_PROBE_TOOL])
                 without = apply_template(tokenizer, _PROBE)
                 known = with_tool != without
-            except Exception:  # noqa: BLE001 - a template may raise on the tools argument
+            except Exception:  # a template may raise on the tools argument
                 known = False
         tokenizer._garen_knows_tools = known
     return known
@@ -49,7 +49,7 @@ def render_tool_chat(tokenizer, chat: Chat, tools: list[dict]) -> str:
         hf_chat = [_for_template(m) for m in chat]
         try:
             return apply_template(tokenizer, hf_chat, tools=tools)
-        except Exception:  # noqa: BLE001 - e.g. a template that rejects a system turn: the fallback still works
+        except Exception:  # e.g. a template that rejects a system turn: the fallback still works
             pass
     return render_chat(tokenizer, fallback_chat(chat, tools))
 

@@ -5,11 +5,13 @@ It sees exactly what the transformers backend sees: the chat is rendered by the 
 model's own tokenizer, tokenised without extra special tokens, cut in the middle when longer than the engine's
 context (``max_model_len``) minus the answer's tokens, or than ``max_length`` when that is set, and handed to vLLM
 as token ids. Each answer says how many tokens were cut (``Completion.truncated_tokens``, counted in the ledger),
-and the limit is part of the backend id, so an answer to a cut prompt is never replayed for an uncut one. Yes/no scoring: one token, restricted to {yes, no} by ``allowed_token_ids``, with both labels' logprobs
-(``logprob_token_ids``, where the installed vLLM has it: the default) or Qwen3-Reranker's vLLM recipe (anchors.md
-sec. 7), the 20 top logprobs with a missing label counted as -10, or lower when a listed token is lower still, so
-a missing label never outranks a listed one. vLLM returns raw logprobs (before ``allowed_token_ids`` masks the
-vocabulary), so when both labels are listed P(yes) equals the transformers backend's softmax over [no, yes].
+and the limit is part of the backend id, so an answer to a cut prompt is never replayed for an uncut one.
+Yes/no scoring: one token, restricted to {yes, no} by ``allowed_token_ids``, with both labels' logprobs
+(``logprob_token_ids``, where the installed vLLM has it: the default) or Qwen3-Reranker's vLLM recipe (Qwen3
+Embedding, arXiv 2506.05176, and its repository's vLLM example), the 20 top logprobs with a missing label
+counted as -10, or lower when a listed token is lower still, so a missing label never outranks a listed one.
+vLLM returns raw logprobs (before ``allowed_token_ids`` masks the vocabulary), so when both labels are listed
+P(yes) equals the transformers backend's softmax over [no, yes].
 
 vLLM is imported when a backend is built, never at module import: the package stays importable without it.
 On CPU, set ``VLLM_CPU_KVCACHE_SPACE`` (GiB) before building, and build under ``if __name__ == "__main__":``
@@ -199,7 +201,7 @@ class VllmBackend:
         if llm is not None:
             try:
                 llm.shutdown() if self.engine == "async" else llm.llm_engine.engine_core.shutdown()
-            except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
+            except Exception:  # best effort: the engine may already be gone
                 pass
 
 

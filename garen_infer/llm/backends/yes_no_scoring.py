@@ -7,8 +7,9 @@ garen_train trains through, so a trained navigator is scored at inference exactl
     yes_no_logits(net, ids, mask, yes, no)    the [no, yes] logits at the last position (differentiable)
     yes_log_odds(pair) / yes_probability(pair)  logit(yes) - logit(no), and P(yes) = softmax over [no, yes]
 
-P(yes) is Qwen3-Reranker's score (anchors.md sec. 7); the log-odds is what training losses work on, since
-sigmoid(log-odds) is that same P(yes). torch is imported by the caller (this module stays import-light).
+P(yes) is Qwen3-Reranker's score (Zhang et al., Qwen3 Embedding, arXiv 2506.05176); the log-odds is what
+training losses work on, since sigmoid(log-odds) is that same P(yes). torch is imported by the caller (this
+module stays import-light).
 """
 
 from __future__ import annotations

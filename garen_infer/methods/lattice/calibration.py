@@ -1,4 +1,5 @@
-"""LATTICE's score calibration (sec. 2.2; the reference code's behaviour, anchors.md 1.5).
+"""LATTICE's score calibration (Gupta et al., "LLM-guided Hierarchical Search for End-to-end Reasoning
+Intensive Retrieval", arXiv 2510.13217, sec. 2.2; the reference code's behaviour).
 
 A slate's scores mix a node's relevance with the slate's own offset (the same passage scores higher among weak
 neighbours). Every node seen in any slate gets one latent score theta, every slate a bias b_s, and one scale a

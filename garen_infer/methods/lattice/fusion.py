@@ -10,6 +10,7 @@ it. The dense retriever is the index's embedding model (the paper used BGE-Reaso
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,10 @@ from garen_infer.first_stage import all_scores, excluded_rows
 from garen_infer.methods.base import QueryState, Search
 from garen_infer.methods.lattice.method import Lattice, LatticeConfig
 from garen_infer.settings import Count, NonNegativeFloat
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass
@@ -48,7 +53,7 @@ def fuse(systems: list[list[tuple[int, float]]], weights: list[float]) -> list[t
 class LatticePlusPlus(Lattice):
     name, Config = "lattice++", LatticeFusionConfig
 
-    def __init__(self, config: LatticeFusionConfig, index, dataset):
+    def __init__(self, config: LatticeFusionConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)
         self.index_stages = (config.tree, "bm25", "embeddings")
 

@@ -1,5 +1,6 @@
-"""LATTICE: LLM-guided hierarchical search over a semantic tree (Gupta et al., 2025, sec. 2.2, App. B.4 Algorithm 4;
-the reference code's behaviour, anchors.md sec. 1).
+"""LATTICE: LLM-guided hierarchical search over a semantic tree (Gupta et al., "LLM-guided Hierarchical Search
+for End-to-end Reasoning Intensive Retrieval", arXiv 2510.13217, sec. 2.2, App. B.4 Algorithm 4; the reference
+code's behaviour).
 
 Per query:
     frontier = [root]
@@ -33,8 +34,9 @@ and documents cut are never ranked. The ledger counts these documents, and every
 from __future__ import annotations
 
 import zlib
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -48,6 +50,10 @@ from garen_infer.methods.lattice.calibration import Calibration, CalibrationPara
 from garen_infer.methods.lattice.search_tree import SearchTree
 from garen_infer.methods.lattice.slates import Slate, parse_slate_scores, reference_leaves
 from garen_infer.settings import Count, NonNegative, NonNegativeFloat, Positive, Probability
+
+if TYPE_CHECKING:
+    from garen_infer.data.dataset import Dataset
+    from garen_infer.index.folder import IndexFolder
 
 
 @dataclass
@@ -85,7 +91,7 @@ class Lattice(Method):
     name, Config, roles = "lattice", LatticeConfig, ("generator",)
     index_stages = ("semantic_tree",)
 
-    def __init__(self, config: LatticeConfig, index, dataset):
+    def __init__(self, config: LatticeConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)
         from garen_infer.llm.prompts import BRIGHT_RELEVANCE, LATTICE_RELEVANCE
 
@@ -113,7 +119,7 @@ class Lattice(Method):
         scored = yield from self.traverse(state)
         return [row for row, _ in scored]
 
-    def traverse(self, state: QueryState) -> Search:
+    def traverse(self, state: QueryState) -> Generator[Any, Any, list[tuple[int, float]]]:
         """The search of the module docstring; returns (corpus row, final score) best first."""
         c = self.config
         budget = state.budget if state.budget is not None else c.budget

@@ -1,4 +1,5 @@
-"""LATTICE's slates: what one scoring call shows the model, and how its answer is read (anchors.md 1.4, 1.6).
+"""LATTICE's slates: what one scoring call shows the model, and how its answer is read (Gupta et al., arXiv
+2510.13217, sec. 2.2 and App. D, Fig. 10; the reference code's slates).
 
 A slate is the expanded node's children plus calibration references:
 - leaf slate (every child is a document): up to ``num_leaf_calib`` = 10 leaves already reached in this query,
