@@ -151,13 +151,12 @@ def cmd_run(args) -> int:
     from garen_infer.runner import execute
 
     preset = load_preset(args.preset, args.overrides)
-    run_config_from(preset, args.method, args.budget, shard=args.shard).method_config()  # checked before the data loads
-    if args.shard and args.seeds > 1:
+    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries, args.shard)  # checked
+    if args.shard and args.seeds > 1:  # before the data loads
         raise GarenError("--shard with --seeds: run each seed as its own sharded run (--set models.<role>.sampling.seed=K)")
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     index = IndexFolder.open(args.index, dataset)
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
-    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries, args.shard)
     if args.seeds > 1:
         from garen_infer.repeat import run_seeds
 

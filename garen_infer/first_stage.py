@@ -25,6 +25,11 @@ class FirstStageConfig:
     #   every model downstream still reads the original query
     query: str = "original"
 
+    @property
+    def index_stage(self) -> str:
+        """The index stage it ranks from."""
+        return "embeddings" if self.kind == "dense" else "bm25"
+
 
 def first_stage(index, query_texts: list[str], config: FirstStageConfig, exclude: list[set[int]] | None = None) -> list[list[int]]:
     """Corpus rows per query, best first: the top ``depth`` once each query's ``exclude`` rows are dropped."""

@@ -14,9 +14,9 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Annotated, Iterator
+from typing import Iterator
 
 from tqdm.auto import tqdm
 
@@ -25,15 +25,15 @@ from garen_infer.costs import mean_cost, prices_for
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
-from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage, first_stage_texts
+from garen_infer.first_stage import excluded_rows, first_stage, first_stage_texts
 from garen_infer.index.atomic import atomic_path, write_json
 from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.llm.problems import UNUSABLE
-from garen_infer.methods.base import QueryState, get_method, make_config
+from garen_infer.methods.base import QueryState
 from garen_infer.reachability import hit_by_hops, reach
 from garen_infer.scheduler import Scheduler
-from garen_infer.settings import Count, Range
+from garen_infer.run_config import RunConfig
 from garen_infer.shards import parse_shard
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
@@ -42,30 +42,6 @@ from garen_infer.trec import write_run
 def to_stderr(line: str) -> None:
     """Where a run's messages go by default: stdout is the metrics' (``garen-infer run`` prints them as JSON)."""
     print(line, file=sys.stderr)
-
-
-@dataclass
-class RunConfig:
-    method: str
-    method_options: dict = field(default_factory=dict)
-    budget: Count | None = None
-    first_stage: dict = field(default_factory=dict)
-    models: dict = field(default_factory=dict)
-    max_active_queries: Count = 16  # queries in flight at once; 1 = strictly one at a time
-    max_batch: Count = 64  # items per backend call
-    limit: Count | None = None  # first N judged queries only (smoke runs)
-    shard: str | None = None  # "i/n": only shard i of n of those queries (garen_infer/shards.py), from --shard
-    # a role whose share of unusable answers (unreadable, a thought without an answer, NaN) is above this is
-    # named loudly at the end of the run: its numbers rest on fallbacks, not on the model
-    unusable_answers_warning: Annotated[float, Range(0.0, 1.0)] = 0.05
-
-    def method_config(self):
-        """The method's options with ``budget`` applied, each checked against its field (one line if not)."""
-        method_cls = get_method(self.method)
-        options = dict(self.method_options)
-        if self.budget is not None and "budget" in method_cls.Config.__dataclass_fields__:
-            options["budget"] = self.budget
-        return make_config(method_cls, options)
 
 
 def what_answers(resolved: dict) -> dict:
@@ -77,24 +53,19 @@ def what_answers(resolved: dict) -> dict:
     return {**resolved, "models": {role: spec_identity(spec) if isinstance(spec, dict) else spec for role, spec in models.items()}}
 
 
-def first_stage_stage(config: RunConfig) -> str:
-    return "embeddings" if FirstStageConfig(**config.first_stage).kind == "dense" else "bm25"
+def require_stages(index, config: RunConfig) -> None:
+    """Refuses an index that lacks a stage the run reads (the first stage's included), before anything loads."""
+    for stage in config.index_stages:
+        index.require(stage, f"method '{config.method}'")
 
 
 def configure_method(dataset: Dataset, index, config: RunConfig):
-    """The method a run configuration names, built on this index: (class, options, method, budget). Refuses
-    unknown options and an index that lacks a stage the method reads (``garen-infer bench`` plans with this)."""
-    method_cls = get_method(config.method)
-    options_dict = dict(config.method_options)
-    takes_budget = "budget" in method_cls.Config.__dataclass_fields__
-    if config.budget is not None and takes_budget:
-        options_dict["budget"] = config.budget  # --budget overrides the preset
-    options = method_cls.settle(make_config(method_cls, options_dict), config.models)
-    budget = options.budget if takes_budget else None
-    method = method_cls(options, index, dataset.without_judgments())  # its options may change its stages and roles
-    for stage in dict.fromkeys([first_stage_stage(config), *method.index_stages]):  # every run starts from the first stage
-        index.require(stage, f"method '{config.method}'")
-    return method_cls, options, method, budget
+    """The method a run configuration names, built on this index, once the index is known to hold every stage
+    it reads: (class, settled options, method, budget)."""
+    require_stages(index, config)
+    options = config.settled_options()
+    method = config.method_class(options, index, dataset.without_judgments())
+    return config.method_class, options, method, config.budget
 
 
 def execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=None, cache=None, log=to_stderr) -> dict:
@@ -109,9 +80,9 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     resolved = {
         "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
         # a stage rebuilt with other params between an interruption and a resume must not be mixed in
-        "index_stages": {s: index.manifest["stages"][s]["params"] for s in sorted(set(method.index_stages) | {first_stage_stage(config)}) if index.has(s)},
+        "index_stages": {s: index.manifest["stages"][s]["params"] for s in sorted(config.index_stages) if index.has(s)},
         "method": config.method, "method_options": asdict(options), "budget": budget,
-        "first_stage": asdict(FirstStageConfig(**config.first_stage)), "models": config.models,
+        "first_stage": asdict(config.first_stage), "models": config.models,
         "limit": config.limit,
     }
     if config.shard:  # only in a shard's folder, so an unsharded run's config.json reads as it always did
@@ -140,7 +111,7 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     wall = 0.0
     if todo:
         if roles is None:
-            roles = model_roles(method, config, dataset, index, cache)
+            roles = model_roles(config, dataset, index, cache)
         states = query_states(dataset, index, config, method, budget, todo)
         start = time.perf_counter()
         with open(trace_path, "a", encoding="utf-8") as trace:
@@ -165,16 +136,14 @@ def run_queries(dataset: Dataset, config: RunConfig) -> list:
     return parse_shard(config.shard).select(queries) if config.shard else queries
 
 
-def model_roles(method, config: RunConfig, dataset: Dataset, index, cache=None):
-    """The models a configured method asks for, loaded once: a run builds them for its queries, a Python
-    ``Retriever`` for every search it answers."""
+def model_roles(config: RunConfig, dataset: Dataset, index, cache=None):
+    """The models a run's method asks for, loaded once: a run builds them for its queries, a Python ``Retriever``
+    for every search it answers."""
     from garen_infer.llm.cache import ResponseCache
     from garen_infer.llm.roles import build_roles
 
-    missing = [r for r in method.roles if r not in config.models]
-    if missing:
-        raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' in the preset")
-    needed = {r: config.models[r] for r in method.roles}
+    config.require_models()
+    needed = {r: config.models[r] for r in config.roles}
     return build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(),
                        dataset.name, dataset=dataset)
 
@@ -183,7 +152,7 @@ def query_states(dataset: Dataset, index, config: RunConfig, method, budget, que
     """Each query with its first-stage ranking (corpus rows, excluded ids dropped unless the method keeps them, as
     RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
     the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
-    stage = FirstStageConfig(**config.first_stage)
+    stage = config.first_stage
     exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
     if first is None:
         first = first_stage(index, first_stage_texts(queries, stage, dataset.name), stage, exclude)

@@ -94,15 +94,17 @@ class Lattice(Method):
             task = bright_task(dataset.name if dataset is not None else "")
             relevance = BRIGHT_RELEVANCE.get(task, "stackexchange") if task else "generic"
         self.relevance = LATTICE_RELEVANCE[relevance]
-        self.roles = self.roles_for(config)
         self.listwise = config.slate_scorer == "generator"  # one call reads the whole slate: scores are relative
-        self.index_stages = (config.tree,)
         index.require(config.tree, f"method '{self.name}'")
         self.tree = SemanticTree.load(index.path / config.tree, index.row_of_id)
         self.doc_texts = [d.full_text for d in dataset.documents]
         self.doc_row = dataset.doc_index
         self.calibration = CalibrationParams(config.pl_tau, config.lambda_mse, config.calib_lr, config.calib_weight_decay,
                                              config.calib_steps, config.calib_clip)
+
+    @classmethod
+    def stages_for(cls, config: LatticeConfig) -> tuple[str, ...]:
+        return (config.tree,)
 
     @classmethod
     def roles_for(cls, config: LatticeConfig) -> tuple[str, ...]:
