@@ -15,13 +15,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from garen_infer.index.atomic import write_json
+from garen_infer.llm.model_specs import backend_of
 
 
 def with_seed(models: dict, seed: int) -> dict:
     """The models with ``sampling.seed`` set on every role that runs an LLM."""
     out = copy.deepcopy(models or {})
     for spec in out.values():
-        if spec and spec.get("backend", "embedding") != "embedding":
+        if spec and backend_of(spec) != "embedding":
             spec["sampling"] = {**(spec.get("sampling") or {}), "seed": seed}
     return out
 
