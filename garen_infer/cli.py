@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--permutations", type=at_least_one, default=10_000, help="sign flips of the randomisation test")
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    options = sub.add_parser("options", help="a method's options (or the preset's run or first_stage section): each "
+                             "one's type, default, paper source and meaning")
+    options.add_argument("name", metavar="METHOD", help="a method's name, or run, or first_stage")
+    options.add_argument("--json", action="store_true", help="print them as JSON")
     tree = sub.add_parser("tree", help="print the outline of an index's semantic tree (LATTICE)")
     tree.add_argument("--index", required=True)
     tree.add_argument("--depth", type=int, default=2, help="levels below the root to show (default 2)")
@@ -221,6 +225,18 @@ def cmd_compare(args) -> int:
     return main(args)
 
 
+def cmd_options(args) -> int:
+    from dataclasses import asdict
+
+    from garen_infer.option_docs import documented_options, options_text
+
+    if args.json:
+        print(json.dumps([asdict(doc) for doc in documented_options(args.name)], indent=2, default=repr))
+    else:
+        print(options_text(args.name), end="")
+    return 0
+
+
 def cmd_tree(args) -> int:
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.semantic_tree import SemanticTree
@@ -250,7 +266,8 @@ INTERRUPTED = "interrupted; what was finished is kept and nothing half-written i
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "demo": cmd_demo}[args.command]
+    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache,
+               "options": cmd_options, "tree": cmd_tree, "demo": cmd_demo}[args.command]
     try:
         writes = args.command in WRITES and not getattr(args, "verify", False)
         with writer_lock(args.out, WRITES[args.command]) if writes else nullcontext():

@@ -63,9 +63,9 @@ class LatticeConfig:
     pl_tau: Positive = 5.0  # calibration temperature (reference pl_tau)
     lambda_mse: Probability = 1.0  # MSE weight; 1.0 = Plackett-Luce off (released run); 0.5 mixes both
     calib_lr: Positive = 1e-2  # AdamW (reference CalibModel)
-    calib_weight_decay: NonNegativeFloat = 1e-4
+    calib_weight_decay: NonNegativeFloat = 1e-4  # AdamW (reference CalibModel)
     calib_steps: NonNegative = 200  # full-batch steps per refit (reference; the paper says 100)
-    calib_clip: Positive = 1.0
+    calib_clip: Positive = 1.0  # gradient norm clip (reference CalibModel)
     slate_scorer: str = "generator"  # "generator": the JSON slate prompt; else a yes/no scorer role (P(yes) x 100)
     node_evidence: Literal["documents", "description"] = "documents"  # what the embedding scorer reads for an
     #   internal node: the normalised centroid of its documents' embeddings, or its description's embedding
