@@ -195,10 +195,17 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
-    from garen_infer.report.bench import main
+def arguments(cls, args: argparse.Namespace):
+    """The typed arguments ``cls`` (a dataclass) of a command, from what argparse parsed."""
+    from dataclasses import fields
 
-    return main(args)
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+
+def cmd_bench(args) -> int:
+    from garen_infer.report.bench import BenchArguments, main
+
+    return main(arguments(BenchArguments, args))
 
 
 def cmd_merge(args) -> int:
@@ -220,9 +227,9 @@ def cmd_cache(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from garen_infer.report.compare import main
+    from garen_infer.report.compare import CompareArguments, main
 
-    return main(args)
+    return main(arguments(CompareArguments, args))
 
 
 def cmd_options(args) -> int:

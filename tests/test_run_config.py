@@ -21,6 +21,7 @@ from garen_infer.methods.base import METHODS, Method
 from garen_infer.methods.garen import GarenConfig
 from garen_infer.run_config import RunConfig
 from garen_infer.runner import execute
+from garen_infer.testing.methods import ScriptedReranker
 
 
 def test_a_preset_becomes_one_typed_configuration():
@@ -86,11 +87,10 @@ def test_config_does_not_import_the_runner():
 
 def test_a_run_folder_saved_before_the_typed_configuration_resumes(tiny_dataset, tiny_index, tmp_path):
     """config.json as runs wrote it when the configuration was dicts: the same keys, values and order."""
-    from test_runner_resume import ScriptedReranker
-
     config = RunConfig.build("rerank", {"budget": 8, "window": 4, "stride": 2}, max_active_queries=1)
     whole = tmp_path / "whole"
-    execute(tiny_dataset, tiny_index, config, whole, roles=Roles(reranker=ScriptedReranker(tiny_index)), log=lambda *_: None)
+    reranker = ScriptedReranker({row: -row for row in range(len(tiny_dataset.documents))})  # the first row first
+    execute(tiny_dataset, tiny_index, config, whole, roles=Roles(reranker=reranker), log=lambda *_: None)
     saved = {
         "dataset": tiny_dataset.name, "corpus_fingerprint": tiny_dataset.fingerprint(), "index": str(tiny_index.path),
         "index_stages": {"bm25": tiny_index.manifest["stages"]["bm25"]["params"]},
@@ -102,7 +102,7 @@ def test_a_run_folder_saved_before_the_typed_configuration_resumes(tiny_dataset,
     (old / "config.json").write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
     first = (whole / "trace.jsonl").read_text(encoding="utf-8").splitlines()[0]
     (old / "trace.jsonl").write_text(first + "\n", encoding="utf-8")
-    execute(tiny_dataset, tiny_index, config, old, roles=Roles(reranker=ScriptedReranker(tiny_index)), log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, config, old, roles=Roles(reranker=reranker), log=lambda *_: None)
     assert (old / "run.trec").read_bytes() == (whole / "run.trec").read_bytes()
     assert (old / "config.json").read_bytes() == (whole / "config.json").read_bytes()
 

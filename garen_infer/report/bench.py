@@ -18,6 +18,7 @@ import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from tqdm.auto import tqdm
 
@@ -264,8 +265,23 @@ def _append(path: Path, record: dict) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
-def main(args) -> int:
-    """``garen-infer bench`` (arguments parsed by garen_infer.cli)."""
+@dataclass(frozen=True)
+class BenchArguments:
+    """``garen-infer bench``'s arguments (the CLI parses them; a script may build them)."""
+
+    config: str  # a bench file (configs/bench/)
+    overrides: tuple[str, ...] = ()  # KEY=VALUE changes to the bench file, as --set takes them
+    limit: int | None = None  # only the first N judged queries of each dataset (smoke runs; own run folders)
+    cache: str | None = None  # the response cache file; None: the default one
+    no_cache: bool = False
+    plan: Literal["commands", "slurm"] | None = None  # print one command per cell, or an array job script
+    env: str | None = None  # with plan "slurm": the environment prefix the jobs activate
+    cell: int | None = None  # run this cell of the plan alone
+    collect: bool = False  # run nothing: report the finished cells
+
+
+def main(args: BenchArguments) -> int:
+    """``garen-infer bench``."""
     import shlex
     import sys
 

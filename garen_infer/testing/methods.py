@@ -5,6 +5,8 @@ scorer whose answers can be computed by hand, and check the contract every metho
 
     ranking, requests = drive(method.search(state), scripted_answers({3: 2.0, 7: 1.0}), QueryLedger(budget))
 
+``ScriptedReranker`` and ``ScriptedScorer`` play the same model as roles of a whole run (``Roles``).
+
 The contract (``check_method_contract``), run through the real runner, scheduler and ledger on a dataset of
 yours: every query's reranked documents stay within the budget, ``run.trec``'s scores strictly decrease down
 each ranking with no document twice and no excluded id, and a second run writes the same ``run.trec`` byte for
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from garen_infer.llm.requests import EncodeQuery, Generate, Rerank, ScoreYesNo
+from garen_infer.llm.types import Completion
 from garen_infer.methods.base import Search
 
 Answer = Callable[[Any], Any]  # one request -> its answer, as the scheduler would send it back
@@ -65,6 +68,38 @@ def scripted_answers(relevance: Mapping[int, float], texts: Mapping[str, float] 
         raise AssertionError(f"the scripted model was not told how to answer {request!r}")
 
     return answer
+
+
+class ScriptedReranker:
+    """The reranker role of a run (``Roles(reranker=ScriptedReranker(relevance))``): each window by
+    ``relevance[row]``, higher first, ties in the window's order; keeps the windows it was asked about."""
+
+    name = "scripted"
+
+    def __init__(self, relevance: Mapping[int, float]):
+        self.relevance, self.windows = relevance, []
+
+    def rerank(self, jobs) -> list[tuple[list[int], Completion]]:
+        out = []
+        for job in jobs:
+            self.windows.append(job.rows)
+            order = sorted(range(len(job.rows)), key=lambda i: -self.relevance.get(job.rows[i], 0.0))
+            out.append(([job.rows[i] for i in order], Completion(text=" > ".join(f"[{i + 1}]" for i in order))))
+        return out
+
+
+class ScriptedScorer:
+    """A yes/no scorer role (``Roles(scorers={"navigator": ScriptedScorer(texts)})``): each text's score from
+    ``texts``, else the best ``relevance`` of the rows it stands for, else 0."""
+
+    name = "scripted"
+
+    def __init__(self, texts: Mapping[str, float] | None = None, relevance: Mapping[int, float] | None = None):
+        self.texts, self.relevance = texts or {}, relevance or {}
+
+    def score(self, jobs) -> list[Completion]:
+        return [Completion(score=self.texts.get(job.text, max((self.relevance.get(r, 0.0) for r in job.rows), default=0.0)))
+                for job in jobs]
 
 
 def check_method_contract(dataset, index, config, out: str | Path, roles=None, drops_excluded: bool = True) -> dict:
