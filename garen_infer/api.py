@@ -123,7 +123,7 @@ class Index:
 
 @dataclass
 class RetrieverCounts:
-    """The counts a ``Retriever`` takes, checked as the CLI's ``--budget`` and ``--max-active-queries`` are."""
+    """The counts a ``Retriever`` takes, checked as ``--budget`` and ``--max-active-queries`` are."""
 
     budget: Count | None = None
     max_active_queries: Count | None = None
@@ -143,7 +143,7 @@ class Retriever:
         if not isinstance(index, Index):
             raise GarenError(f"index: expected a garen_infer.Index (Index.open or Index.build), got {type(index).__name__}")
         given = {"budget": budget, "max_active_queries": max_active_queries}
-        validate(RetrieverCounts, {k: v for k, v in given.items() if v is not None}, "Retriever")  # as the CLI's --budget
+        validate(RetrieverCounts, {k: v for k, v in given.items() if v is not None}, "Retriever")
         self.index, self.method = index, method
         self.config = run_config_from(load_preset(preset, overrides or {}), method, budget, max_active=max_active_queries)
         self.cache = _cache(cache)

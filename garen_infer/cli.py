@@ -110,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--permutations", type=at_least_one, default=10_000, help="sign flips of the randomisation test")
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    options = sub.add_parser("options", help="a method's options (or the preset's run or first_stage section): each "
-                             "one's type, default, paper source and meaning")
+    options = sub.add_parser("options", help="a method's options (or the preset's run or first_stage "
+                             "section): each one's type, default, paper source and meaning")
     options.add_argument("name", metavar="METHOD", help="a method's name, or run, or first_stage")
     options.add_argument("--json", action="store_true", help="print them as JSON")
     tree = sub.add_parser("tree", help="print the outline of an index's semantic tree (LATTICE)")
@@ -155,8 +155,10 @@ def cmd_run(args) -> int:
     from garen_infer.runner import execute
 
     preset = load_preset(args.preset, args.overrides)
-    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries, args.shard)  # checked
-    if args.shard and args.seeds > 1:  # before the data loads
+    # checked before the data loads
+    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries,
+                             args.shard)
+    if args.shard and args.seeds > 1:
         raise GarenError("--shard with --seeds: run each seed as its own sharded run (--set models.<role>.sampling.seed=K)")
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     index = IndexFolder.open(args.index, dataset)
@@ -273,8 +275,9 @@ INTERRUPTED = "interrupted; what was finished is kept and nothing half-written i
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache,
-               "options": cmd_options, "tree": cmd_tree, "demo": cmd_demo}[args.command]
+    command = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench,
+               "compare": cmd_compare, "merge": cmd_merge, "cache": cmd_cache, "options": cmd_options,
+               "tree": cmd_tree, "demo": cmd_demo}[args.command]
     try:
         writes = args.command in WRITES and not getattr(args, "verify", False)
         with writer_lock(args.out, WRITES[args.command]) if writes else nullcontext():

@@ -79,8 +79,9 @@ def run_config_from(preset: dict, method: str, budget: int | None = None, limit:
         run_opts["limit"] = limit
     if shard is not None:
         run_opts["shard"] = str(parse_shard(shard))  # a malformed I/N is refused before anything loads
-    return RunConfig.build(method, (preset.get("methods") or {}).get(method), budget, preset.get("first_stage"),
-                           preset.get("models"), **run_opts)
+    options = (preset.get("methods") or {}).get(method)
+    first_stage, models = preset.get("first_stage"), preset.get("models")
+    return RunConfig.build(method, options, budget, first_stage, models, **run_opts)
 
 
 def read_yaml_mapping(path: Path, overrides: list[str] | Mapping = ()) -> dict:
@@ -107,8 +108,9 @@ def apply_overrides(mapping: dict, overrides: list[str] | Mapping) -> dict:
 PRESET_SECTIONS = ("index", "first_stage", "models", "run", "methods")
 
 # run: keys that the command line or another section of the preset sets
-RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "options": "methods:", "method_options": "methods:", "budget": "--budget",
-                          "first_stage": "first_stage:", "models": "models:", "shard": "--shard"}
+RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "options": "methods:", "method_options": "methods:",
+                          "budget": "--budget", "first_stage": "first_stage:", "models": "models:",
+                          "shard": "--shard"}
 
 
 def check_preset(preset: dict) -> None:

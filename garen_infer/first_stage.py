@@ -18,7 +18,7 @@ from garen_infer.settings import Count
 
 @dataclass(frozen=True)
 class FirstStageConfig:
-    kind: Literal["bm25", "dense"] = "bm25"  # BM25 (GAREN sec. 5), or the index's embeddings by inner product
+    kind: Literal["bm25", "dense"] = "bm25"  # BM25 (GAREN sec. 5), or the index's embeddings (inner product)
     depth: Count = 1000  # BRIGHT keeps the top 1000
     # the text it searches with: "original" (the query), or a rewrite from bright:<model> (BRIGHT's published
     #   reasoning queries: GAREN Table 4 uses gpt4's) or jsonl:<queries.jsonl>[#<field>] (data/query_texts.py);

@@ -74,7 +74,7 @@ def field_comments(cls) -> dict[str, str]:
             above = []
         elif not code and text.startswith("   ") and last is not None:  # "#   ": the comment above goes on
             comments[last].append(text.strip())
-        elif not code and not text.strip().startswith("--"):  # "# ---- the loop ----" heads a group of fields
+        elif not code and not text.strip().startswith("--"):  # "# ---- the loop ----" heads a group
             above.append(text.strip())
             last = None
         _attach_above(comments, above, lines, row, fields)
@@ -110,8 +110,8 @@ def config_for(name: str):
     if name in sections:
         return sections[name]
     if name not in METHODS:
-        raise GarenError(f"no options for '{name}': name a method ({', '.join(METHODS)}) or a preset section "
-                         f"({', '.join(sections)})")
+        raise GarenError(f"no options for '{name}': name a method ({', '.join(METHODS)}) or a preset "
+                         f"section ({', '.join(sections)})")
     return get_method(name).Config
 
 
@@ -129,6 +129,7 @@ def options_text(name: str) -> str:
     where = f"methods.{name}" if name not in ("run", "first_stage") else name
     blocks = [f"{where}: {len(docs)} options (set them in a preset, or with --set {where}.<option>=<value>)"]
     for doc in docs:
-        head = f"{doc.name} = {doc.default!r}    {doc.allowed}" + (f"    [{doc.source}]" if doc.source else "")
+        source = f"    [{doc.source}]" if doc.source else ""
+        head = f"{doc.name} = {doc.default!r}    {doc.allowed}{source}"
         blocks.append(f"  {head}\n      {doc.meaning or '(undocumented)'}")
     return "\n".join(blocks) + "\n"

@@ -1,5 +1,5 @@
-"""A run's configuration: one typed object, built once, whichever door asked (CLI, Python API, PyTerrier, bench,
-demo, mining) and read by the runner as it is.
+"""A run's configuration: one typed object, built once, whichever door asked (CLI, Python API, PyTerrier,
+bench, demo, mining) and read by the runner as it is.
 
 ``RunConfig.build`` checks each part against its declaration (``settings.py``) and raises one ``GarenError``
 line naming the key: the method's own config (its paper defaults, the preset's options, the budget written in
@@ -20,13 +20,13 @@ from garen_infer.settings import Count, Range, build, refuse_unknown, validate
 @dataclass
 class RunConfig:
     method: str  # a registered method's name (methods/base.py: METHODS)
-    options: Any  # the method's own Config dataclass, checked, with the budget in it where the method takes one
+    options: Any  # the method's own Config dataclass, checked, with the budget in it where it takes one
     first_stage: FirstStageConfig = field(default_factory=FirstStageConfig)
     models: dict[str, dict] = field(default_factory=dict)  # role -> model spec, checked (llm/model_specs.py)
     max_active_queries: Count = 16  # queries in flight at once; 1 = strictly one at a time
     max_batch: Count = 64  # items per backend call
     limit: Count | None = None  # first N judged queries only (smoke runs)
-    shard: str | None = None  # "i/n": only shard i of n of those queries (garen_infer/shards.py), from --shard
+    shard: str | None = None  # "i/n": only shard i of n of those queries (shards.py), from --shard
     # a role whose share of unusable answers (unreadable, a thought without an answer, NaN) is above this is
     # named loudly at the end of the run: its numbers rest on fallbacks, not on the model
     unusable_answers_warning: Annotated[float, Range(0.0, 1.0)] = 0.05
@@ -34,9 +34,9 @@ class RunConfig:
     @classmethod
     def build(cls, method: str, method_options: Mapping | None = None, budget: int | None = None,
               first_stage: Mapping | None = None, models: Mapping | None = None, **run) -> RunConfig:
-        """The configuration of a run of ``method``: ``method_options`` as a preset's ``methods.<name>`` holds
-        them, ``budget`` (``--budget``) over the preset's, ``first_stage`` and ``models`` as their preset
-        sections hold them, and ``run`` the run section's fields (``max_active_queries``, ``limit``, ...)."""
+        """The configuration of a run of ``method``: ``method_options`` as a preset's ``methods.<name>``
+        holds them, ``budget`` (``--budget``) over the preset's, ``first_stage`` and ``models`` as their
+        preset sections hold them, and ``run`` the run section's fields (``max_active_queries``, ...)."""
         from garen_infer.llm.model_specs import check_model_spec
         from garen_infer.methods.base import get_method, make_config
 
@@ -48,8 +48,9 @@ class RunConfig:
         for role, spec in models.items():
             check_model_spec(spec, f"models.{role}")
         refuse_unknown(run, RUN_SECTION, "run")
-        return cls(method, make_config(method_cls, options), build(FirstStageConfig, dict(first_stage or {}), "first_stage"),
-                   models, **validate(cls, run, "run", partial=True))
+        first = build(FirstStageConfig, dict(first_stage or {}), "first_stage")
+        checked_run = validate(cls, run, "run", partial=True)
+        return cls(method, make_config(method_cls, options), first, models, **checked_run)
 
     @property
     def method_class(self):
@@ -59,7 +60,7 @@ class RunConfig:
 
     @property
     def budget(self) -> int | None:
-        """Distinct documents the method may show its reranker (Reranker@k); None for a method without one."""
+        """Distinct documents the method may show its reranker (Reranker@k); None for a method without."""
         return self.options.budget if takes_budget(self.method_class) else None
 
     def settled_options(self):
@@ -84,8 +85,9 @@ class RunConfig:
     def require_models(self) -> None:
         missing = self.missing_roles()
         if missing:
-            raise GarenError(f"method '{self.method}' needs model(s) for {', '.join(missing)}; add them under 'models:' "
-                             "in the preset")
+            needs = ", ".join(missing)
+            where = "add them under 'models:' in the preset"
+            raise GarenError(f"method '{self.method}' needs model(s) for {needs}; {where}")
 
 
 # a preset's run: section; the other fields come from the command line and other sections of the preset

@@ -54,7 +54,7 @@ def what_answers(resolved: dict) -> dict:
 
 
 def require_stages(index, config: RunConfig) -> None:
-    """Refuses an index that lacks a stage the run reads (the first stage's included), before anything loads."""
+    """Refuses an index that lacks a stage the run reads (the first stage's too), before anything loads."""
     for stage in config.index_stages:
         index.require(stage, f"method '{config.method}'")
 
@@ -80,7 +80,8 @@ def _execute(dataset: Dataset, index, config: RunConfig, out: str | Path, roles=
     resolved = {
         "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
         # a stage rebuilt with other params between an interruption and a resume must not be mixed in
-        "index_stages": {s: index.manifest["stages"][s]["params"] for s in sorted(config.index_stages) if index.has(s)},
+        "index_stages": {s: index.manifest["stages"][s]["params"] for s in sorted(config.index_stages)
+                         if index.has(s)},
         "method": config.method, "method_options": asdict(options), "budget": budget,
         "first_stage": asdict(config.first_stage), "models": config.models,
         "limit": config.limit,
@@ -137,8 +138,8 @@ def run_queries(dataset: Dataset, config: RunConfig) -> list:
 
 
 def model_roles(config: RunConfig, dataset: Dataset, index, cache=None):
-    """The models a run's method asks for, loaded once: a run builds them for its queries, a Python ``Retriever``
-    for every search it answers."""
+    """The models a run's method asks for, loaded once: a run builds them for its queries, a Python
+    ``Retriever`` for every search it answers."""
     from garen_infer.llm.cache import ResponseCache
     from garen_infer.llm.roles import build_roles
 

@@ -323,7 +323,9 @@ def test_backfill_from_the_scope_and_config_checks(agent_index, tiny_dataset, tm
                          ({"backfill": "all"}, "backfill='all'"), ({"scope_size": "many"}, "scope_size='many': expected an integer"),
                          ({"match_pool": 50}, "max_matches=60: expected an integer <= match_pool")]:
         with pytest.raises(GarenError, match=message):
-            execute(tiny_dataset, agent_index, RunConfig.build(method="rarg", method_options=bad), tmp_path / "bad", roles=Roles(agent=policy), log=lambda *_: None)
+            config = RunConfig.build(method="rarg", method_options=bad)
+            execute(tiny_dataset, agent_index, config, tmp_path / "bad", roles=Roles(agent=policy),
+                    log=lambda *_: None)
 
 
 def test_transcripts_read_like_a_session(agent_index, tiny_dataset, tmp_path, capsys):

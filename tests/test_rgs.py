@@ -300,7 +300,8 @@ def test_rgs_end_to_end_on_the_tiny_corpus(tiny_dataset, tmp_path):
     index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(stages), log=lambda *_: None)
     for first_stage in ("graph", "run"):
         options = dict(preset["methods"]["rgs"], first_stage=first_stage)
-        config = RunConfig.build(method="rgs", method_options=options, budget=10, first_stage=preset["first_stage"], models=preset["models"])
+        config = RunConfig.build(method="rgs", method_options=options, budget=10,
+                                 first_stage=preset["first_stage"], models=preset["models"])
         metrics = execute(tiny_dataset, index, config, tmp_path / f"run-{first_stage}", cache=NoCache(), log=lambda *_: None)
         assert 0 < metrics["mean_budget_used"] <= 10 and metrics["nDCG@10"] > 0.5
         records = [json.loads(line) for line in (tmp_path / f"run-{first_stage}" / "trace.jsonl").read_text().splitlines()]

@@ -1,6 +1,6 @@
-"""The run configuration: one typed object built once from a preset (the method's own config with the budget
-in it, the first stage, the models), what a method needs read from it without building the method, its options
-documented by ``garen-infer options``, and run folders saved before it resuming under it."""
+"""The run configuration: one typed object built once from a preset (the method's own config with the
+budget in it, the first stage, the models), what a method needs read from it without building the method,
+its options documented by ``garen-infer options``, and run folders saved before it resuming under it."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from garen_infer.testing.methods import ScriptedReranker
 
 
 def test_a_preset_becomes_one_typed_configuration():
-    config = run_config_from(load_preset("cpu-default", ["methods.garen.window=12", "first_stage.depth=50"]), "garen", 30)
+    preset = load_preset("cpu-default", ["methods.garen.window=12", "first_stage.depth=50"])
+    config = run_config_from(preset, "garen", 30)
     assert isinstance(config.options, GarenConfig) and config.options.window == 12
     assert config.options.budget == config.budget == 30  # --budget over the preset's, written in once
     assert config.first_stage == FirstStageConfig(depth=50) and config.first_stage.index_stage == "bm25"
@@ -33,18 +34,18 @@ def test_a_preset_becomes_one_typed_configuration():
     assert run_config_from(load_preset("cpu-default"), "bm25", 30).budget is None  # bm25 takes no budget
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: RunConfig.build("garen", {"windw": 3}), "invalid setting methods.garen.windw: no such option (did you mean 'window'?)"),
-    (lambda: RunConfig.build("garen", budget=0), "invalid setting methods.garen.budget=0: expected an integer >= 1"),
-    (lambda: RunConfig.build("rerank", first_stage={"kind": "sparse"}), "invalid setting first_stage.kind='sparse'"),
-    (lambda: RunConfig.build("rerank", models={"reranker": {"backend": "nope"}}), "invalid setting models.reranker.backend='nope'"),
-    (lambda: RunConfig.build("rerank", max_batch=0), "invalid setting run.max_batch=0"),
-    (lambda: RunConfig.build("rerank", max_bach=3), "invalid setting run.max_bach: no such option (did you mean 'max_batch'?)"),
-    (lambda: RunConfig.build("nope"), "unknown method 'nope'"),
+@pytest.mark.parametrize("parts, message", [
+    (dict(method="garen", method_options={"windw": 3}), "methods.garen.windw: no such option (did you mean"),
+    (dict(method="garen", budget=0), "invalid setting methods.garen.budget=0: expected an integer >= 1"),
+    (dict(method="rerank", first_stage={"kind": "sparse"}), "invalid setting first_stage.kind='sparse'"),
+    (dict(method="rerank", models={"reranker": {"backend": "nope"}}), "models.reranker.backend='nope'"),
+    (dict(method="rerank", max_batch=0), "invalid setting run.max_batch=0"),
+    (dict(method="rerank", max_bach=3), "run.max_bach: no such option (did you mean 'max_batch'?)"),
+    (dict(method="nope"), "unknown method 'nope'"),
 ])
-def test_each_part_is_checked_as_it_is_built(build, message):
+def test_each_part_is_checked_as_it_is_built(parts, message):
     with pytest.raises(GarenError) as err:
-        build()
+        RunConfig.build(**parts)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
@@ -53,11 +54,13 @@ def test_stages_and_roles_are_read_without_building_the_method(monkeypatch):
     preset = load_preset("cpu-default")
     garen = run_config_from(preset, "garen")
     assert garen.index_stages == ("bm25", "knn_graph", "groups") and garen.roles == ("reranker", "navigator")
-    other = run_config_from(load_preset("cpu-default", ["methods.garen.navigator=connectivity", "methods.garen.groups=groups_kmeans",
-                                                        "first_stage.kind=dense"]), "garen")
-    assert other.index_stages == ("embeddings", "bm25", "knn_graph", "groups_kmeans") and other.roles == ("reranker",)
-    lattice = run_config_from(load_preset("cpu-default", ["methods.lattice++.tree=tree_b", "methods.lattice++.slate_scorer=navigator"]),
-                              "lattice++")
+    changes = ["methods.garen.navigator=connectivity", "methods.garen.groups=groups_kmeans",
+               "first_stage.kind=dense"]
+    other = run_config_from(load_preset("cpu-default", changes), "garen")
+    assert other.index_stages == ("embeddings", "bm25", "knn_graph", "groups_kmeans")
+    assert other.roles == ("reranker",)
+    changes = ["methods.lattice++.tree=tree_b", "methods.lattice++.slate_scorer=navigator"]
+    lattice = run_config_from(load_preset("cpu-default", changes), "lattice++")
     assert lattice.index_stages == ("bm25", "tree_b", "embeddings") and lattice.roles == ("navigator",)
     for name in METHODS:  # every method answers without being built
         config = run_config_from(preset, name)
@@ -74,25 +77,28 @@ def test_bench_plans_its_cells_without_building_a_method(beir_dir, tiny_index, t
              "datasets": {"tiny": {"spec": f"beir:{beir_dir}", "index": str(tiny_index.path)}},
              "runs": str(tmp_path / "runs"), "report": str(tmp_path / "report")}
     (tmp_path / "bench.yaml").write_text(yaml.safe_dump(bench))
-    with pytest.raises(GarenError, match=r"2 cell\(s\) cannot run .*garen@4: .*'groups'.*lattice.*'semantic_tree'"):
+    cannot_run = r"2 cell\(s\) cannot run .*garen@4: .*'groups'.*lattice.*'semantic_tree'"
+    with pytest.raises(GarenError, match=cannot_run):
         run_bench(load_bench_config(tmp_path / "bench.yaml"), NoCache(), log=lambda *_: None)
     assert not (tmp_path / "runs").exists()
 
 
 def test_config_does_not_import_the_runner():
     code = "import sys, garen_infer.config; print('garen_infer.runner' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    imported = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                              check=True)
+    assert imported.stdout.strip() == "False"
 
 
 def test_a_run_folder_saved_before_the_typed_configuration_resumes(tiny_dataset, tiny_index, tmp_path):
     """config.json as runs wrote it when the configuration was dicts: the same keys, values and order."""
     config = RunConfig.build("rerank", {"budget": 8, "window": 4, "stride": 2}, max_active_queries=1)
     whole = tmp_path / "whole"
-    reranker = ScriptedReranker({row: -row for row in range(len(tiny_dataset.documents))})  # the first row first
+    reranker = ScriptedReranker({row: -row for row in range(len(tiny_dataset.documents))})  # first row first
     execute(tiny_dataset, tiny_index, config, whole, roles=Roles(reranker=reranker), log=lambda *_: None)
     saved = {
-        "dataset": tiny_dataset.name, "corpus_fingerprint": tiny_dataset.fingerprint(), "index": str(tiny_index.path),
+        "dataset": tiny_dataset.name, "corpus_fingerprint": tiny_dataset.fingerprint(),
+        "index": str(tiny_index.path),
         "index_stages": {"bm25": tiny_index.manifest["stages"]["bm25"]["params"]},
         "method": "rerank", "method_options": {"budget": 8, "window": 4, "stride": 2}, "budget": 8,
         "first_stage": {"kind": "bm25", "depth": 1000, "query": "original"}, "models": {}, "limit": None,
@@ -110,13 +116,14 @@ def test_a_run_folder_saved_before_the_typed_configuration_resumes(tiny_dataset,
 def test_options_prints_each_fields_type_default_source_and_meaning(capsys):
     assert main(["options", "garen"]) == 0
     out = capsys.readouterr().out
-    assert "tau_switch = 4    an integer >= 0    [sec. 5, App. D]\n      iteration that ends exploration" in out
+    assert "tau_switch = 4    an integer >= 0    [sec. 5, App. D]\n      iteration that ends exploration" \
+        in out
     assert "keep = 10    an integer >= 0 and < window" in out
     assert main(["options", "run", "--json"]) == 0
     fields = {f["name"]: f for f in json.loads(capsys.readouterr().out)}
     assert set(fields) == {"max_active_queries", "max_batch", "limit", "shard", "unusable_answers_warning"}
-    assert fields["max_batch"] == {"name": "max_batch", "allowed": "an integer >= 1", "default": 64, "source": "",
-                                   "meaning": "items per backend call"}
+    assert fields["max_batch"] == {"name": "max_batch", "allowed": "an integer >= 1", "default": 64,
+                                   "source": "", "meaning": "items per backend call"}
     for name in [*METHODS, "first_stage"]:  # every option of every method says what it means
         assert main(["options", name, "--json"]) == 0
         assert all(f["meaning"] for f in json.loads(capsys.readouterr().out)), name

@@ -40,7 +40,7 @@ def registered_configs() -> list[tuple[str, type]]:
 
 
 def preset_fields(where: str, cls) -> list[str]:
-    """The fields a preset's section sets (a run's method, options, first stage and models have sections of their own)."""
+    """The fields a preset section sets (the method, its options, first stage and models have their own)."""
     from garen_infer.run_config import RUN_SECTION
 
     return list(RUN_SECTION) if where == "run" else [f.name for f in dataclasses.fields(cls) if f.init]

@@ -42,7 +42,8 @@ def test_windows_cover_every_position_back_to_front(n, window, stride):
 
 def drive(search, best_first):
     """Answer each Rerank by sorting its rows with a fixed preference; return (final ranking, windows)."""
-    final, requests = drive_search(search, scripted_answers({doc: -rank for rank, doc in enumerate(best_first)}))
+    preference = {doc: -rank for rank, doc in enumerate(best_first)}
+    final, requests = drive_search(search, scripted_answers(preference))
     return final, [r.rows for r in requests]
 
 

@@ -1,6 +1,6 @@
-"""The public testing helpers catch what they are for: ``drive`` with a ledger refuses a budget overrun as a run
-would, and ``check_method_contract`` fails a method that returns an excluded id or ranks differently when run
-again."""
+"""The public testing helpers catch what they are for: ``drive`` with a ledger refuses a budget overrun as a
+run would, and ``check_method_contract`` fails a method that returns an excluded id or ranks differently when
+run again."""
 
 from __future__ import annotations
 
@@ -59,14 +59,16 @@ def test_drive_answers_by_hand_and_refuses_an_overrun():
 
 @pytest.mark.parametrize("name, broken", [("returns-excluded", "excluded ids returned"),
                                           ("changes-each-run", "another run.trec")])
-def test_the_contract_fails_a_method_that_breaks_it(name, broken, tiny_dataset, tiny_index, tmp_path, monkeypatch):
+def test_the_contract_fails_a_method_that_breaks_it(name, broken, tiny_dataset, tiny_index, tmp_path,
+                                                    monkeypatch):
     from dataclasses import replace
 
     from garen_infer.data.dataset import Dataset
 
     monkeypatch.setitem(METHODS, name, f"test_testing_helpers:{name.upper().replace('-', '_')}")
-    queries = [replace(q, excluded_ids=frozenset({tiny_dataset.documents[0].id})) for q in tiny_dataset.queries]
+    first_document = frozenset({tiny_dataset.documents[0].id})
+    queries = [replace(q, excluded_ids=first_document) for q in tiny_dataset.queries]
     dataset = Dataset(tiny_dataset.name, tiny_dataset.documents, queries, tiny_dataset.qrels)
     with pytest.raises(AssertionError, match=broken):
         check_method_contract(dataset, tiny_index, RunConfig.build(name), tmp_path)
-    check_method_contract(dataset, tiny_index, RunConfig.build("bm25"), tmp_path / "bm25")  # the method it bends
+    check_method_contract(dataset, tiny_index, RunConfig.build("bm25"), tmp_path / "bm25")  # what it bends

@@ -15,7 +15,8 @@ from garen_infer.errors import GarenError
 from garen_infer.settings import did_you_mean, identity, refuse_unknown, validate
 
 DEFAULT_BACKEND = "embedding"  # a role that names no backend is played by the index's embedding model
-BUILT_IN = (DEFAULT_BACKEND, "oracle")  # roles played without a model backend: the index's embeddings, the simulation
+# roles played without a model backend: the index's embeddings, the simulation
+BUILT_IN = (DEFAULT_BACKEND, "oracle")
 SUMMARY_ONLY = ("extractive",)  # a stage's summarizer that calls no model
 # what a role reads from its spec besides its backend's fields (llm/roles.py)
 ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}

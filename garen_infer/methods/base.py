@@ -32,8 +32,9 @@ class QueryState:
 
 
 class Method:
-    """Subclasses set ``name``, ``Config`` (a dataclass of paper defaults), ``index_stages`` and ``roles``; a method
-    whose options change what it needs says so in ``stages_for`` and ``roles_for``, read before it is built."""
+    """Subclasses set ``name``, ``Config`` (a dataclass of paper defaults), ``index_stages`` and ``roles``; a
+    method whose options change what it needs says so in ``stages_for`` and ``roles_for``, read before it is
+    built."""
 
     name: str = ""
     Config: type = object
@@ -47,7 +48,7 @@ class Method:
 
     @classmethod
     def stages_for(cls, config) -> tuple[str, ...]:
-        """The index stages a run with these options reads (GAREN's groups and LATTICE's tree are options)."""
+        """The index stages a run with these options reads (GAREN's groups, LATTICE's tree are options)."""
         return cls.index_stages
 
     @classmethod

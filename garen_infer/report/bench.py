@@ -119,7 +119,7 @@ def run_one_cell(config: BenchConfig, number: int, cache, limit: int | None = No
     dataset_entry, entry, budget = cells[number - 1]
     dataset = load_dataset(dataset_entry.spec, dataset_entry.allow_empty_docs)
     index = IndexFolder.open(dataset_entry.index, dataset)
-    [plan] = _plan_cells(config, dataset_entry, entry, _preset(config, entry), index, limit, budgets=[budget])
+    [plan] = _plan_cells(config, dataset_entry, entry, _preset(config, entry), index, limit, [budget])
     if plan.problem:
         if config.skip_unavailable:
             log(f"[bench] cell {number} ({dataset_entry.name} {plan.folder.name}) is listed, not run: {plan.problem}")
@@ -171,7 +171,9 @@ def _budgets_of(config: BenchConfig, entry: MethodEntry) -> tuple:
     from garen_infer.methods.base import get_method
 
     method_cls = get_method(entry.method)  # an unknown name is an error in the bench file, not a cell to skip
-    return (entry.budgets if entry.budgets is not None else config.budgets) if takes_budget(method_cls) else ()
+    if not takes_budget(method_cls):
+        return ()
+    return entry.budgets if entry.budgets is not None else config.budgets
 
 
 def _preset(config: BenchConfig, entry: MethodEntry) -> dict:
@@ -213,10 +215,10 @@ def _build_index(dataset, entry: DatasetEntry, presets: list[dict], log) -> None
         IndexFolder.build(dataset, entry.index, IndexConfig.from_dict(stages), log=log)
 
 
-def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict, index, limit,
-                budgets=None) -> list[CellPlan]:
-    """The entry's cells on this dataset, one per budget (``budgets``: only these; None stands for 'no budget'),
-    planned from their configurations alone: no method is built and no index structure is loaded."""
+def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict, index,
+                limit, budgets=None) -> list[CellPlan]:
+    """The entry's cells on this dataset, one per budget (``budgets``: only these; None stands for 'no
+    budget'), planned from their configurations alone: no method is built, no index structure loaded."""
     from garen_infer.config import run_config_from
     from garen_infer.runner import require_stages
 

@@ -3,18 +3,20 @@ scorer whose answers can be computed by hand, and check the contract every metho
 
     from garen_infer.testing.methods import drive, scripted_answers
 
-    ranking, requests = drive(method.search(state), scripted_answers({3: 2.0, 7: 1.0}), QueryLedger(budget))
+    answer = scripted_answers({3: 2.0, 7: 1.0})
+    ranking, requests = drive(method.search(state), answer, QueryLedger(budget))
 
 ``ScriptedReranker`` and ``ScriptedScorer`` play the same model as roles of a whole run (``Roles``).
 
 The contract (``check_method_contract``), run through the real runner, scheduler and ledger on a dataset of
 yours: every query's reranked documents stay within the budget, ``run.trec``'s scores strictly decrease down
-each ranking with no document twice and no excluded id, and a second run writes the same ``run.trec`` byte for
-byte. ``tests/test_method_contract.py`` holds every registered method to it; a new method's test can too.
+each ranking with no document twice and no excluded id, and a second run writes the same ``run.trec`` byte
+for byte. ``tests/test_method_contract.py`` holds every registered method to it; a new method's test can too.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -29,17 +31,17 @@ Answer = Callable[[Any], Any]  # one request -> its answer, as the scheduler wou
 
 def drive(search: Search, answer: Answer, ledger=None) -> tuple[list[int], list]:
     """Run one query's search to its end as the scheduler does: each request (or each request of a tuple
-    yielded together) answered by ``answer``; with a ``QueryLedger``, the documents each one shows are admitted
-    first, so an overrun of the budget raises ``BudgetExceeded`` as in a run. Returns (ranking, requests), the
-    requests one by one in the order they were yielded."""
+    yielded together) answered by ``answer``; with a ``QueryLedger``, the documents each one shows are
+    admitted first, so an overrun of the budget raises ``BudgetExceeded`` as in a run. Returns (ranking,
+    requests), the requests one by one in the order they were yielded."""
     requests: list = []
     try:
         pending = next(search)
         while True:
             batch = pending if isinstance(pending, tuple) else (pending,)
-            for request in batch:
-                if ledger is not None and isinstance(request, (Rerank, ScoreYesNo, Generate)):
-                    ledger.admit_documents(request.rows if isinstance(request, Rerank) else request.documents)
+            if ledger is not None:
+                for request in batch:
+                    ledger.admit_documents(shown_documents(request))
             requests.extend(batch)
             answers = [answer(request) for request in batch]
             pending = search.send(answers if isinstance(pending, tuple) else answers[0])
@@ -47,12 +49,19 @@ def drive(search: Search, answer: Answer, ledger=None) -> tuple[list[int], list]
         return stop.value, requests
 
 
+def shown_documents(request) -> tuple[int, ...]:
+    """The corpus rows a request shows a model, which count against the query's budget."""
+    if isinstance(request, Rerank):
+        return request.rows
+    return request.documents if isinstance(request, (ScoreYesNo, Generate)) else ()
+
+
 def scripted_answers(relevance: Mapping[int, float], texts: Mapping[str, float] | None = None,
                      generate: Answer | None = None, encode: Answer | None = None) -> Answer:
     """A scripted model: a ``Rerank`` is answered with its rows by ``relevance`` (higher first, ties in the
-    window's order), a ``ScoreYesNo`` item scores ``texts[text]`` when given, else the best relevance of its rows
-    (0 for none); ``Generate`` and ``EncodeQuery`` go to ``generate`` and ``encode``, and any other request fails
-    the test."""
+    window's order), a ``ScoreYesNo`` item scores ``texts[text]`` when given, else the best relevance of its
+    rows (0 for none); ``Generate`` and ``EncodeQuery`` go to ``generate`` and ``encode``, and any other
+    request fails the test."""
 
     def answer(request):
         if isinstance(request, Rerank):
@@ -60,7 +69,7 @@ def scripted_answers(relevance: Mapping[int, float], texts: Mapping[str, float] 
         if isinstance(request, ScoreYesNo):
             if texts is not None:
                 return [texts.get(text, 0.0) for text in request.texts]
-            return [max((relevance.get(r, 0.0) for r in rows), default=0.0) for rows in request.rows]
+            return [best(relevance, rows) for rows in request.rows]
         if isinstance(request, Generate) and generate is not None:
             return generate(request)
         if isinstance(request, EncodeQuery) and encode is not None:
@@ -68,6 +77,10 @@ def scripted_answers(relevance: Mapping[int, float], texts: Mapping[str, float] 
         raise AssertionError(f"the scripted model was not told how to answer {request!r}")
 
     return answer
+
+
+def best(relevance: Mapping[int, float], rows) -> float:
+    return max((relevance.get(row, 0.0) for row in rows), default=0.0)
 
 
 class ScriptedReranker:
@@ -84,7 +97,8 @@ class ScriptedReranker:
         for job in jobs:
             self.windows.append(job.rows)
             order = sorted(range(len(job.rows)), key=lambda i: -self.relevance.get(job.rows[i], 0.0))
-            out.append(([job.rows[i] for i in order], Completion(text=" > ".join(f"[{i + 1}]" for i in order))))
+            answer = " > ".join(f"[{i + 1}]" for i in order)
+            out.append(([job.rows[i] for i in order], Completion(text=answer)))
         return out
 
 
@@ -94,22 +108,21 @@ class ScriptedScorer:
 
     name = "scripted"
 
-    def __init__(self, texts: Mapping[str, float] | None = None, relevance: Mapping[int, float] | None = None):
+    def __init__(self, texts: Mapping[str, float] | None = None,
+                 relevance: Mapping[int, float] | None = None):
         self.texts, self.relevance = texts or {}, relevance or {}
 
     def score(self, jobs) -> list[Completion]:
-        return [Completion(score=self.texts.get(job.text, max((self.relevance.get(r, 0.0) for r in job.rows), default=0.0)))
-                for job in jobs]
+        return [Completion(score=self.texts.get(job.text, best(self.relevance, job.rows))) for job in jobs]
 
 
-def check_method_contract(dataset, index, config, out: str | Path, roles=None, drops_excluded: bool = True) -> dict:
+def check_method_contract(dataset, index, config, out: str | Path, roles=None,
+                          drops_excluded: bool = True) -> dict:
     """Run ``config`` (a ``RunConfig``) twice over ``dataset`` on ``index``, into ``out``/first and
-    ``out``/second, and assert the contract of the module docstring; returns the first run's trace records by
-    query id. ``roles``: the models, as ``execute`` takes them (the preset's models are built otherwise).
-    ``drops_excluded``: the method's own ranking holds no excluded id either (False for a method that may return
-    one, a graph neighbour or an agent's answer: the runner removes it before ``run.trec``)."""
-    import json
-
+    ``out``/second, and assert the contract of the module docstring; returns the first run's trace records
+    by query id. ``roles``: the models, as ``execute`` takes them (the preset's are built otherwise).
+    ``drops_excluded``: the method's own ranking holds no excluded id either (False for a method that may
+    return one, a graph neighbour or an agent's answer: the runner removes it before ``run.trec``)."""
     from garen_infer.llm.cache import NoCache
     from garen_infer.runner import execute
     from garen_infer.trec import read_run
@@ -118,12 +131,13 @@ def check_method_contract(dataset, index, config, out: str | Path, roles=None, d
     quiet = dict(roles=roles, cache=NoCache(), log=lambda *_: None)
     execute(dataset, index, config, out / "first", **quiet)
     execute(dataset, index, replace(config, max_active_queries=1), out / "second", **quiet)
-    records = {r["qid"]: r for r in map(json.loads, (out / "first" / "trace.jsonl").read_text(encoding="utf-8").splitlines())}
-    budget = config.budget
+    trace = (out / "first" / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    records = {record["qid"]: record for record in map(json.loads, trace)}
     for query in dataset.judged_queries():
         record = records[query.id]
-        if budget is not None:
-            assert record["ledger"]["budget_used"] <= budget, f"{query.id}: {record['ledger']['budget_used']} reranked, budget {budget}"
+        used = record["ledger"]["budget_used"]
+        budget = config.budget
+        assert budget is None or used <= budget, f"{query.id}: {used} documents reranked, budget {budget}"
         if drops_excluded:
             shown = set(query.excluded_ids) & set(record["ranking"])
             assert not shown, f"{query.id}: excluded ids returned: {sorted(shown)}"
@@ -131,7 +145,8 @@ def check_method_contract(dataset, index, config, out: str | Path, roles=None, d
     excluded = {q.id: q.excluded_ids for q in dataset.queries}
     for qid, scored in read_run(out / "first" / "run.trec").items():
         scores = list(scored.values())
-        assert all(a > b for a, b in zip(scores, scores[1:])), f"{qid}: run.trec's scores do not strictly decrease"
+        decreasing = all(a > b for a, b in zip(scores, scores[1:]))
+        assert decreasing, f"{qid}: run.trec's scores do not strictly decrease"
         assert not set(scored) & excluded[qid], f"{qid}: run.trec holds an excluded id"
     first, second = (out / "first" / "run.trec").read_bytes(), (out / "second" / "run.trec").read_bytes()
     assert first == second, "a second run of the same configuration wrote another run.trec"
