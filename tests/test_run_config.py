@@ -34,6 +34,16 @@ def test_a_preset_becomes_one_typed_configuration():
     assert run_config_from(load_preset("cpu-default"), "bm25", 30).budget is None  # bm25 takes no budget
 
 
+def test_every_shipped_preset_configures_every_method():
+    from garen_infer.config import CONFIG_DIR
+
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        preset = load_preset(path.stem)
+        for name in METHODS:
+            config = run_config_from(preset, name)
+            assert config.index_stages and config.roles == config.method_class.roles_for(config.settled_options())
+
+
 @pytest.mark.parametrize("parts, message", [
     (dict(method="garen", method_options={"windw": 3}), "methods.garen.windw: no such option (did you mean"),
     (dict(method="garen", budget=0), "invalid setting methods.garen.budget=0: expected an integer >= 1"),
