@@ -32,8 +32,8 @@ from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.llm.problems import UNUSABLE
 from garen_infer.methods.base import QueryState
 from garen_infer.reachability import hit_by_hops, reach
-from garen_infer.scheduler import Scheduler
 from garen_infer.run_config import RunConfig
+from garen_infer.scheduler import Scheduler
 from garen_infer.shards import parse_shard
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
