@@ -14,11 +14,13 @@ it. Frames follow PyTerrier's conventions: ``qid``/``docno`` strings, ``rank`` f
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 from garen_infer.config import DEFAULT_PRESET, load_preset, run_config_from
 from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError, storage_refusal
+from garen_infer.settings import Count
 
 RESULT_COLUMNS = ["qid", "docno", "rank", "score"]
 LEDGER_COLUMNS = ["qid", "budget_used", "budget", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens",
@@ -120,6 +122,14 @@ class Index:
         return f"Index({str(self.path)!r}, dataset={self.dataset.name!r}, stages={self.stages})"
 
 
+@dataclass
+class RetrieverCounts:
+    """The counts a ``Retriever`` takes, checked as ``--budget`` and ``--max-active-queries`` are."""
+
+    budget: Count | None = None
+    max_active_queries: Count | None = None
+
+
 class Retriever:
     """One method with its settings over an ``Index``. Its models load at the first search and stay loaded.
 
@@ -129,16 +139,14 @@ class Retriever:
     @refusals_as_garen_errors
     def __init__(self, index: Index, method: str, budget: int | None = None, preset: str = DEFAULT_PRESET,
                  overrides=None, cache=None, max_active_queries: int | None = None):
-        from garen_infer.runner import RunConfig
         from garen_infer.settings import validate
 
         if not isinstance(index, Index):
             raise GarenError(f"index: expected a garen_infer.Index (Index.open or Index.build), got {type(index).__name__}")
         given = {"budget": budget, "max_active_queries": max_active_queries}
-        validate(RunConfig, {k: v for k, v in given.items() if v is not None}, "Retriever", partial=True)  # as the CLI's --budget
+        validate(RetrieverCounts, {k: v for k, v in given.items() if v is not None}, "Retriever")
         self.index, self.method = index, method
         self.config = run_config_from(load_preset(preset, overrides or {}), method, budget, max_active=max_active_queries)
-        self.config.method_config()  # options checked now, before any model loads
         self.cache = _cache(cache)
         self._roles = None
         self.ledger = _frame([], LEDGER_COLUMNS)
@@ -163,13 +171,13 @@ class Retriever:
         (run.trec, metrics.json, trace.jsonl); returns the metrics."""
         from dataclasses import replace
 
-        from garen_infer.runner import configure_method, execute, model_roles
+        from garen_infer.runner import execute, model_roles, require_stages
 
         self.index.require_folder()
         config = replace(self.config, limit=limit) if limit is not None else self.config
         if self._roles is None:
-            self._roles = model_roles(configure_method(self.index.dataset, self.index.folder, config)[2], config,
-                                      self.index.dataset, self.index.folder, self.cache)
+            require_stages(self.index.folder, config)  # before a model loads
+            self._roles = model_roles(config, self.index.dataset, self.index.folder, self.cache)
         return execute(self.index.dataset, self.index.folder, config, out, roles=self._roles, cache=self.cache)
 
     def _answer(self, queries: list[Query], first):
@@ -179,7 +187,7 @@ class Retriever:
         asked = Dataset(self.index.dataset.name, self.index.dataset.documents, queries)  # no judgements: none leak in
         _, _, method, budget = configure_method(asked, self.index.folder, self.config)
         if self._roles is None:
-            self._roles = model_roles(method, self.config, self.index.dataset, self.index.folder, self.cache)
+            self._roles = model_roles(self.config, self.index.dataset, self.index.folder, self.cache)
         states = query_states(asked, self.index.folder, self.config, method, budget, queries, first)
         records = {r["qid"]: r for r in answer_queries(asked, self.index.folder, self.config, method, states, self._roles)}
         scored = scored_rankings({q.id: records[q.id]["ranking"] for q in queries}, asked)

@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--permutations", type=at_least_one, default=10_000, help="sign flips of the randomisation test")
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    options = sub.add_parser("options", help="a method's options (or the preset's run or first_stage "
+                             "section): each one's type, default, paper source and meaning")
+    options.add_argument("name", metavar="METHOD", help="a method's name, or run, or first_stage")
+    options.add_argument("--json", action="store_true", help="print them as JSON")
     tree = sub.add_parser("tree", help="print the outline of an index's semantic tree (LATTICE)")
     tree.add_argument("--index", required=True)
     tree.add_argument("--depth", type=int, default=2, help="levels below the root to show (default 2)")
@@ -158,13 +162,14 @@ def cmd_run(args) -> int:
     from garen_infer.runner import execute
 
     preset = load_preset(args.preset, args.overrides)
-    run_config_from(preset, args.method, args.budget, shard=args.shard).method_config()  # checked before the data loads
+    # checked before the data loads
+    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries,
+                             args.shard)
     if args.shard and args.seeds > 1:
         raise GarenError("--shard with --seeds: run each seed as its own sharded run (--set models.<role>.sampling.seed=K)")
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     index = IndexFolder.open(args.index, dataset)
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
-    config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries, args.shard)
     if args.seeds > 1:
         from garen_infer.repeat import run_seeds
 
@@ -199,10 +204,17 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
-    from garen_infer.report.bench import main
+def arguments(cls, args: argparse.Namespace):
+    """The typed arguments ``cls`` (a dataclass) of a command, from what argparse parsed."""
+    from dataclasses import fields
 
-    return main(args)
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+
+def cmd_bench(args) -> int:
+    from garen_infer.report.bench import BenchArguments, main
+
+    return main(arguments(BenchArguments, args))
 
 
 def cmd_merge(args) -> int:
@@ -224,9 +236,21 @@ def cmd_cache(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from garen_infer.report.compare import main
+    from garen_infer.report.compare import CompareArguments, main
 
-    return main(args)
+    return main(arguments(CompareArguments, args))
+
+
+def cmd_options(args) -> int:
+    from dataclasses import asdict
+
+    from garen_infer.option_docs import documented_options, options_text
+
+    if args.json:
+        print(json.dumps([asdict(doc) for doc in documented_options(args.name)], indent=2, default=repr))
+    else:
+        print(options_text(args.name), end="")
+    return 0
 
 
 def cmd_tree(args) -> int:
@@ -271,7 +295,8 @@ INTERRUPTED = "interrupted; what was finished is kept and nothing half-written i
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"index": cmd_index, "run": cmd_run, "eval": cmd_eval, "bench": cmd_bench, "compare": cmd_compare,
-                "merge": cmd_merge, "cache": cmd_cache, "tree": cmd_tree, "presets": cmd_presets, "demo": cmd_demo}
+                "merge": cmd_merge, "cache": cmd_cache, "options": cmd_options, "tree": cmd_tree,
+                "presets": cmd_presets, "demo": cmd_demo}
     command = commands[args.command]
     try:
         writes = args.command in WRITES and not getattr(args, "verify", False)

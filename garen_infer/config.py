@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from garen_infer.errors import GarenError
+from garen_infer.run_config import RUN_SECTION, RunConfig
 from garen_infer.safe_yaml import load_yaml
 
 PACKAGED_PRESETS = Path(__file__).resolve().parent / "configs"  # an installed wheel: copied there at build time (setup.py)
@@ -85,12 +86,11 @@ def merged(base: dict, changes: dict) -> dict:
     return out
 
 
-def run_config_from(preset: dict, method: str, budget: int | None = None, limit: int | None = None, max_active: int | None = None,
-                    shard: str | None = None):
+def run_config_from(preset: dict, method: str, budget: int | None = None, limit: int | None = None,
+                    max_active: int | None = None, shard: str | None = None) -> RunConfig:
     """The one way a preset becomes a run's configuration, whichever door asked (CLI, Python API, PyTerrier,
     bench, demo): the method's options, the first stage, the models and the preset's run section, with
     ``budget``, ``limit``, ``max_active`` (queries in flight) and ``shard`` ("I/N") overriding the preset where given."""
-    from garen_infer.runner import RunConfig
     from garen_infer.shards import parse_shard
 
     run_opts = dict(preset.get("run") or {})
@@ -100,11 +100,9 @@ def run_config_from(preset: dict, method: str, budget: int | None = None, limit:
         run_opts["limit"] = limit
     if shard is not None:
         run_opts["shard"] = str(parse_shard(shard))  # a malformed I/N is refused before anything loads
-    return RunConfig(
-        method=method, method_options=dict((preset.get("methods") or {}).get(method) or {}), budget=budget,
-        first_stage=dict(preset.get("first_stage") or {}), models=dict(preset.get("models") or {}),
-        **run_opts,
-    )
+    options = (preset.get("methods") or {}).get(method)
+    first_stage, models = preset.get("first_stage"), preset.get("models")
+    return RunConfig.build(method, options, budget, first_stage, models, **run_opts)
 
 
 def read_yaml_mapping(path: Path, overrides: list[str] | Mapping = ()) -> dict:
@@ -131,7 +129,8 @@ def apply_overrides(mapping: dict, overrides: list[str] | Mapping) -> dict:
 PRESET_SECTIONS = ("index", "first_stage", "models", "run", "methods")
 
 # run: keys that the command line or another section of the preset sets
-RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "method_options": "methods:", "budget": "--budget", "first_stage": "first_stage:", "models": "models:",
+RUN_KEYS_SET_ELSEWHERE = {"method": "--method", "options": "methods:", "method_options": "methods:",
+                          "budget": "--budget", "first_stage": "first_stage:", "models": "models:",
                           "shard": "--shard"}
 
 
@@ -142,7 +141,6 @@ def check_preset(preset: dict) -> None:
     from garen_infer.index.stages import IndexConfig
     from garen_infer.llm.model_specs import check_model_spec
     from garen_infer.methods.base import METHODS, get_method
-    from garen_infer.runner import RunConfig
     from garen_infer.settings import refuse_unknown, validate
 
     refuse_unknown(preset, PRESET_SECTIONS, "", "section of a preset")
@@ -151,6 +149,7 @@ def check_preset(preset: dict) -> None:
     run = _section(preset, "run")
     for key in sorted(set(run) & set(RUN_KEYS_SET_ELSEWHERE)):
         raise GarenError(f"invalid setting run.{key}: it is set by {RUN_KEYS_SET_ELSEWHERE[key]}, not under run")
+    refuse_unknown(run, RUN_SECTION, "run")
     validate(RunConfig, run, "run", partial=True)
     for role, spec in _section(preset, "models").items():
         check_model_spec(spec, f"models.{role}")

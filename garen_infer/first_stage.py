@@ -20,9 +20,12 @@ if TYPE_CHECKING:
     from garen_infer.index.folder import IndexFolder
 
 
+REWRITE = "rewrite"  # first_stage.query
+
+
 @dataclass(frozen=True)
 class FirstStageConfig:
-    kind: Literal["bm25", "dense"] = "bm25"
+    kind: Literal["bm25", "dense"] = "bm25"  # BM25 (GAREN sec. 5), or a dense inner product over `vectors`
     # a dense first stage's vectors: the graph's ("embeddings"), or its own ("first_stage_embeddings", e.g.
     #   ReasonIR-8B with its instructions beside a Qwen3-Embedding graph: configs/garen-paper-reasonir.yaml)
     vectors: Literal["embeddings", "first_stage_embeddings"] = "embeddings"
@@ -35,6 +38,11 @@ class FirstStageConfig:
     # the text every model after the first stage reads (reranker, navigator, planner, agent): "original"
     #   (GAREN App. B.1: the GPT-4 queries "strengthen the initial pool"), or "rewritten" (the first stage's)
     models_read: Literal["original", "rewritten"] = "original"
+
+    @property
+    def index_stage(self) -> str:
+        """The index stage it ranks from."""
+        return self.vectors if self.kind == "dense" else "bm25"
 
 
 def first_stage(index: IndexFolder, query_texts: list[str], config: FirstStageConfig,

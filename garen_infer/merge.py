@@ -124,7 +124,7 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
     if missing and not partial:
         raise GarenError(f"shard {missing[0]} is missing ({len(missing)} of {count} not given); run it and merge again, "
                          f"or pass --partial for a run labelled partial")
-    all_queries = run_queries(dataset, RunConfig(config["method"], limit=config.get("limit")))
+    all_queries = run_queries(dataset, RunConfig.build(config["method"], limit=config.get("limit")))
     with ExitStack() as stack:
         for folder in folders:  # no shard changes while it is read; one still running is named with its process
             stack.enter_context(writer_lock(folder, "run folder"))

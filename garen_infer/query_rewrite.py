@@ -17,13 +17,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage
+from garen_infer.first_stage import REWRITE, FirstStageConfig, excluded_rows, first_stage
 from garen_infer.llm.problems import UNREADABLE
 from garen_infer.llm.requests import Generate
 from garen_infer.llm.types import Chat
 from garen_infer.methods.base import QueryState, Search
 
-REWRITE = "rewrite"  # first_stage.query
 QUERY_WRITER = "query_writer"  # the ledger role its answers are counted under
 
 REASONING_QUERY_PROMPT = """{query}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from garen_infer.index.atomic import write_json
+from garen_infer.llm.model_specs import backend_of
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
@@ -26,7 +27,7 @@ def with_seed(models: dict, seed: int) -> dict:
     """The models with ``sampling.seed`` set on every role that runs an LLM."""
     out = copy.deepcopy(models or {})
     for spec in out.values():
-        if spec and spec.get("backend", "embedding") != "embedding":
+        if spec and backend_of(spec) != "embedding":
             spec["sampling"] = {**(spec.get("sampling") or {}), "seed": seed}
     return out
 

@@ -14,9 +14,9 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from tqdm.auto import tqdm
 
@@ -25,16 +25,16 @@ from garen_infer.costs import mean_cost, prices_for
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
-from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage, first_stage_texts
+from garen_infer.first_stage import excluded_rows, first_stage, first_stage_texts
 from garen_infer.index.atomic import atomic_path, write_json
 from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.llm.problems import UNUSABLE
-from garen_infer.methods.base import QueryState, get_method, make_config
+from garen_infer.methods.base import QueryState
 from garen_infer.query_rewrite import REWRITE, rewrite_then_search
 from garen_infer.reachability import hit_by_hops, reach
+from garen_infer.run_config import RunConfig
 from garen_infer.scheduler import Scheduler
-from garen_infer.settings import Count, Range
 from garen_infer.shards import parse_shard
 from garen_infer.writer_lock import writer_lock
 from garen_infer.trec import write_run
@@ -48,30 +48,6 @@ def to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-@dataclass
-class RunConfig:
-    method: str
-    method_options: dict = field(default_factory=dict)
-    budget: Count | None = None
-    first_stage: dict = field(default_factory=dict)
-    models: dict = field(default_factory=dict)
-    max_active_queries: Count = 16  # queries in flight at once; 1 = strictly one at a time
-    max_batch: Count = 64  # items per backend call
-    limit: Count | None = None  # first N judged queries only (smoke runs)
-    shard: str | None = None  # "i/n": only shard i of n of those queries (garen_infer/shards.py), from --shard
-    # a role whose share of unusable answers (unreadable, a thought without an answer, NaN) is above this is
-    # named loudly at the end of the run: its numbers rest on fallbacks, not on the model
-    unusable_answers_warning: Annotated[float, Range(0.0, 1.0)] = 0.05
-
-    def method_config(self):
-        """The method's options with ``budget`` applied, each checked against its field (one line if not)."""
-        method_cls = get_method(self.method)
-        options = dict(self.method_options)
-        if self.budget is not None and "budget" in method_cls.Config.__dataclass_fields__:
-            options["budget"] = self.budget
-        return make_config(method_cls, options)
-
-
 def what_answers(resolved: dict) -> dict:
     """A run's resolved configuration without its models' execution-only settings (memory share, engine sequences,
     timeouts): a run resumes under other ones, since they change how fast answers come, not what they are."""
@@ -81,25 +57,19 @@ def what_answers(resolved: dict) -> dict:
     return {**resolved, "models": {role: spec_identity(spec) if isinstance(spec, dict) else spec for role, spec in models.items()}}
 
 
-def first_stage_stage(config: RunConfig) -> str:
-    stage = FirstStageConfig(**config.first_stage)
-    return stage.vectors if stage.kind == "dense" else "bm25"
+def require_stages(index: IndexFolder, config: RunConfig) -> None:
+    """Refuses an index that lacks a stage the run reads (the first stage's too), before anything loads."""
+    for stage in config.index_stages:
+        index.require(stage, f"method '{config.method}'")
 
 
 def configure_method(dataset: Dataset, index: IndexFolder, config: RunConfig):
-    """The method a run configuration names, built on this index: (class, options, method, budget). Refuses
-    unknown options and an index that lacks a stage the method reads (``garen-infer bench`` plans with this)."""
-    method_cls = get_method(config.method)
-    options_dict = dict(config.method_options)
-    takes_budget = "budget" in method_cls.Config.__dataclass_fields__
-    if config.budget is not None and takes_budget:
-        options_dict["budget"] = config.budget  # --budget overrides the preset
-    options = method_cls.settle(make_config(method_cls, options_dict), config.models)
-    budget = options.budget if takes_budget else None
-    method = method_cls(options, index, dataset.without_judgments())  # its options may change its stages and roles
-    for stage in dict.fromkeys([first_stage_stage(config), *method.index_stages]):  # every run starts from the first stage
-        index.require(stage, f"method '{config.method}'")
-    return method_cls, options, method, budget
+    """The method a run configuration names, built on this index, once the index is known to hold every stage
+    it reads: (class, settled options, method, budget)."""
+    require_stages(index, config)
+    options = config.settled_options()
+    method = config.method_class(options, index, dataset.without_judgments())
+    return config.method_class, options, method, config.budget
 
 
 def execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str | Path, roles=None, cache=None,
@@ -116,9 +86,10 @@ def _execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str |
     resolved = {
         "dataset": dataset.name, "corpus_fingerprint": dataset.fingerprint(), "index": str(index.path),
         # a stage rebuilt with other params between an interruption and a resume must not be mixed in
-        "index_stages": {s: index.manifest["stages"][s]["params"] for s in sorted(set(method.index_stages) | {first_stage_stage(config)}) if index.has(s)},
+        "index_stages": {s: index.manifest["stages"][s]["params"] for s in sorted(config.index_stages)
+                         if index.has(s)},
         "method": config.method, "method_options": asdict(options), "budget": budget,
-        "first_stage": asdict(FirstStageConfig(**config.first_stage)), "models": config.models,
+        "first_stage": asdict(config.first_stage), "models": config.models,
         "limit": config.limit,
     }
     if config.shard:  # only in a shard's folder, so an unsharded run's config.json reads as it always did
@@ -147,7 +118,7 @@ def _execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str |
     wall = 0.0
     if todo:
         if roles is None:
-            roles = model_roles(method, config, dataset, index, cache)
+            roles = model_roles(config, dataset, index, cache)
         states = query_states(dataset, index, config, method, budget, todo)
         start = time.perf_counter()
         with open(trace_path, "a", encoding="utf-8") as trace:
@@ -173,19 +144,14 @@ def run_queries(dataset: Dataset, config: RunConfig) -> list:
     return parse_shard(config.shard).select(queries) if config.shard else queries
 
 
-def model_roles(method, config: RunConfig, dataset: Dataset, index: IndexFolder, cache=None):
-    """The models a configured method asks for, loaded once: a run builds them for its queries, a Python
+def model_roles(config: RunConfig, dataset: Dataset, index: IndexFolder, cache=None):
+    """The models a run's method asks for, loaded once: a run builds them for its queries, a Python
     ``Retriever`` for every search it answers."""
     from garen_infer.llm.cache import ResponseCache
     from garen_infer.llm.roles import build_roles
 
-    wanted = list(method.roles) + ["generator"] * (FirstStageConfig(**config.first_stage).query == REWRITE)
-    missing = [r for r in dict.fromkeys(wanted) if r not in config.models]
-    if missing:
-        why = " (first_stage.query: rewrite asks it for each query's text)" if "generator" in missing else ""
-        raise GarenError(f"method '{config.method}' needs model(s) for {', '.join(missing)}{why}; "
-                         "add them under 'models:' in the preset")
-    needed = {r: config.models[r] for r in wanted}
+    config.require_models()
+    needed = {r: config.models[r] for r in config.roles}
     return build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(),
                        dataset.name, dataset=dataset)
 
@@ -195,7 +161,7 @@ def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method
     """Each query with its first-stage ranking (corpus rows, excluded ids dropped unless the method keeps them, as
     RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
     the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
-    stage = FirstStageConfig(**config.first_stage)
+    stage = config.first_stage
     if first is None and stage.query == REWRITE:  # each query's text is written as the scheduler runs it
         return [QueryState(q, [], budget, first_stage_kind=stage.kind, first_stage_vectors=stage.vectors)
                 for q in queries]
@@ -226,7 +192,7 @@ def answer_queries(dataset: Dataset, index: IndexFolder, config: RunConfig, meth
         roles = replace(roles, query_encoder=QueryEncoder(index))
     scheduler = Scheduler(roles, config.max_active_queries, config.max_batch)
     doc_ids, doc_index = index.doc_ids, dataset.doc_index
-    stage = FirstStageConfig(**config.first_stage)
+    stage = config.first_stage
     search = method.search
     if stage.query == REWRITE:
         search = rewrite_then_search(method.search, index, stage, dataset, method.keeps_excluded)

@@ -31,9 +31,10 @@ def make_scorer(spec: dict, cache):
     """The yes/no scorer a navigator role with this spec would use. There is no index here, so an embedding role
     names its model (by default the CPU default's)."""
     from garen_infer.index.embeddings import EmbeddingParams
+    from garen_infer.llm.model_specs import backend_of
     from garen_infer.llm.roles import build_roles
 
-    if spec.get("backend", "embedding") == "embedding":
+    if backend_of(spec) == "embedding":
         spec = {"model": EmbeddingParams.model, **spec}
     return build_roles({"scorer": spec}, [], None, cache).scorer("scorer")
 

@@ -22,7 +22,7 @@ from garen_infer.config import load_preset
 from garen_infer.data import load_dataset
 from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError
-from garen_infer.first_stage import FirstStageConfig, first_stage
+from garen_infer.first_stage import first_stage
 from garen_infer.index.folder import IndexFolder
 from garen_infer.writer_lock import writer_lock
 from garen_infer.runner import run_queries
@@ -141,7 +141,7 @@ def mine_pairs(dataset: Dataset, index: IndexFolder, preset: dict, args: argpars
 
     queries = run_queries(dataset, traversal.config)
     start = time.perf_counter()
-    rankings = first_stage(index, [q.text for q in queries], FirstStageConfig(**traversal.config.first_stage))
+    rankings = first_stage(index, [q.text for q in queries], traversal.config.first_stage)
     first_stage_seconds = time.perf_counter() - start
     groups, documents, initial_gold = label_queries(dataset, queries, rankings, traversal, negatives)
     in_first_window = sum(g["item"] in initial_gold.get(g["qid"], set()) for g in groups if g["provenance"] == "unreached_gold")

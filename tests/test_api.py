@@ -72,7 +72,7 @@ def test_search_reads_the_response_cache_garen_infer_run_wrote(tiny_index, tiny_
 def test_a_query_of_ones_own_and_overrides(tiny_index, tiny_dataset, tmp_path):
     index = gi.Index.open(tiny_index.path, tiny_dataset)
     narrow = gi.Retriever(index, "rerank", budget=4, overrides={"methods.rerank.window": 2, "methods.rerank.stride": 1}, cache=False)
-    assert narrow.config.method_config().window == 2
+    assert narrow.config.options.window == 2
     found = narrow.search({"mine": "lava flowing from a volcano"})
     assert set(found.qid) == {"mine"} and list(found["rank"]) == list(range(len(found)))
     assert found.docno.iloc[0].startswith("vol")

@@ -133,7 +133,7 @@ def test_rerun_of_a_whole_run_makes_no_model_call(backend, tiny_dataset, tiny_in
     from garen_infer.runner import RunConfig, execute
 
     cache = ResponseCache(tmp_path / "c.sqlite")
-    config = RunConfig(method="rerank", method_options={"budget": 6, "window": 4, "stride": 2})
+    config = RunConfig.build(method="rerank", method_options={"budget": 6, "window": 4, "stride": 2})
     doc_texts = [d.full_text for d in tiny_dataset.documents]
 
     def run(out):
@@ -158,7 +158,8 @@ def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_datas
     cache = ResponseCache(tmp_path / "fresh.sqlite")
     models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt",
                            "max_words": 20, "sampling": {"max_tokens": 8}}}
-    config = RunConfig(method="rerank", method_options={"budget": 4, "window": 4, "stride": 2}, models=models, limit=2)
+    options = {"budget": 4, "window": 4, "stride": 2}
+    config = RunConfig.build(method="rerank", method_options=options, models=models, limit=2)
     first = execute(tiny_dataset, tiny_index, config, tmp_path / "a", cache=cache, log=lambda *_: None)
     assert first["mean_model_calls"] > 0
     assert len(cache) == 2 * first["mean_model_calls"]  # two queries, every answer stored in this file

@@ -62,7 +62,7 @@ def test_a_run_reports_cost_and_reachability(tiny_dataset, tiny_index, tmp_path)
         def rerank(self, jobs):
             return [(list(job.rows), Completion(input_tokens=1000, output_tokens=100)) for job in jobs]
 
-    config = RunConfig(method="rerank", budget=4, first_stage={"kind": "bm25", "depth": 3},
+    config = RunConfig.build(method="rerank", budget=4, first_stage={"kind": "bm25", "depth": 3},
                        models={"reranker": {"backend": "vllm", "model": RERANKER}})
     metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=Roles(reranker=PricedReranker()), log=lambda *_: None)
     calls = metrics["mean_requests"]
@@ -87,6 +87,6 @@ def test_seeds_are_averaged():
     import tempfile
 
     out = tempfile.mkdtemp()
-    summary = run_seeds(None, None, RunConfig(method="m", models=models), out, 3, run=fake_run)
+    summary = run_seeds(None, None, RunConfig.build(method="rerank", models=models), out, 3, run=fake_run)
     assert seen == [(0, "seed-0"), (1, "seed-1"), (2, "seed-2")]
     assert summary["mean"]["nDCG@10"] == pytest.approx(0.7) and summary["runs"] == 3 and summary["std"]["queries"] == 0

@@ -28,7 +28,8 @@ class RecordingReranker:
 
 def _run(dataset, index, tmp_path, method, options, budget=4):
     reranker = RecordingReranker()
-    config = RunConfig(method=method, method_options=options, budget=budget, first_stage={"kind": "bm25", "depth": 1000})
+    config = RunConfig.build(method=method, method_options=options, budget=budget,
+                             first_stage={"kind": "bm25", "depth": 1000})
     execute(dataset, index, config, tmp_path / method, roles=Roles(reranker=reranker), log=lambda *_: None)
     return reranker, [json.loads(line) for line in (tmp_path / method / "trace.jsonl").read_text().splitlines()]
 

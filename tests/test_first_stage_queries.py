@@ -88,7 +88,8 @@ def test_the_first_stage_searches_with_the_rewrite(kind, tiny_dataset, tiny_inde
 
 def test_a_run_starts_from_the_rewritten_pool_and_reranks_the_original_query(tiny_dataset, tiny_index, tmp_path):
     path = write_rewrites(tmp_path / "queries.jsonl", REWRITES)
-    config = RunConfig(method="rerank", budget=4, first_stage={"query": f"jsonl:{path}#rewrite", "depth": 4})
+    config = RunConfig.build(method="rerank", budget=4,
+                             first_stage={"query": f"jsonl:{path}#rewrite", "depth": 4})
     _, _, method, budget = configure_method(tiny_dataset, tiny_index, config)
     states = query_states(tiny_dataset, tiny_index, config, method, budget, tiny_dataset.queries)
     assert all(tiny_dataset.doc_ids[s.first_stage[0]].startswith("py") for s in states)  # every pool is Python's

@@ -12,6 +12,8 @@ from garen_infer.index.knn_graph import KnnGraph
 from garen_infer.llm.requests import Rerank, ScoreYesNo
 from garen_infer.methods.base import QueryState
 from garen_infer.methods.garen import Garen, GarenConfig
+from garen_infer.testing.methods import drive as drive_search
+from garen_infer.testing.methods import scripted_answers
 
 
 class HandBuiltIndex:
@@ -39,21 +41,9 @@ def make_garen(neighbours, members, **options) -> Garen:
 
 def drive(search, relevance: dict[int, float], group_score: dict[str, float], log: list):
     """Answer a GAREN search: the reranker orders by ``relevance``; the navigator reads ``group_score`` by text."""
-
-    def answer(request):
-        log.append(request)
-        if isinstance(request, Rerank):
-            return sorted(request.rows, key=lambda d: -relevance.get(d, 0.0))
-        if isinstance(request, ScoreYesNo):
-            return [group_score.get(text, 0.0) for text in request.texts]
-        raise AssertionError(request)
-
-    try:
-        request = next(search)
-        while True:
-            request = search.send([answer(r) for r in request] if isinstance(request, tuple) else answer(request))
-    except StopIteration as stop:
-        return stop.value
+    ranking, requests = drive_search(search, scripted_answers(relevance, texts=group_score))
+    log.extend(requests)
+    return ranking
 
 
 # ---- a 200-document world: 20 groups of 10 rows (group g = rows 10g..10g+9) ------------------------------------

@@ -48,7 +48,8 @@ class Reranker(EmbeddingReranker):
 
 def run(tiny_dataset, tiny_index, out, **engine):
     spec = {"backend": "vllm", "model": "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", "max_model_len": 32768, **engine}
-    config = RunConfig(method="rerank", method_options={"budget": 8, "window": 4, "stride": 2}, models={"reranker": spec}, limit=2)
+    config = RunConfig.build(method="rerank", method_options={"budget": 8, "window": 4, "stride": 2},
+                             models={"reranker": spec}, limit=2)
     roles = Roles(reranker=Reranker(tiny_index.embedder, tiny_index.embeddings))
     execute(tiny_dataset, tiny_index, config, out, roles=roles, log=lambda *_: None)
 

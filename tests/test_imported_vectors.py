@@ -63,7 +63,8 @@ def test_every_stage_and_a_run_come_out_as_from_vectors_encoded_here(tiny_index,
     stages = {"bm25": {}, "embeddings": {"vectors": str(tiny_index.path / "embeddings.npy")}, "knn_graph": {}}
     index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(stages), log=lambda *_: None)
     assert (tmp_path / "index" / "knn_graph" / "edges.u32.np").read_bytes() == (tiny_index.path / "knn_graph" / "edges.u32.np").read_bytes()
-    config = RunConfig(method="slidegar", budget=8, models={"reranker": {"backend": "embedding"}}, method_options={"window": 4, "step": 2})
+    config = RunConfig.build(method="slidegar", budget=8, models={"reranker": {"backend": "embedding"}},
+                             method_options={"window": 4, "step": 2})
     runs = [execute(tiny_dataset, i, config, tmp_path / name, cache=NoCache(), log=lambda *_: None) for i, name in ((index, "a"), (tiny_index, "b"))]
     assert (tmp_path / "a" / "run.trec").read_text() == (tmp_path / "b" / "run.trec").read_text()
     assert runs[0]["nDCG@10"] == runs[1]["nDCG@10"]

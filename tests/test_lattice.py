@@ -19,6 +19,7 @@ from garen_infer.methods.base import QueryState
 from garen_infer.methods.lattice import Lattice, LatticeConfig
 from garen_infer.methods.lattice.search_tree import SearchTree
 from garen_infer.methods.lattice.slates import gmm_threshold, parse_slate_scores, reference_leaves
+from garen_infer.testing.methods import drive
 
 #  node ids (depth-first pre-order):
 #  0 root
@@ -67,18 +68,6 @@ def make_lattice(tmp_path):
         return Lattice(LatticeConfig(**{"slate_scorer": "navigator", **options}), TreeOnlyIndex(tmp_path, DOCS), dataset)
 
     return make
-
-
-def drive(search, answer):
-    """Run one query's search generator, answering each request with ``answer``; return (result, requests)."""
-    requests = []
-    try:
-        request = next(search)
-        while True:
-            requests.append(request)
-            request = search.send(answer(request))
-    except StopIteration as stop:
-        return stop.value, requests
 
 
 def scripted(request):

@@ -63,7 +63,8 @@ def test_a_failing_replica_is_left_for_the_others_at_once(servers):
 
 
 def rerank_config(spec) -> RunConfig:
-    return RunConfig(method="rerank", method_options={"budget": 8, "window": 4, "stride": 2}, models={"reranker": spec})
+    return RunConfig.build(method="rerank", method_options={"budget": 8, "window": 4, "stride": 2},
+                           models={"reranker": spec})
 
 
 def openai_spec(fleet, **extra) -> dict:

@@ -227,7 +227,7 @@ def run(dataset, index, method, out, **run_options):
 def test_methods_receive_no_judgments(name, tiny_dataset, full_index, tmp_path, monkeypatch):
     """Every registered method, run with the oracle: what it is built with and what its search is handed holds no
     relevance judgment (it would, were the runner to pass it the dataset as loaded)."""
-    import garen_infer.runner as runner
+    from garen_infer.run_config import RunConfig
 
     method_cls = get_method(name)
     if not set(method_cls.roles) <= set(ORACLE):
@@ -243,7 +243,7 @@ def test_methods_receive_no_judgments(name, tiny_dataset, full_index, tmp_path, 
             handed.append(state)
             return (yield from super().search(state))
 
-    monkeypatch.setattr(runner, "get_method", lambda _: Spy)
+    monkeypatch.setattr(RunConfig, "method_class", property(lambda _: Spy))
     run(tiny_dataset, full_index, name, tmp_path / "run")
     assert tiny_dataset.qrels and len(handed) == 1 + 4
     datasets = [h for h in handed if isinstance(h, Dataset)]

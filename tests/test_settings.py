@@ -35,8 +35,15 @@ def registered_configs() -> list[tuple[str, type]]:
     return configs
 
 
+def preset_fields(where: str, cls) -> list[str]:
+    """The fields a preset section sets (the method, its options, first stage and models have their own)."""
+    from garen_infer.run_config import RUN_SECTION
+
+    return list(RUN_SECTION) if where == "run" else [f.name for f in dataclasses.fields(cls) if f.init]
+
+
 CONFIGS = registered_configs()
-FIELDS = [(where, cls, f.name) for where, cls in CONFIGS for f in dataclasses.fields(cls) if f.init]
+FIELDS = [(where, cls, name) for where, cls in CONFIGS for name in preset_fields(where, cls)]
 
 
 def _strip(hint):

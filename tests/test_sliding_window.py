@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from garen_infer.llm.requests import Rerank
 from garen_infer.methods.window import window_bounds, sliding_window
+from garen_infer.testing.methods import drive as drive_search
+from garen_infer.testing.methods import scripted_answers
 
 
 @pytest.mark.parametrize(
@@ -40,17 +41,10 @@ def test_windows_cover_every_position_back_to_front(n, window, stride):
 
 
 def drive(search, best_first):
-    """Answer each Rerank by sorting its rows with a fixed preference; return (final ranking, requests)."""
-    preference = {doc: rank for rank, doc in enumerate(best_first)}
-    requests = []
-    try:
-        request = next(search)
-        while True:
-            assert isinstance(request, Rerank)
-            requests.append(request.rows)
-            request = search.send(sorted(request.rows, key=preference.__getitem__))
-    except StopIteration as stop:
-        return stop.value, requests
+    """Answer each Rerank by sorting its rows with a fixed preference; return (final ranking, windows)."""
+    preference = {doc: -rank for rank, doc in enumerate(best_first)}
+    final, requests = drive_search(search, scripted_answers(preference))
+    return final, [r.rows for r in requests]
 
 
 def test_sliding_window_by_hand():

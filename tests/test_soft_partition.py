@@ -228,7 +228,8 @@ def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_
     models = {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}}
     for stage in ("groups", "groups_soft"):
         options = {"budget": 8, "window": 4, "keep": 2, "groups": stage}
-        execute(tiny_dataset, folder, RunConfig("garen", options, models=models), tmp_path / stage, log=lambda *_: None)
+        config = RunConfig.build("garen", options, models=models)
+        execute(tiny_dataset, folder, config, tmp_path / stage, log=lambda *_: None)
     assert (tmp_path / "groups_soft" / "run.trec").read_bytes() == (tmp_path / "groups" / "run.trec").read_bytes()
     traces = [[json.loads(line)["trace"] for line in (tmp_path / s / "trace.jsonl").read_text().splitlines()] for s in ("groups", "groups_soft")]
     assert traces[0] == traces[1]
@@ -242,7 +243,8 @@ def test_partition_report_gives_quality_and_c3_counts_from_a_run(leiden_index, t
     models = {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}}
     run = tmp_path / "run"
     options = {"budget": 8, "window": 2, "keep": 1}  # a window of 2 leaves gold documents outside it
-    execute(tiny_dataset, IndexFolder.open(leiden_index, tiny_dataset), RunConfig("garen", options, models=models), run, log=lambda *_: None)
+    config = RunConfig.build("garen", options, models=models)
+    execute(tiny_dataset, IndexFolder.open(leiden_index, tiny_dataset), config, run, log=lambda *_: None)
     capsys.readouterr()
     assert garen_train(["partition-report", "--index", str(leiden_index), "--stage", "groups", "--run", f"groups={run}", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)

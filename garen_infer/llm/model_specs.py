@@ -14,10 +14,17 @@ import dataclasses
 from garen_infer.errors import GarenError
 from garen_infer.settings import did_you_mean, identity, refuse_unknown, validate
 
-BUILT_IN = ("embedding", "oracle")  # roles played without a model backend: the index's embeddings, the simulation
+DEFAULT_BACKEND = "embedding"  # a role that names no backend is played by the index's embedding model
+# roles played without a model backend: the index's embeddings, the simulation
+BUILT_IN = (DEFAULT_BACKEND, "oracle")
 SUMMARY_ONLY = ("extractive",)  # a stage's summarizer that calls no model
 # what a role reads from its spec besides its backend's fields (llm/roles.py)
 ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
+
+
+def backend_of(spec: dict) -> str:
+    """The backend a role's spec names, the default where it names none."""
+    return spec.get("backend", DEFAULT_BACKEND)
 
 
 def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
@@ -29,7 +36,7 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
 
     if spec is None:
         return
-    default = SUMMARY_ONLY[0] if summarizer else BUILT_IN[0]
+    default = SUMMARY_ONLY[0] if summarizer else DEFAULT_BACKEND
     if not isinstance(spec, dict):
         raise GarenError(f"invalid setting {where}={spec!r}: expected a mapping such as {{backend: {default}}}")
     kind = spec.get("backend", default)

@@ -24,7 +24,7 @@ import numpy as np
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend, make_backend
 from garen_infer.llm.exported_models import read_manifest, trained_scoring, weights_tag
-from garen_infer.llm.model_specs import ROLE_KEYS, check_model_spec
+from garen_infer.llm.model_specs import ROLE_KEYS, backend_of, check_model_spec
 from garen_infer.llm.oracle import build_oracle
 from garen_infer.llm.permutation import read_permutation
 from garen_infer.llm.pointwise import PointwiseReranker
@@ -249,7 +249,7 @@ def build_scorer(spec: dict, doc_texts: list[str], index: IndexFolder | None, ba
                  role: str = "navigator"):
     """A yes/no scorer from a role spec. Every scorer role and the pointwise reranker build theirs here, so a
     scorer backend added here serves both."""
-    kind = spec.get("backend", "embedding")
+    kind = backend_of(spec)
     if kind == "embedding" and spec.get("model"):
         return EmbeddingYesNoScorer(own_embedder(spec["model"], index))
     if kind == "embedding":
@@ -307,7 +307,7 @@ def build_reranker(spec: dict, doc_texts: list[str], index: IndexFolder | None, 
         raise GarenError(f"models.reranker.mode '{mode}' is not one of {', '.join(RERANKER_MODES)}")
     if spec.get("backend") == "cross-encoder":
         raise GarenError("models.reranker: a cross-encoder scores documents one by one; set models.reranker.mode=pointwise")
-    if spec.get("backend", "embedding") == "embedding":
+    if backend_of(spec) == "embedding":
         if spec.get("model"):
             raise GarenError("models.reranker.model: a listwise embedding reranker reads the index's document vectors; "
                              "to rerank with another embedding model set models.reranker.mode=pointwise")
@@ -360,7 +360,7 @@ def build_roles(models: dict, doc_texts: list[str], index: IndexFolder | None, c
         if role == "reranker":
             roles.reranker = build_reranker(spec, doc_texts, index, backend_for, dataset_name)
         elif role in ("generator", "agent"):
-            if spec.get("backend", "embedding") == "embedding":
+            if backend_of(spec) == "embedding":
                 raise GarenError(f"models.{role} cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
             if role == "generator":
                 roles.generator = LLMGenerator(backend_for(spec), _sampling(spec))

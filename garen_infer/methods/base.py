@@ -38,7 +38,9 @@ class QueryState:
 
 
 class Method:
-    """Subclasses set ``name``, ``Config`` (a dataclass of paper defaults), ``index_stages`` and ``roles``."""
+    """Subclasses set ``name``, ``Config`` (a dataclass of paper defaults), ``index_stages`` and ``roles``; a
+    method whose options change what it needs says so in ``stages_for`` and ``roles_for``, read before it is
+    built."""
 
     name: str = ""
     Config: type = object
@@ -48,10 +50,16 @@ class Method:
 
     def __init__(self, config, index: IndexFolder, dataset: Dataset):
         self.config, self.index, self.dataset = config, index, dataset
+        self.index_stages, self.roles = self.stages_for(config), self.roles_for(config)
+
+    @classmethod
+    def stages_for(cls, config) -> tuple[str, ...]:
+        """The index stages a run with these options reads (GAREN's groups, LATTICE's tree are options)."""
+        return cls.index_stages
 
     @classmethod
     def roles_for(cls, config) -> tuple[str, ...]:
-        """The model roles a run with these options uses (LATTICE's follow its slate scorer)."""
+        """The model roles a run with these options uses (GAREN's connectivity navigator needs no model)."""
         return cls.roles
 
     @classmethod

@@ -65,8 +65,6 @@ class Garen(Method):
     def __init__(self, config: GarenConfig, index: IndexFolder, dataset: Dataset):
         config = self.settle(config, {})  # built without the runner: the non-reasoning defaults
         super().__init__(config, index, dataset)
-        if config.groups != "groups":
-            self.index_stages = ("bm25", "knn_graph", config.groups)
         self.graph = index.knn_graph
         if config.expansion_unit == "document":  # every document is its own "group", read in full
             self.doc_group = list(range(len(dataset.documents)))
@@ -77,8 +75,14 @@ class Garen(Method):
             groups = index.groups(config.groups)
             self.doc_group, self.members, self.texts = groups.doc_group, groups.members, groups.texts
             self.doc_groups = groups.doc_groups  # row -> all its groups (one, unless the groups overlap)
-        if config.navigator == "connectivity":
-            self.roles = ("reranker",)
+
+    @classmethod
+    def stages_for(cls, config: GarenConfig) -> tuple[str, ...]:
+        return ("bm25", "knn_graph", config.groups)
+
+    @classmethod
+    def roles_for(cls, config: GarenConfig) -> tuple[str, ...]:
+        return ("reranker",) if config.navigator == "connectivity" else cls.roles
 
     @classmethod
     def settle(cls, config: GarenConfig, models: dict) -> GarenConfig:

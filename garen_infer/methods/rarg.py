@@ -54,7 +54,7 @@ class RargConfig:
     init_paragraphs: NonNegative = 0  # top paragraphs shown after the scope mapping (RARG+ and RARG++: 10)
     init_docs: Count = 20  # X, the top scope documents cut into paragraphs (sec. 3.3 says "top-X"; X is not given)
     paragraph_min_chars: Count = 400  # sec. 3.3: paragraphs of 400-1000 characters
-    paragraph_max_chars: Annotated[int, AtLeast("paragraph_min_chars")] = 1000
+    paragraph_max_chars: Annotated[int, AtLeast("paragraph_min_chars")] = 1000  # sec. 3.3, as above
     # ---- RARG++ match-level relevance (sec. 3.4, 4.1) ----
     match_rerank: bool = False  # RARG++: True
     match_pool: Count = 500  # M: matches collected for reranking (sec. 4.1)

@@ -13,8 +13,8 @@ from garen_infer.settings import AtLeast, AtMost, Count
 @dataclass
 class RerankConfig:
     budget: Count = 100  # documents reranked (GAREN sec. 5)
-    window: Count = WINDOW
-    stride: Annotated[int, AtLeast(1), AtMost("window")] = STRIDE
+    window: Count = WINDOW  # documents per listwise call (RankGPT's sliding window, GAREN sec. 5)
+    stride: Annotated[int, AtLeast(1), AtMost("window")] = STRIDE  # positions it moves up per call (RankGPT)
 
 
 class RetrieveAndRerank(Method):

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tqdm.auto import tqdm
 
@@ -27,6 +27,7 @@ from garen_infer.errors import GarenError
 from garen_infer.report.bench_config import BenchConfig, DatasetEntry, MethodEntry
 from garen_infer.report.matrix import DatasetMatrix, Skipped
 from garen_infer.report.run_results import TIMING_LOG, RunResult
+from garen_infer.run_config import RunConfig, takes_budget
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
@@ -38,7 +39,7 @@ class CellPlan:
     entry: MethodEntry
     budget: int | None  # the resolved budget; None for a method without one
     folder: Path
-    run_config: object  # garen_infer.runner.RunConfig
+    run_config: RunConfig
     problem: str | None = None  # why it cannot run here (a model or index stage it lacks)
     optional: bool = False  # the problem is a role the preset has no model for, in a method 'all' brought in
 
@@ -123,7 +124,7 @@ def run_one_cell(config: BenchConfig, number: int, cache, limit: int | None = No
     dataset_entry, entry, budget = cells[number - 1]
     dataset = load_dataset(dataset_entry.spec, dataset_entry.allow_empty_docs)
     index = IndexFolder.open(dataset_entry.index, dataset)
-    [plan] = _plan_cells(config, dataset_entry, entry, _preset(config, entry), dataset, index, limit, budgets=[budget])
+    [plan] = _plan_cells(config, dataset_entry, entry, _preset(config, entry), index, limit, [budget])
     if plan.problem:
         if config.skip_unavailable:
             log(f"[bench] cell {number} ({dataset_entry.name} {plan.folder.name}) is listed, not run: {plan.problem}")
@@ -177,8 +178,9 @@ def _budgets_of(config: BenchConfig, entry: MethodEntry) -> tuple:
     from garen_infer.methods.base import get_method
 
     method_cls = get_method(entry.method)  # an unknown name is an error in the bench file, not a cell to skip
-    takes_budget = "budget" in {f.name for f in fields(method_cls.Config)}
-    return (entry.budgets if entry.budgets is not None else config.budgets) if takes_budget else ()
+    if not takes_budget(method_cls):
+        return ()
+    return entry.budgets if entry.budgets is not None else config.budgets
 
 
 def _preset(config: BenchConfig, entry: MethodEntry) -> dict:
@@ -197,7 +199,7 @@ def _prepare_dataset(config: BenchConfig, entry: DatasetEntry, methods: list[Met
     index = IndexFolder.open(entry.index, dataset)
     for file in entry.runs.values():  # another system's run: readable and made on this dataset, before any cell runs
         RunResult.load(file).check_dataset(dataset)
-    plans = [p for m in methods for p in _plan_cells(config, entry, m, presets[m.label], dataset, index, limit)]
+    plans = [p for m in methods for p in _plan_cells(config, entry, m, presets[m.label], index, limit)]
     return entry, dataset, index, plans
 
 
@@ -221,25 +223,23 @@ def _build_index(dataset: Dataset, entry: DatasetEntry, presets: list[dict], log
 
 
 def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodEntry, preset: dict,
-                dataset: Dataset, index: IndexFolder, limit, budgets=None) -> list[CellPlan]:
-    """The entry's cells on this dataset, one per budget (``budgets``: only these; None stands for 'no budget')."""
+                index: IndexFolder, limit, budgets=None) -> list[CellPlan]:
+    """The entry's cells on this dataset, one per budget (``budgets``: only these; None stands for 'no
+    budget'), planned from their configurations alone: no method is built, no index structure loaded."""
     from garen_infer.config import run_config_from
-    from garen_infer.methods.base import get_method
-    from garen_infer.runner import configure_method
+    from garen_infer.runner import require_stages
 
-    method_cls = get_method(entry.method)
     budgets = _budgets_of(config, entry) if budgets is None else budgets
     cell_limit = min(x for x in (entry.limit, limit) if x is not None) if entry.limit or limit else None
     plans = []
     for budget in budgets or [None]:  # no budgets: once, with the preset's
         run_config = run_config_from(preset, entry.method, budget, cell_limit)
-        problem, resolved = None, budget
+        problem, resolved = None, run_config.budget
         try:
-            _, _, method, resolved = configure_method(dataset, index, run_config)
-            roles = method.roles  # its options may drop a role (GAREN's connectivity navigator)
-        except GarenError as err:  # e.g. a missing index stage; a missing model, if any, is the first reason
-            problem, roles = str(err), method_cls.roles
-        missing = [r for r in roles if r not in run_config.models]
+            require_stages(index, run_config)
+        except GarenError as err:  # a missing index stage; a missing model, if any, is the first reason
+            problem = str(err)
+        missing = run_config.missing_roles()  # its options may drop a role (GAREN's connectivity navigator)
         if missing:
             problem = f"preset '{entry.preset or config.preset}' sets no model for {', '.join('models.' + r for r in missing)}"
         name = entry.label if resolved is None else f"{entry.label}@{resolved}"
@@ -274,8 +274,23 @@ def _append(path: Path, record: dict) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
-def main(args) -> int:
-    """``garen-infer bench`` (arguments parsed by garen_infer.cli)."""
+@dataclass(frozen=True)
+class BenchArguments:
+    """``garen-infer bench``'s arguments (the CLI parses them; a script may build them)."""
+
+    config: str  # a bench file (configs/bench/)
+    overrides: tuple[str, ...] = ()  # KEY=VALUE changes to the bench file, as --set takes them
+    limit: int | None = None  # only the first N judged queries of each dataset (smoke runs; own run folders)
+    cache: str | None = None  # the response cache file; None: the default one
+    no_cache: bool = False
+    plan: Literal["commands", "slurm"] | None = None  # print one command per cell, or an array job script
+    env: str | None = None  # with plan "slurm": the environment prefix the jobs activate
+    cell: int | None = None  # run this cell of the plan alone
+    collect: bool = False  # run nothing: report the finished cells
+
+
+def main(args: BenchArguments) -> int:
+    """``garen-infer bench``."""
     import shlex
     import sys
 

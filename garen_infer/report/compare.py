@@ -8,6 +8,7 @@ output says so every time: a query only one run answers is left out of both mean
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from garen_infer.report.matrix import paired
@@ -96,11 +97,25 @@ def _p(value) -> str:
     return f"{'<0.0001':>9}" if value < 1e-4 else f"{value:9.4f}"
 
 
-def main(args) -> int:
+@dataclass(frozen=True)
+class CompareArguments:
+    """``garen-infer compare``'s arguments (the CLI parses them; a script may build them)."""
+
+    run_a: str  # a finished run folder, or a TREC run file from any system
+    run_b: str  # another run folder or TREC run file on the same dataset
+    dataset: str  # the dataset both runs used, for its judgements
+    allow_empty_docs: bool = False
+    measures: tuple[str, ...] = ("nDCG@10", "R@100")
+    permutations: int = 10_000  # sign flips of the randomisation test
+    seed: int = 0
+    json: bool = False  # print the comparison as JSON
+
+
+def main(args: CompareArguments) -> int:
     from garen_infer.data import load_judgments
     from garen_infer.evaluate import measure_names
 
-    measures = measure_names(args.measures)  # a typo is refused before the data loads
+    measures = measure_names(list(args.measures))  # a typo is refused before the data loads
     dataset = load_judgments(args.dataset)  # queries and judgements: runs are scored without the corpus
     result = compare_runs(args.run_a, args.run_b, dataset, measures, args.permutations, args.seed)
     print(json.dumps(result, indent=2) if args.json else format_comparison(result))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from garen_infer.errors import GarenError
 from garen_infer.index.atomic import atomic_path, remove_dead_writers_temporaries
+from garen_infer.llm.model_specs import backend_of
 from garen_infer.report import figures, tables
 from garen_infer.report.document import Code, Document, Figure, Heading, Paragraph, Table
 from garen_infer.report.latex import document_latex
@@ -107,7 +108,7 @@ def _models_line(matrices) -> str:
             models = cell.run.config.get("models") or {}
             for role in cell.cost["roles"]:
                 spec = dict(models.get(role) or {})
-                if spec.get("backend", "embedding") == "embedding":
+                if backend_of(spec) == "embedding":
                     text = f"{spec.get('model') or matrix.embedding_model or 'the index’s embedding model'} embeddings (cosine)"
                 else:
                     text = f"{spec.get('model', '?')} via {spec.get('backend')}" + (f" ({spec['mode']})" if spec.get("mode") else "")

@@ -64,7 +64,7 @@ def replay_garen(dataset: Dataset, index: IndexFolder, preset: dict, out: Path, 
                  limit=None, max_active=None, shard=None) -> Traversal:
     config = run_config_from(preset, "garen", budget, limit, max_active, shard)
     method_cls = get_method("garen")
-    models = {role: config.models[role] for role in method_cls.roles if role in config.models}
+    models = {role: config.models[role] for role in config.roles if role in config.models}
     roles = build_roles(models, [d.full_text for d in dataset.documents], index, cache)
     navigator = None
     if "navigator" in roles.scorers:

@@ -163,19 +163,14 @@ def test_the_rehearsal_covers_every_field_of_every_preset():
     for name in presets.PRESETS:
         assert presets.unknown_fields(presets.load(name)) == [], name
         preset = presets.load(name)
-        from garen_infer.methods.base import get_method
+        from garen_infer.config import run_config_from
 
-        used = {role for method in preset["methods"] for role in _roles(get_method(method), preset["methods"][method])}
+        used = {role for method in preset["methods"] for role in run_config_from(preset, method).roles}
         assert set(preset.get("models") or {}) <= used, f"{name}: models no method of the preset uses"
     assert presets.rehearsal_training_job(yaml.safe_load(presets.TRAINING_JOB.read_text()), "m", "p", "r")
     drifted = presets.load("garen-paper")
     drifted["models"]["reranker"]["quantization"] = "fp8"
     assert presets.unknown_fields(drifted) == ["models.reranker.quantization: a model setting the rehearsal does not know"]
-
-
-def _roles(method_class, options: dict) -> tuple:
-    slate_scorer = (options or {}).get("slate_scorer")
-    return (slate_scorer,) if slate_scorer else method_class.roles
 
 
 @pytest.mark.parametrize("name", presets.PRESETS)

@@ -53,9 +53,9 @@ def fuse(systems: list[list[tuple[int, float]]], weights: list[float]) -> list[t
 class LatticePlusPlus(Lattice):
     name, Config = "lattice++", LatticeFusionConfig
 
-    def __init__(self, config: LatticeFusionConfig, index: IndexFolder, dataset: Dataset):
-        super().__init__(config, index, dataset)
-        self.index_stages = (config.tree, "bm25", "embeddings")
+    @classmethod
+    def stages_for(cls, config: LatticeFusionConfig) -> tuple[str, ...]:
+        return (config.tree, "bm25", "embeddings")
 
     def search(self, state: QueryState) -> Search:
         c = self.config

@@ -69,9 +69,9 @@ class LatticeConfig:
     pl_tau: Positive = 5.0  # calibration temperature (reference pl_tau)
     lambda_mse: Probability = 1.0  # MSE weight; 1.0 = Plackett-Luce off (released run); 0.5 mixes both
     calib_lr: Positive = 1e-2  # AdamW (reference CalibModel)
-    calib_weight_decay: NonNegativeFloat = 1e-4
+    calib_weight_decay: NonNegativeFloat = 1e-4  # AdamW (reference CalibModel)
     calib_steps: NonNegative = 200  # full-batch steps per refit (reference; the paper says 100)
-    calib_clip: Positive = 1.0
+    calib_clip: Positive = 1.0  # gradient norm clip (reference CalibModel)
     slate_scorer: str = "generator"  # "generator": the JSON slate prompt; else a yes/no scorer role (P(yes) x 100)
     node_evidence: Literal["documents", "description"] = "documents"  # what the embedding scorer reads for an
     #   internal node: the normalised centroid of its documents' embeddings, or its description's embedding
@@ -100,15 +100,17 @@ class Lattice(Method):
             task = bright_task(dataset.name if dataset is not None else "")
             relevance = BRIGHT_RELEVANCE.get(task, "stackexchange") if task else "generic"
         self.relevance = LATTICE_RELEVANCE[relevance]
-        self.roles = self.roles_for(config)
         self.listwise = config.slate_scorer == "generator"  # one call reads the whole slate: scores are relative
-        self.index_stages = (config.tree,)
         index.require(config.tree, f"method '{self.name}'")
         self.tree = SemanticTree.load(index.path / config.tree, index.row_of_id)
         self.doc_texts = [d.full_text for d in dataset.documents]
         self.doc_row = dataset.doc_index
         self.calibration = CalibrationParams(config.pl_tau, config.lambda_mse, config.calib_lr, config.calib_weight_decay,
                                              config.calib_steps, config.calib_clip)
+
+    @classmethod
+    def stages_for(cls, config: LatticeConfig) -> tuple[str, ...]:
+        return (config.tree,)
 
     @classmethod
     def roles_for(cls, config: LatticeConfig) -> tuple[str, ...]:
