@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -25,7 +25,7 @@ from garen_infer.costs import mean_cost, prices_for
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluate import evaluate, remove_excluded
-from garen_infer.first_stage import excluded_rows, first_stage, first_stage_texts
+from garen_infer.first_stage import FirstStageConfig, excluded_rows, first_stage, first_stage_texts
 from garen_infer.index.atomic import atomic_path, write_json
 from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
@@ -50,11 +50,16 @@ def to_stderr(line: str) -> None:
 
 def what_answers(resolved: dict) -> dict:
     """A run's resolved configuration without its models' execution-only settings (memory share, engine sequences,
-    timeouts): a run resumes under other ones, since they change how fast answers come, not what they are."""
+    timeouts): a run resumes under other ones, since they change how fast answers come, not what they are. A first
+    stage saved before one of its fields existed reads with that field's default, which is what the run used."""
+    first = resolved.get("first_stage")
+    if isinstance(first, dict) and set(first) <= {f.name for f in fields(FirstStageConfig)}:
+        resolved = {**resolved, "first_stage": asdict(FirstStageConfig(**first))}
     models = resolved.get("models")
     if not isinstance(models, dict):
         return resolved
-    return {**resolved, "models": {role: spec_identity(spec) if isinstance(spec, dict) else spec for role, spec in models.items()}}
+    models = {role: spec_identity(spec) if isinstance(spec, dict) else spec for role, spec in models.items()}
+    return {**resolved, "models": models}
 
 
 def require_stages(index: IndexFolder, config: RunConfig) -> None:

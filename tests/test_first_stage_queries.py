@@ -109,7 +109,7 @@ def test_models_can_read_the_rewrite_instead(tiny_dataset, tiny_index, tmp_path)
     """models_read: rewritten gives every model after the first stage the first stage's text."""
     path = write_rewrites(tmp_path / "queries.jsonl", REWRITES)
     stage = {"query": f"jsonl:{path}#rewrite", "depth": 4, "models_read": "rewritten"}
-    config = RunConfig(method="rerank", budget=4, first_stage=stage)
+    config = RunConfig.build(method="rerank", budget=4, first_stage=stage)
     _, _, method, budget = configure_method(tiny_dataset, tiny_index, config)
     states = query_states(tiny_dataset, tiny_index, config, method, budget, tiny_dataset.queries)
     rewrites = [r["metadata"]["rewrite"] for r in REWRITES]
@@ -125,7 +125,7 @@ def test_garen_scores_past_the_depth_with_the_first_stages_text(tiny_dataset, ti
     from garen_infer.methods.garen import Garen
 
     path = write_rewrites(tmp_path / "queries.jsonl", REWRITES)
-    config = RunConfig(method="rerank", budget=4, first_stage={"query": f"jsonl:{path}#rewrite", "depth": 2})
+    config = RunConfig.build(method="rerank", budget=4, first_stage={"query": f"jsonl:{path}#rewrite", "depth": 2})
     _, _, method, budget = configure_method(tiny_dataset, tiny_index, config)
     state = query_states(tiny_dataset, tiny_index, config, method, budget, tiny_dataset.queries)[0]
     assert state.first_stage_text == "python generator yield values lazily" != state.query.text

@@ -30,7 +30,7 @@ def run(tiny_dataset, tiny_index, server, out, cache, models_read="original"):
     server.answer((200, writer))
     generator = {"backend": "openai", "base_url": server.base_url, "model": "writer", "max_retries": 0}
     stage = {"query": "rewrite", "depth": 4, "models_read": models_read}
-    config = RunConfig(method="rerank", budget=4, first_stage=stage,
+    config = RunConfig.build(method="rerank", budget=4, first_stage=stage,
                        models={"reranker": {"backend": "embedding"}, "generator": generator})
     metrics = execute(tiny_dataset, tiny_index, config, out, cache=cache, log=lambda *_: None)
     records = {r["qid"]: r for r in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
