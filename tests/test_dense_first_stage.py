@@ -5,11 +5,13 @@ path (sentence-transformers, trust_remote_code, a dtype); ReasonIR itself is nev
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from garen_infer.config import load_preset
-from garen_infer.first_stage import FirstStageConfig, all_scores, first_stage
+from garen_infer.first_stage import FirstStageConfig, all_scores, excluded_rows, first_stage
 from garen_infer.index.embeddings import Embedder, EmbeddingParams
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.stages import IndexConfig
@@ -64,6 +66,23 @@ def test_a_first_stage_with_its_own_vectors(tiny_dataset, tiny_index, tiny_bert_
     assert first_stage(index, [query], stage)[0] == [int(r) for r in expected]
     scores = own @ encoder.query_vectors([query])[0]
     assert all_scores(index, "dense", query, "first_stage_embeddings") == pytest.approx(scores)
+
+    # a run reads its pool from those vectors, and its config records the stage it searched
+    from garen_infer.runner import RunConfig, execute
+
+    stage = {"kind": "dense", "vectors": "first_stage_embeddings", "depth": 4}
+    reranker = {"reranker": {"backend": "embedding"}}
+    run = RunConfig(method="rerank", budget=4, first_stage=stage, models=reranker)
+    metrics = execute(tiny_dataset, index, run, tmp_path / "run", log=lambda *_: None)
+    assert metrics["queries"] == 4
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert "first_stage_embeddings" in config["index_stages"]
+    queries = tiny_dataset.queries
+    exclude = [excluded_rows(q, tiny_dataset.doc_index) for q in queries]  # as every run drops them
+    pools = first_stage(index, [q.text for q in queries], FirstStageConfig(**stage), exclude)
+    for record in map(json.loads, (tmp_path / "run" / "trace.jsonl").read_text().splitlines()):
+        pool = pools[[q.id for q in queries].index(record["qid"])]
+        assert set(record["ranking"]) <= {tiny_dataset.doc_ids[r] for r in pool}
 
 
 def test_bright_task_instructions():

@@ -98,10 +98,8 @@ def test_a_supported_step_does_not_expand_towards_the_bridge():
 
 def test_no_plan_no_expansion():
     """Answers without a readable plan refill from the first stage only, and each is counted."""
-    method, state = make_repair(), QueryState(Query("q", "query"), list(FIRST), 10)
-    ranking, windows, _, trace = drive(method, planner([]), state=state)
+    ranking, windows, _, trace = drive(make_repair(), planner([]))
     assert trace["expansions"] == [] and trace["unreadable"] == {"plan": len(windows)}
-    assert state.answer_problems == [("reranker", "plan_unreadable")] * len(windows)  # in the ledger too
     assert set(ranking) <= set(FIRST)
 
 
@@ -131,8 +129,10 @@ def test_revisit_lets_a_shown_neighbour_return_without_spending_budget():
 
 
 def test_an_unreadable_ranking_keeps_the_window_order_and_is_counted():
-    _, windows, _, trace = drive(make_repair(), lambda rows: "Step 1: alpha\nI cannot decide.")
+    state = QueryState(Query("q", "query"), list(FIRST), 10)
+    _, windows, _, trace = drive(make_repair(), lambda rows: "Step 1: alpha\nI cannot decide.", state=state)
     assert trace["unreadable"] == {"ranking": len(windows)}
+    assert state.answer_problems == [("reranker", "unreadable")] * len(windows)  # in the ledger too
     assert windows[1][:2] == (0, 1)  # the identity keeps the window's first two
 
 

@@ -140,8 +140,8 @@ class Embedder:
     def _encode(self, texts: list[str], show_progress: bool, prompt: str = "") -> np.ndarray:
         if prompt and self.params.pool_prompt:
             texts, prompt = [prompt + t for t in texts], ""  # the prompt's tokens are pooled as the text's
-        # sentence-transformers leaves the prompt's tokens out of the pooling when it is given apart
-        self.encoder.set_pooling_include_prompt(self.params.pool_prompt)
+        if prompt:  # given apart, sentence-transformers leaves the prompt's tokens out of the mean
+            self.encoder.set_pooling_include_prompt(False)
         vectors = self.encoder.encode(
             texts, prompt=prompt or None, batch_size=self.params.batch_size, show_progress_bar=show_progress,
             normalize_embeddings=True, convert_to_numpy=True,

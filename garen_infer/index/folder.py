@@ -274,10 +274,13 @@ class IndexFolder:
 
     @cached_property
     def embeddings(self) -> np.ndarray:
-        return self.vectors("embeddings")
+        self.require("embeddings", "dense retrieval")
+        return np.load(self.path / "embeddings.npy", mmap_mode="r")
 
     def vectors(self, stage: str) -> np.ndarray:
         """The document vectors of an embedding stage (``embeddings`` or ``first_stage_embeddings``)."""
+        if stage == "embeddings":
+            return self.embeddings
         self.require(stage, "dense retrieval")
         return np.load(self.path / f"{stage}.npy", mmap_mode="r")
 

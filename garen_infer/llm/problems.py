@@ -12,7 +12,6 @@ THOUGHT_WITHOUT_ANSWER = "thought_without_answer"  # a <think> that never closed
 TOOL_CALL_RECOVERED = "tool_call_recovered"  # a tool call read from the text the server returned as plain content
 CONTENT_NOT_TEXT = "content_not_text"  # the server's content was a number, a list or null, not text
 NOT_A_NUMBER = "not_a_number"  # a yes/no score that is NaN (never cached, never ranked on)
-PLAN_UNREADABLE = "plan_unreadable"  # REPAIR: no "Step n:" line; the previous plan is kept
 
 # answers that gave nothing usable: their share per role is what the end of a run warns about
 UNUSABLE = (UNREADABLE, THOUGHT_WITHOUT_ANSWER, NOT_A_NUMBER)

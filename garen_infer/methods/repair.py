@@ -33,7 +33,7 @@ import numpy as np
 from garen_infer.first_stage import excluded_rows
 from garen_infer.llm.permutation import parse_permutation
 from garen_infer.llm.plan_steps import read_plan
-from garen_infer.llm.problems import PLAN_UNREADABLE, UNREADABLE
+from garen_infer.llm.problems import UNREADABLE
 from garen_infer.llm.prompts import MAX_PASSAGE_WORDS, garen_reasoning
 from garen_infer.llm.requests import EncodeQuery, Generate
 from garen_infer.methods.base import Method, QueryState, Search
@@ -121,8 +121,7 @@ class Repair(Method):
             p.unreadable["ranking"] += 1  # the window keeps its order (the permutation parser's identity)
             state.answer_problems.append(("reranker", UNREADABLE))  # the ledger's count, beside the trace's
         if not answer.steps:
-            p.unreadable["plan"] += 1
-            state.answer_problems.append(("reranker", PLAN_UNREADABLE))
+            p.unreadable["plan"] += 1  # the ranking was usable: the trace counts the missing plan
         p.plans.append(list(answer.steps))
         p.plan = answer.steps or p.plan
         return [p.window[i] for i in parse_permutation(text, len(p.window))]
