@@ -46,7 +46,7 @@ if [ "$SLURM" = fake ]; then
   python "$REPO/benchmarks/fake_slurm.py" install "$WORK/bin"
   export PATH=$WORK/bin:$PATH
 fi
-array=$(sbatch --parsable "${EXTRA[@]}" bench.sh)
+array=$(sbatch --parsable ${EXTRA[@]+"${EXTRA[@]}"} bench.sh)  # an empty array is "unbound" to older bash
 array=${array%%;*}  # "id;cluster" on a federated cluster
 collect=$(sed -n 's/^#   \(sbatch --dependency=.*\)$/\1/p' bench.sh | sed "s/<this array job id>/$array/")
 collect_id=$(eval "${collect/sbatch /sbatch --parsable ${EXTRA[*]} }")

@@ -25,7 +25,7 @@ def load_dataset(spec: str, allow_empty_docs: bool = False) -> Dataset:
 
 def load_judgments(spec: str) -> Dataset:
     """The queries and relevance judgements a spec names, without its documents: all that scoring a run needs,
-    read in seconds where a BRIGHT-size corpus takes minutes and gigabytes. The judged document ids are not
+    at a cost that does not grow with the corpus (benchmarks/scoring_reads.py). The judged document ids are not
     checked against the corpus (it is not read); the dataset's name is the one ``load_dataset`` gives."""
     return _load(spec, allow_empty_docs=True, documents=False)
 
