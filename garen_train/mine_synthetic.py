@@ -6,16 +6,15 @@
 
 Samples documents stratified over GAREN's groups, writes a query from each (``--writer``: extractive,
 deterministic and model-free; or generator, a doc2query prompt to the preset's ``models.generator``, cached
-and counted) and keeps ``--queries`` of them. ``--keep beyond-window`` (the default) keeps only queries
-whose source document the first stage finds but ranks beyond GAREN's first window: there the navigator
-decides whether the source is found, while a source the first window holds is reranked whatever the
-navigator says, so its query teaches the navigator little. ``--keep all`` keeps every query. The kept
-queries replay GAREN exactly as ``garen-train mine`` does (``garen_train/mine.py``), and the groups holding
-the source document (or a document of the same text) are labelled positive and every other group the
-navigator scored negative. The folder is ``garen-train mine``'s (``garen_train/mining/folder.py``), marked
-``purpose: training``; its manifest's ``inputs`` names the one file read (the corpus, with its digest) and
-records ``judgments: none read``: the command reads ``corpus.jsonl`` only, never ``queries.jsonl`` or
-``qrels/``.
+and counted) and keeps ``--queries`` of them: every query (``--keep all``, the default), or only those whose
+source document the first stage finds but ranks beyond GAREN's first window (``--keep beyond-window``): there
+the navigator decides whether the source is found, while a source the first window holds is reranked
+whatever the navigator says, so its query teaches the navigator little. The kept queries replay GAREN
+exactly as ``garen-train mine`` does (``garen_train/mine.py``), and the groups holding the source document
+(or a document of the same text) are labelled positive and every other group the navigator scored negative.
+The folder is ``garen-train mine``'s (``garen_train/mining/folder.py``), marked ``purpose: training``; its
+manifest's ``inputs`` names the one file read (the corpus, with its digest) and records ``judgments: none
+read``: the command reads ``corpus.jsonl`` only, never ``queries.jsonl`` or ``qrels/``.
 """
 
 from __future__ import annotations
@@ -49,9 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--writer", choices=("extractive", "generator"), default="extractive",
                         help="extractive (the document's own words; no model) or generator (doc2query with models.generator)")
     parser.add_argument("--style", choices=STYLES, default="mixed", help="the extractive writer's query form (default mixed: one per document)")
-    parser.add_argument("--keep", choices=("beyond-window", "all"), default="beyond-window",
-                        help="beyond-window (default): only queries whose source the first stage ranks "
-                             "beyond GAREN's first window; all: every query written")
+    parser.add_argument("--keep", choices=("all", "beyond-window"), default="all",
+                        help="all (default): every query written; beyond-window: only queries whose source "
+                             "the first stage ranks beyond GAREN's first window")
     parser.add_argument("--candidates", type=int,
                         help="with --keep beyond-window: write from at most this many documents "
                              "(default: all)")

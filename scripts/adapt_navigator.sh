@@ -7,22 +7,22 @@
 # run of it finished, and each shows a progress bar with its own time left:
 #   1. index the corpus with cpu-default (from corpus.jsonl alone)   -> indexes/<name>             (INDEX=...;
 #      ALLOW_EMPTY_DOCS=1 keeps documents of no text, as Cranfield's)
-#   2. write queries from it (STYLE, default reworded: a sentence with its distinctive terms swapped for near
-#      words), keep up to QUERIES of those whose source BM25 ranks beyond GAREN's first window (the ones
-#      that teach the navigator something), and mine GAREN's traversal of them
+#   2. write QUERIES queries from it (STYLE, default mixed: extractive forms; KEEP=beyond-window keeps only
+#      queries whose source BM25 ranks beyond GAREN's first window) and mine GAREN's traversal of them
 #                                                                    -> mined/<name>-synthetic     (MINED=...)
 #   3. fit configs/train/cpu-navigator.yaml on those pairs           -> runs/train/adapted-<name>  (JOB=...)
 #   4. export the last checkpoint                                    -> checkpoints/cpu-adapted    (OUT=...; an
 #      existing export is kept: delete it to adapt again)
 # Then: garen-infer run --preset cpu-adapted --dataset ... --index ... --method garen
 #       (another OUT: --set models.navigator.model=OUT)
-# Environment: BIN (default .venv/bin); QUERIES (default 500); STYLE (default reworded; any --style of
-# mine-synthetic); MINE_ARGS, extra `garen-train mine-synthetic` options (e.g. --keep all, or --writer
-# generator --set 'models.generator={...}'); FIT_ARGS, extra `garen-train fit` options. The estimate printed
-# first uses the rates measured on 2 cores shared with a load of ~15 (docs/design/training.md); set
-# SECONDS_PER_QUERY, SECONDS_PER_STEP and SECONDS_FIXED to this machine's. On shared cores, OMP_NUM_THREADS=1
-# keeps torch's threads from spinning against each other (a Cranfield mine that finished no query in 9 minutes
-# with two threads ran 300 in 2.4 minutes with one).
+# Environment: BIN (default .venv/bin); QUERIES (default 500); STYLE (default mixed) and KEEP (default all):
+# mine-synthetic's --style and --keep (docs/design/training.md has what each did on Cranfield);
+# ALLOW_EMPTY_DOCS=1; MINE_ARGS, extra `garen-train mine-synthetic` options (e.g. --writer generator --set
+# 'models.generator={...}'); FIT_ARGS, extra `garen-train fit` options. The estimate printed first uses the
+# rates measured on 2 cores shared with a load of ~15 (docs/design/training.md); set SECONDS_PER_QUERY,
+# SECONDS_PER_STEP and SECONDS_FIXED to this machine's. On shared cores, OMP_NUM_THREADS=1 keeps torch's
+# threads from spinning against each other (a Cranfield mine that finished no query in 9 minutes with two
+# threads ran 300 in 2.4 minutes with one).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -35,7 +35,8 @@ INDEX=${INDEX:-indexes/$NAME}
 MINED=${MINED:-mined/$NAME-synthetic}
 OUT=${OUT:-checkpoints/cpu-adapted}
 QUERIES=${QUERIES:-500}
-STYLE=${STYLE:-reworded}
+STYLE=${STYLE:-mixed}
+KEEP=${KEEP:-all}
 EMPTY_DOCS=(); [[ ${ALLOW_EMPTY_DOCS:-0} == 1 ]] && EMPTY_DOCS=(--allow-empty-docs)
 JOB=${JOB:-runs/train/adapted-$NAME}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -52,7 +53,7 @@ start=$SECONDS
 [[ -f "$INDEX/manifest.json" ]] ||
   "$BIN/garen-infer" index --dataset "jsonl:$CORPUS" --out "$INDEX" "${EMPTY_DOCS[@]}"
 "$BIN/garen-train" mine-synthetic --corpus "$CORPUS" --index "$INDEX" --out "$MINED" --queries "$QUERIES" \
-  --style "$STYLE" --scores none "${EMPTY_DOCS[@]}" ${MINE_ARGS:-}
+  --style "$STYLE" --keep "$KEEP" --scores none "${EMPTY_DOCS[@]}" ${MINE_ARGS:-}
 "$BIN/garen-train" fit --config configs/train/cpu-navigator.yaml --data.init_args.path="$MINED/groups.jsonl" \
   --trainer.default_root_dir="$JOB" ${FIT_ARGS:-}
 checkpoint=$(ls -t "$JOB"/csv/version_*/checkpoints/last.ckpt | head -n 1)

@@ -93,7 +93,7 @@ def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
     shutil.copy(beir_dir / "corpus.jsonl", corpus / "corpus.jsonl")
     env = {**os.environ, "PYTHONPATH": str(REPO), "BIN": str(Path(sys.executable).parent), "QUERIES": "6",
            "INDEX": str(tmp_path / "index"), "MINED": str(tmp_path / "mined"), "JOB": str(tmp_path / "job"), "OUT": str(tmp_path / "export"),
-           "MINE_ARGS": "--keep all --budget 8 --set methods.garen.window=4 --set methods.garen.keep=2 "
+           "MINE_ARGS": "--budget 8 --set methods.garen.window=4 --set methods.garen.keep=2 "
                         "--set methods.garen.k_groups=2",
            "FIT_ARGS": "--trainer.limit_train_batches=2 --trainer.enable_progress_bar=false --data.init_args.val_fraction=0.34 "
                         "--data.init_args.batch_size=2"}

@@ -30,7 +30,7 @@ from garen_infer.data.dataset import Document
 from garen_infer.errors import GarenError
 
 STYLES = ("mixed", "title", "sentence", "keyphrases", "obscured", "reworded")
-FORMS = STYLES[1:5]  # what "mixed" draws from, one per document (no model needed)
+FORMS = STYLES[1:4]  # what "mixed" draws from, one per document
 WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 MIN_DOCUMENT_WORDS = 5  # a document shorter than this gives no query worth training on (Cranfield's empty ones)
@@ -116,8 +116,8 @@ class ExtractiveWriter:
     highest TF-IDF terms left out, so the words that make it easy to find are missing; ``reworded``: the
     same sentence with each of the document's 12 highest TF-IDF terms swapped for the nearest corpus word
     (cosine of ``embed``'s vectors, over the alphabetic words of 4 letters or more that 2 documents or more
-    hold) that the document does not hold and that is not a variant of it; ``mixed``: one of the first four
-    per document, chosen by a seeded hash of its id, so the navigator sees every form. ``embed`` (texts ->
+    hold) that the document does not hold and that is not a variant of it; ``mixed``: one of the first three
+    per document, chosen by a seeded hash of its id, so the navigator sees all three forms. ``embed`` (texts ->
     unit vectors) is needed by ``reworded`` only."""
 
     name = "extractive"
@@ -157,7 +157,7 @@ class ExtractiveWriter:
     def style_for(self, doc: Document) -> str:
         if self.style != "mixed":
             return self.style
-        return FORMS[self.draw(doc, "form") % len(FORMS)]
+        return FORMS[hashlib.sha256(f"{self.seed}:{doc.id}".encode()).digest()[0] % len(FORMS)]
 
     def draw(self, doc: Document, purpose: str) -> int:
         """A number fixed by the seed, the document and what it is for: the same query on every run."""
