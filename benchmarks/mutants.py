@@ -35,12 +35,12 @@ class Mutant:
 
 
 MUTANTS = (
-    Mutant("rerank-one-call", "garen_infer/scheduler.py",
-           "for chunk in _chunks(group, self.max_batch):\n            jobs = [RerankJob(",
-           "for chunk in [group]:\n            jobs = [RerankJob(", ("tests/test_scheduler.py",)),
-    Mutant("score-one-call", "garen_infer/scheduler.py",
-           "for chunk in _chunks(flat, self.max_batch):\n            completions = scorer.score(",
-           "for chunk in [flat]:\n            completions = scorer.score(", ("tests/test_scheduler.py",)),
+    Mutant("engine-call-unbounded", "garen_infer/llm/engine_queue.py",
+           "size = min(len(self.pending), self.shape.items_per_call)", "size = len(self.pending)",
+           ("tests/test_scheduler.py", "-k", "max_batch")),
+    Mutant("server-one-lane", "garen_infer/llm/engine_queue.py",
+           "return Shape(slots, 1) if slots and slots > 1 else", "return Shape(1, max(max_batch, 1)) if slots else",
+           ("tests/test_scheduler.py", "-k", "one_request_per_slot")),
     Mutant("summary-budget-ge", "garen_infer/index/summaries.py",
            "sum(map(len, words)) > budget_words", "sum(map(len, words)) >= budget_words",
            ("tests/test_fidelity.py", "-k", "summarizer")),
