@@ -2,8 +2,8 @@
 the same methods (and the groups stage's summaries) against stand-in continuous-batching engines
 (``standin_engine.py``) behind the OpenAI-compatible backend. By hand, not in CI::
 
-    python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR --before 277f2af [--limit 32]
-        [--methods rerank,slidegar,rgs,garen,lattice,groups] [--shape 1.0] [--max-active-queries 32]
+    python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR [--before 277f2af] [--limit 225]
+        [--methods rerank,slidegar,rgs,garen,lattice,groups] [--shape 1.0] [--max-active-queries 256]
 
 ``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout
 instead; neither: this checkout alone); the after side is this checkout. Every run starts fresh engines and
@@ -130,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="rerank,slidegar,rgs,garen,lattice,groups")
     ap.add_argument("--limit", type=int, default=32, help="judged queries per run")
     ap.add_argument("--budget", type=int, default=100)
-    ap.add_argument("--max-active-queries", type=int, default=32)
-    ap.add_argument("--concurrency", type=int, default=32, help="requests in flight per engine (the openai backend's)")
+    # the GPU presets' sizing: run.max_active_queries and max_num_seqs (docs/engines.md, "Sizing a GPU preset")
+    ap.add_argument("--max-active-queries", type=int, default=256)
+    ap.add_argument("--concurrency", type=int, default=256, help="requests in flight per engine")
     ap.add_argument("--max-group-size", type=int, help="the groups stage's largest group")
     ap.add_argument("--capacity", type=float, default=EngineShape.capacity)
     ap.add_argument("--saturation", type=int, default=EngineShape.saturation)
