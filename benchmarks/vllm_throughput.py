@@ -1,20 +1,21 @@
-"""Our scheduler driving vLLM's asynchronous engine against vLLM's own offline throughput: the same model, the
-same prompts (the groups stage's summary prompts over a corpus's documents), the same greedy sampling, tokens per
-second side by side in one run. By hand, in the vLLM environment (scripts/vllm_cpu/setup.sh builds it)::
+"""Our scheduler driving vLLM's asynchronous engine against vLLM's own offline throughput: the same model,
+the same prompts (the groups stage's summary prompts over a corpus's documents), the same greedy sampling,
+tokens per second side by side in one run. By hand, in the vLLM environment (scripts/vllm_cpu/setup.sh)::
 
     .venv-vllm/bin/python benchmarks/vllm_throughput.py --dataset beir:CRANFIELD_DIR \
-        [--model ~/.cache/garen/gemma3-270m-hf] [--prompts 64] [--max-tokens 128]
+        [--model ~/.cache/garen/gemma3-270m-hf] [--prompts 32] [--docs-per-prompt 1] [--max-tokens 64]
 
 - **vllm**: ``vllm.LLM.generate`` given every prompt in one call (our backend's ``engine: offline``), vLLM's
   own offline throughput: the engine sees the whole batch at once and schedules it as it likes.
-- **scheduler**: one query per prompt through ``garen_infer.scheduler.Scheduler``, every query in flight, with
-  the generator role on ``engine: async`` (``AsyncLLM``): each request goes to the running engine from its own
-  lane, as a run's requests do.
+- **scheduler**: one query per prompt through ``garen_infer.scheduler.Scheduler``, every query in flight,
+  with the generator role on ``engine: async`` (``AsyncLLM``): each request goes to the running engine from
+  its own lane, as a run's requests do.
 
-Each side runs in a process of its own (an engine's memory goes back when it ends), starts its engine, warms it
-up on a prompt of its own, and is timed from the first request to the last answer. Tokens are the prompts' and
-the answers' (greedy answers may stop at different lengths if the engines' numerics differ; the table says how
-many answers are equal). The engine is the engine tests' CPU setting (fp32, eager, 2,048-token context).
+Each side runs in a process of its own (an engine's memory goes back when it ends), starts its engine, warms
+it up on a prompt of its own, and is timed from the first request to the last answer. Tokens are the prompts'
+and the answers' (greedy answers may stop at different lengths if the engines' numerics differ; the table
+says how many answers are equal). The engine is the engine tests' CPU setting (fp32, eager, 2,048-token context).
+The load average at each side's start and end says what else ran on the machine.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def summary_prompts(dataset: str, count: int, docs_per_prompt: int, max_words: i
     if len(texts) < count * docs_per_prompt:
         raise SystemExit(f"{dataset} has {len(texts)} documents with text; {count} prompts need "
                          f"{count * docs_per_prompt}")
-    return [summarizer(texts[i * docs_per_prompt:(i + 1) * docs_per_prompt], max_words) for i in range(count)]
+    runs = [texts[i * docs_per_prompt:(i + 1) * docs_per_prompt] for i in range(count)]
+    return [summarizer(documents, max_words) for documents in runs]
 
 
 def backend(model: str, engine: str, slots: int):
@@ -106,7 +108,8 @@ def side(opts) -> None:
     load = os.getloadavg()[0]
     seconds, answers = (run_vllm if opts.side == "vllm" else run_scheduler)(opts.model, chats, params)
     load = f"{load:.1f}-{os.getloadavg()[0]:.1f}"  # a shared machine: what else ran beside the engine
-    print(json.dumps({"side": opts.side, "seconds": seconds, "load": load, "texts": [a.text for a in answers],
+    print(json.dumps({"side": opts.side, "seconds": seconds, "load": load,
+                      "texts": [a.text for a in answers],
                       "input_tokens": sum(a.input_tokens for a in answers),
                       "output_tokens": sum(a.output_tokens for a in answers)}))
 
@@ -115,18 +118,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--model", default=str(GEMMA))
-    ap.add_argument("--prompts", type=int, default=64)
-    ap.add_argument("--docs-per-prompt", type=int, default=3)
+    # sized for a 2-core CPU (~650-token prompts, ~10 minutes); a GPU takes hundreds
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--docs-per-prompt", type=int, default=1)
     ap.add_argument("--max-words", type=int, default=40, help="words shown of each document")
-    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--side", choices=("vllm", "scheduler"), help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.side:
         side(opts)
         return 0
-    # vLLM's own process layout on both sides: the engine core in a process of its own (AsyncLLM always has it so)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "3"),  # GiB: every prompt at once
+    # vLLM's own process layout on both sides: the engine core in a process of its own, as AsyncLLM has
+    kv_cache_gib = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "3")  # every prompt in the engine at once
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "VLLM_CPU_KVCACHE_SPACE": kv_cache_gib,
            "PYTHONPATH": str(REPO)}
     print(f"# {opts.model}: {opts.prompts} summary prompts of {opts.docs_per_prompt} documents from "
           f"{opts.dataset}, "
@@ -143,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, row in rows.items():
         tokens = row["input_tokens"] + row["output_tokens"]
         print(f"{name:10} {row['seconds']:8.1f} {row['input_tokens']:9} {row['output_tokens']:10} "
-              f"{row['output_tokens'] / row['seconds']:9.1f} {tokens / row['seconds']:9.1f} {row['load']:>9}")
+              f"{row['output_tokens'] / row['seconds']:9.1f} {tokens / row['seconds']:9.1f} "
+              f"{row['load']:>9}")
     rate = {name: row["output_tokens"] / row["seconds"] for name, row in rows.items()}
     same = sum(a == b for a, b in zip(rows["vllm"]["texts"], rows["scheduler"]["texts"]))
     print(f"scheduler / vllm, answer tokens per second: {rate['scheduler'] / rate['vllm']:.0%}; "
