@@ -14,8 +14,8 @@ tokens per second side by side in one run. By hand, in the vLLM environment (scr
 Each side runs in a process of its own (an engine's memory goes back when it ends), starts its engine, warms
 it up on a prompt of its own, and is timed from the first request to the last answer. Tokens are the prompts'
 and the answers' (greedy answers may stop at different lengths if the engines' numerics differ; the table
-says how many answers are equal). The engine is the engine tests' CPU setting (fp32, eager, 2,048-token context).
-The load average at each side's start and end says what else ran on the machine.
+says how many answers are equal). The engine is the engine tests' CPU setting (fp32, eager, 2,048-token
+context). The load average at each side's start and end says what else ran on the machine.
 """
 
 from __future__ import annotations
