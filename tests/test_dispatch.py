@@ -180,3 +180,20 @@ def test_index_prompts_stream_to_a_server_each_with_its_own_retries(tmp_path):
     order = list(stream_json(generator, len(texts), lambda i: chat(texts[i]), parse, retries=1))
     assert order[-1] == (0, "SLOW") and dict(order) == {0: "SLOW", 1: None, 2: "A", 3: "B", 4: "C"}
     assert server.calls.count(1) == len(server.calls) == 6  # five prompts and one sampled retry, one request each
+
+
+def test_a_prompt_answered_and_asked_again_belongs_to_its_new_sender():
+    """Without a cache, a prompt whose answer came back is sent anew by the next asker; the first sender
+    ending its claims (after its other prompts) leaves the new claim alone."""
+    from garen_infer.llm.backends import OnTheWay
+
+    on_the_way = OnTheWay()
+    first, _ = on_the_way.claim(["k"])
+    on_the_way.give("k", first["k"], {"text": "A"})
+    again, awaited = on_the_way.claim(["k"])
+    assert list(again) == ["k"] and not awaited  # answered: the next asker sends it
+    on_the_way.release(first)
+    _, waiting = on_the_way.claim(["k"])
+    assert waiting == again  # still on its way with its new sender
+    on_the_way.give("k", again["k"], {"text": "B"})
+    assert on_the_way.wait(waiting["k"]) == {"text": "B"}
