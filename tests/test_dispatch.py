@@ -105,7 +105,7 @@ def test_answers_come_back_in_the_order_asked_with_repeats_answered_once(tmp_pat
 def test_a_prompt_on_its_way_is_not_sent_again_by_another_caller(tmp_path):
     """The scheduler sends a server one request per call from many threads: a prompt that two queries (or two
     items of one request) ask at the same time reaches the server once; the later askers get a cache hit."""
-    server = Server(slots=4, delay=lambda text: 0.2 if text == "x" else 0.0)
+    server = Server(slots=4, delay=lambda text: 1.0 if text == "x" else 0.0)
     cached = CachedBackend(server, NoCache())
     answers: dict[str, list] = {}
 
@@ -135,7 +135,7 @@ def test_when_the_sender_of_a_shared_prompt_fails_the_others_ask_again(tmp_path)
                 raise GarenError("the server went away")
             return answers
 
-    server = FailsOnce(slots=2, delay=lambda text: 0.2)
+    server = FailsOnce(slots=2, delay=lambda text: 0.5)
     cached = CachedBackend(server, NoCache())
     outcome: dict[str, object] = {}
 
