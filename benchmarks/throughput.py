@@ -2,8 +2,8 @@
 the same methods (and the groups stage's summaries) against stand-in continuous-batching engines
 (``standin_engine.py``) behind the OpenAI-compatible backend. By hand, not in CI::
 
-    python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR --before 277f2af [--limit 32]
-        [--methods rerank,slidegar,rgs,garen,lattice,groups] [--shape 1.0] [--max-active-queries 32]
+    python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR [--before 277f2af] [--limit 225]
+        [--methods rerank,slidegar,rgs,garen,lattice,groups] [--shape 1.0] [--max-active-queries 256]
 
 ``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout
 instead; neither: this checkout alone); the after side is this checkout. Every run starts fresh engines and
@@ -45,7 +45,7 @@ def checkout(rev: str, work: Path) -> Path:
     return folder
 
 
-def preset(path: Path, urls: dict[str, str], concurrency: int) -> Path:
+def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: int | None = None) -> Path:
     def model(url: str, **extra) -> dict:
         return {"backend": "openai", "base_url": url, "model": "standin", "api_key_env": "STANDIN_KEY", "concurrency": concurrency, **extra}
 
@@ -54,6 +54,8 @@ def preset(path: Path, urls: dict[str, str], concurrency: int) -> Path:
               "models": {"reranker": model(urls["reranker"], prompt="garen-reasoning", sampling=reasoning),
                          "navigator": model(urls["navigator"])},
               "index": {"groups": {"summarizer": model(urls["reranker"], sampling=reasoning)}}}
+    if max_group_size:  # smaller groups: a longer stream of summaries
+        config["index"]["groups"]["max_group_size"] = max_group_size
     path.write_text(json.dumps(config))  # JSON is YAML
     return path
 
@@ -72,7 +74,7 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> lis
     engines = {role: serve(shape) for role in ("reranker", "navigator")}
     urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
     try:
-        settings = preset(out / "preset.yaml", urls, opts.concurrency)
+        settings = preset(out / "preset.yaml", urls, opts.concurrency, opts.max_group_size)
         common = ["--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings)]
         if method == "groups":
             index = out / "index"
@@ -90,6 +92,35 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> lis
             engine.close()
 
 
+CLIENT = """
+import os, sys, time
+from concurrent.futures import ThreadPoolExecutor
+from garen_infer.llm.backends.openai_backend import OpenAIBackend
+url, concurrency, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+backend = OpenAIBackend(base_url=url, model="standin", api_key_env="STANDIN_KEY", concurrency=concurrency)
+chats = [[{"role": "user", "content": f"query {i}: is this passage relevant? " * 20}] for i in range(count)]
+begun = time.perf_counter()
+with ThreadPoolExecutor(concurrency) as lanes:
+    list(lanes.map(lambda chat: backend.score_yes_no([chat], ""), chats))
+print(count / (time.perf_counter() - begun))
+"""
+
+
+def client_ceiling(concurrency: int, count: int = 2000) -> float:
+    """Yes/no requests per second the openai backend sends, from ``concurrency`` lanes as the scheduler's,
+    to an engine that answers at once: above this rate the client, not the engine, is the limit."""
+    server, engine = serve(EngineShape(capacity=1e12, saturation=1))
+    try:
+        env = {**os.environ, "STANDIN_KEY": "none", "PYTHONPATH": str(REPO)}
+        url = f"http://127.0.0.1:{server.server_port}/v1"
+        done = subprocess.run([sys.executable, "-c", CLIENT, url, str(concurrency), str(count)], env=env,
+                              capture_output=True, text=True, check=True)
+        return float(done.stdout.split()[-1])
+    finally:
+        server.shutdown()
+        engine.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", required=True)
@@ -99,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="rerank,slidegar,rgs,garen,lattice,groups")
     ap.add_argument("--limit", type=int, default=32, help="judged queries per run")
     ap.add_argument("--budget", type=int, default=100)
-    ap.add_argument("--max-active-queries", type=int, default=32)
-    ap.add_argument("--concurrency", type=int, default=32, help="requests in flight per engine (the openai backend's)")
+    # the GPU presets' sizing: run.max_active_queries and max_num_seqs (docs/engines.md, "Sizing a GPU preset")
+    ap.add_argument("--max-active-queries", type=int, default=256)
+    ap.add_argument("--concurrency", type=int, default=256, help="requests in flight per engine")
+    ap.add_argument("--max-group-size", type=int, help="the groups stage's largest group")
     ap.add_argument("--capacity", type=float, default=EngineShape.capacity)
     ap.add_argument("--saturation", type=int, default=EngineShape.saturation)
     ap.add_argument("--median-answer", type=float, default=EngineShape.median_answer)
@@ -115,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     shape = EngineShape(opts.capacity, opts.saturation, median_answer=opts.median_answer, shape=opts.shape)
     print(f"# engine: {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} queries and "
           f"{opts.concurrency} requests per engine in flight")
+    ceiling = client_ceiling(opts.concurrency)
+    print(f"# client ceiling: {ceiling:.0f} yes/no requests/s to an engine that answers at once (at capacity, "
+          "the stand-in answers requests / bound per second)")
     print(f"{'method':10} {'engine':10} {'code':8} {'requests':>8} {'req/s':>7} {'span s':>7} "
           f"{'bound s':>7} "
           f"{'longest s':>9} {'used':>6} {'full':>6} {'unusable':>8}  same ranking")

@@ -105,7 +105,7 @@ def test_answers_come_back_in_the_order_asked_with_repeats_answered_once(tmp_pat
 def test_a_prompt_on_its_way_is_not_sent_again_by_another_caller(tmp_path):
     """The scheduler sends a server one request per call from many threads: a prompt that two queries (or two
     items of one request) ask at the same time reaches the server once; the later askers get a cache hit."""
-    server = Server(slots=4, delay=lambda text: 0.2 if text == "x" else 0.0)
+    server = Server(slots=4, delay=lambda text: 1.0 if text == "x" else 0.0)
     cached = CachedBackend(server, NoCache())
     answers: dict[str, list] = {}
 
@@ -135,7 +135,7 @@ def test_when_the_sender_of_a_shared_prompt_fails_the_others_ask_again(tmp_path)
                 raise GarenError("the server went away")
             return answers
 
-    server = FailsOnce(slots=2, delay=lambda text: 0.2)
+    server = FailsOnce(slots=2, delay=lambda text: 0.5)
     cached = CachedBackend(server, NoCache())
     outcome: dict[str, object] = {}
 
@@ -180,3 +180,20 @@ def test_index_prompts_stream_to_a_server_each_with_its_own_retries(tmp_path):
     order = list(stream_json(generator, len(texts), lambda i: chat(texts[i]), parse, retries=1))
     assert order[-1] == (0, "SLOW") and dict(order) == {0: "SLOW", 1: None, 2: "A", 3: "B", 4: "C"}
     assert server.calls.count(1) == len(server.calls) == 6  # five prompts and one sampled retry, one request each
+
+
+def test_a_prompt_answered_and_asked_again_belongs_to_its_new_sender():
+    """Without a cache, a prompt whose answer came back is sent anew by the next asker; the first sender
+    ending its claims (after its other prompts) leaves the new claim alone."""
+    from garen_infer.llm.backends import OnTheWay
+
+    on_the_way = OnTheWay()
+    first, _ = on_the_way.claim(["k"])
+    on_the_way.give("k", first["k"], {"text": "A"})
+    again, awaited = on_the_way.claim(["k"])
+    assert list(again) == ["k"] and not awaited  # answered: the next asker sends it
+    on_the_way.release(first)
+    _, waiting = on_the_way.claim(["k"])
+    assert waiting == again  # still on its way with its new sender
+    on_the_way.give("k", again["k"], {"text": "B"})
+    assert on_the_way.wait(waiting["k"]) == {"text": "B"}

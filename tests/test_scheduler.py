@@ -258,18 +258,18 @@ def test_listwise_rerank_calls_carry_at_most_max_batch_windows():
 
 
 class YesNoServer:
-    """A server's yes/no endpoint: ``slots`` requests at once, each answered after a short wait; it keeps
+    """A server's yes/no endpoint: ``slots`` requests at once, each answered after ``seconds``; it keeps
     every prompt it receives."""
 
     id = "test:yes-no-server"
 
-    def __init__(self, slots: int):
-        self.requests_at_once, self.prompts, self.lock = slots, [], threading.Lock()
+    def __init__(self, slots: int, seconds: float):
+        self.requests_at_once, self.seconds, self.prompts, self.lock = slots, seconds, [], threading.Lock()
 
     def score_yes_no(self, chats, assistant_prefix):
         with self.lock:
             self.prompts += [chat[-1]["content"] for chat in chats]
-        time.sleep(0.02)
+        time.sleep(self.seconds)
         return [Completion(score=0.5) for _ in chats]
 
 
@@ -282,7 +282,9 @@ def test_a_prompt_asked_by_several_queries_at_once_reaches_the_server_once():
     from garen_infer.llm.cache import NoCache
     from garen_infer.llm.roles import LLMYesNoScorer
 
-    server = YesNoServer(slots=16)  # all 12 items at once: a prompt asked after its answer came is sent anew
+    # room for all 12 items at once, answered long after every query has sent its own (a prompt asked after
+    # its answer came back is sent anew)
+    server = YesNoServer(slots=16, seconds=1.0)
     roles = Roles(scorers={"navigator": LLMYesNoScorer(CachedBackend(server, NoCache()))})
     queries = [QueryState(Query(f"q{i}", "wing flutter"), [], None) for i in range(3)]
 

@@ -68,16 +68,16 @@ class CachedBackend:
         fresh: dict[str, Completion] = {}
         sending, awaited = self._on_the_way.claim([k for k in unique if k not in stored])
         try:  # this call's own prompts go first: another call may be waiting for them
-            asked = [requests[keys.index(k)] for k in sending]
-            for position, answer in as_answered(self.backend, call, asked):
-                key = sending[position]
+            sent = list(sending)
+            for position, answer in as_answered(self.backend, call, [requests[keys.index(k)] for k in sent]):
+                key = sent[position]
                 fresh[key] = answer
                 stored[key] = _to_json(answer)
                 # kept even if a later request fails; a NaN score is never kept: a replay would rank on it,
                 # and a rerun should ask the model again
                 if not _is_nan(answer.score):
                     self.cache.put_many({key: stored[key]})
-                self._on_the_way.give(key, stored[key])
+                self._on_the_way.give(key, sending[key], stored[key])
         finally:
             self._on_the_way.release(sending)  # whoever waits for an answer that never came asks again
         for key in awaited:
@@ -109,30 +109,31 @@ class OnTheWay:
         self._lock = threading.Lock()
         self._slots: dict[str, _Slot] = {}
 
-    def claim(self, keys: list[str]) -> tuple[list[str], dict[str, _Slot]]:
-        """(the keys this caller sends, the slots of those another caller is sending)."""
-        sending, awaited = [], {}
+    def claim(self, keys: list[str]) -> tuple[dict[str, _Slot], dict[str, _Slot]]:
+        """(the slots of the keys this caller sends, the slots of those another caller is sending)."""
+        sending, awaited = {}, {}
         with self._lock:
             for key in keys:
                 if key in self._slots:
                     awaited[key] = self._slots[key]
                 else:
-                    self._slots[key] = _Slot()
-                    sending.append(key)
+                    sending[key] = self._slots[key] = _Slot()
         return sending, awaited
 
-    def give(self, key: str, answer: dict) -> None:
-        with self._lock:
-            slot = self._slots.pop(key)
+    def give(self, key: str, slot: _Slot, answer: dict) -> None:
         slot.answer = answer
-        slot.filled.set()
+        self._end(key, slot)
 
-    def release(self, keys: list[str]) -> None:
-        """Ends the claims on ``keys`` that were never answered: their askers get None."""
+    def release(self, sending: dict[str, _Slot]) -> None:
+        """Ends this caller's claims; the askers of an answer that never came get None."""
+        for key, slot in sending.items():
+            self._end(key, slot)
+
+    def _end(self, key: str, slot: _Slot) -> None:
         with self._lock:
-            slots = [self._slots.pop(key) for key in keys if key in self._slots]
-        for slot in slots:
-            slot.filled.set()
+            if self._slots.get(key) is slot:  # once answered, the key may be claimed anew by a later caller
+                del self._slots[key]
+        slot.filled.set()
 
     @staticmethod
     def wait(slot: _Slot) -> dict | None:
@@ -145,6 +146,7 @@ class _Slot:
     def __init__(self):
         self.filled = threading.Event()
         self.answer: dict | None = None
+
 
 def _is_nan(score: float | None) -> bool:
     return score is not None and score != score
