@@ -5,6 +5,7 @@ checked field by field (``garen_infer/settings.py``) as it loads, before any dat
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -13,8 +14,9 @@ from garen_infer.errors import GarenError
 from garen_infer.run_config import RUN_SECTION, RunConfig
 from garen_infer.safe_yaml import load_yaml
 
-PACKAGED_PRESETS = Path(__file__).resolve().parent / "configs"  # an installed wheel: copied there at build time (setup.py)
-CONFIG_DIR = PACKAGED_PRESETS if PACKAGED_PRESETS.is_dir() else Path(__file__).resolve().parent.parent / "configs"  # a checkout
+PACKAGE = Path(str(resources.files("garen_infer"))).resolve()  # the package folder, wherever this module sits in it
+PACKAGED_PRESETS = PACKAGE / "configs"  # an installed wheel: copied there at build time (setup.py)
+CONFIG_DIR = PACKAGED_PRESETS if PACKAGED_PRESETS.is_dir() else PACKAGE.parent / "configs"  # a checkout
 DEFAULT_PRESET = "cpu-default"
 
 

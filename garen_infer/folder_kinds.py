@@ -19,11 +19,11 @@ import json
 from pathlib import Path
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.exported_models import KIND as EXPORT_KIND
 
 COMMANDS = {"index folder": "garen-infer index", "run folder": "garen-infer run", "mined folder": "garen-train mine",
             "export folder": "garen-train export"}
 LOCK_NAME = ".garen-writer.lock"  # the writer lock's file (writer_lock.py): in every kind of folder, owned by none
+EXPORT_KIND = "garen-train export"  # an export manifest's "kind" (llm/exported_models.py reads it as KIND)
 MINED_FORMAT = "garen-mined-pairs/"  # the mined manifest's format, before its version
 
 

@@ -7,7 +7,7 @@ from that top 20 to a gold document, and Hit@100: whether any gold document is a
 
 from __future__ import annotations
 
-from garen_infer.methods.garen_diagnostics import _bfs
+from garen_infer.index.hops import hop_distance
 
 START = 20  # "the BM25 top-20 set" (sec. 6.3)
 HITS_AT = 100
@@ -18,7 +18,7 @@ def reach(graph, first_stage: list[int], gold_rows: set[int], ranking: list[int]
     start = set(first_stage[:START])
     if start & gold_rows:
         return None
-    return {"min_hops": _bfs(start, gold_rows, graph.of), "hit@100": bool(gold_rows & set(ranking[:HITS_AT]))}
+    return {"min_hops": hop_distance(start, gold_rows, graph.of), "hit@100": bool(gold_rows & set(ranking[:HITS_AT]))}
 
 
 def hit_by_hops(reaches: list[dict | None]) -> dict:

@@ -20,9 +20,9 @@ import json
 from pathlib import Path
 
 from garen_infer.errors import GarenError
+from garen_infer.folder_kinds import EXPORT_KIND as KIND
 
 MANIFEST = "manifest.json"
-KIND = "garen-train export"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 _digests: dict[tuple, str] = {}  # (folder, its weight files' identities) -> their digest, in this process

@@ -9,27 +9,7 @@
 
 from __future__ import annotations
 
-from collections import deque
-
-MAX_HOPS = 10  # farther than this is reported as None
-
-
-def _bfs(start: set[int], targets: set[int], neighbours) -> int | None:
-    if start & targets:
-        return 0
-    seen, frontier = set(start), deque((s, 0) for s in start)
-    while frontier:
-        node, hops = frontier.popleft()
-        if hops >= MAX_HOPS:
-            continue
-        for nxt in neighbours(node):
-            if nxt in seen:
-                continue
-            if nxt in targets:
-                return hops + 1
-            seen.add(nxt)
-            frontier.append((nxt, hops + 1))
-    return None
+from garen_infer.index.hops import hop_distance
 
 
 class GarenDiagnostics:
@@ -59,8 +39,8 @@ class GarenDiagnostics:
             "pairs_outside_window": len(outside),
             "gold_group_scored": sum(not scored.isdisjoint(m.doc_groups[d]) for d in outside),
             "gold_group_selected": sum(not selected.isdisjoint(m.doc_groups[d]) for d in outside),
-            "min_hops_doc_graph": _bfs(initial, set(gold_rows), m.graph.of),
-            "min_hops_group_graph": _bfs(start_groups, gold_groups, self.group_neighbours),
+            "min_hops_doc_graph": hop_distance(initial, set(gold_rows), m.graph.of),
+            "min_hops_group_graph": hop_distance(start_groups, gold_groups, self.group_neighbours),
         }
 
 
