@@ -18,7 +18,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from garen_infer.config import load_preset, run_config_from
+from garen_infer.configuration.presets import load_preset, run_config_from
 from garen_infer.data.beir import load_beir
 from garen_infer.data.dataset import Dataset
 from garen_infer.index.folder import IndexFolder
@@ -26,7 +26,7 @@ from garen_infer.index.stages import IndexConfig
 from garen_infer.llm.backends import CachedBackend
 from garen_infer.llm.cache import NoCache
 from garen_infer.llm.roles import LLMGenerator, LLMListwiseReranker, LLMToolChat, LLMYesNoScorer, Roles
-from garen_infer.runner import execute
+from garen_infer.running.runner import execute
 from garen_infer.testing.answers import ScriptedModel
 
 METHODS = {"bm25": {}, "rerank": {}, "slidegar": {}, "rgs": {}, "garen": {"navigator": "model"}, "lattice": {"slate_scorer": "generator"},

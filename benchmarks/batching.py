@@ -57,14 +57,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from garen_infer.config import run_config_from
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset, run_config_from
     from garen_infer.data import load_dataset
     from garen_infer.index.folder import IndexFolder
     from garen_infer.llm.cache import NoCache
     from garen_infer.llm.roles import build_roles
     from garen_infer.methods.base import get_method
-    from garen_infer.runner import execute
+    from garen_infer.running.runner import execute
 
     dataset = load_dataset(args.dataset)
     index = IndexFolder.open(args.index, dataset)

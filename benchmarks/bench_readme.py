@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.chdir(ROOT)  # the bench file's paths are relative to the repository root
-    from garen_infer.cli import main as garen_infer
+    from garen_infer.doors.cli import main as garen_infer
     from garen_infer.report.bench_config import load_bench_config
 
     config = load_bench_config(args.config, args.overrides)

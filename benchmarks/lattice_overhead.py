@@ -24,7 +24,7 @@ from pathlib import Path
 
 def run_one(code: Path, args, out: Path) -> dict:
     # the checkout first on the path (``python -m`` would put the working folder first, whatever PYTHONPATH says)
-    start = f"import sys; sys.path.insert(0, {str(code.resolve())!r}); from garen_infer.cli import main; sys.exit(main())"
+    start = f"import sys; sys.path.insert(0, {str(code.resolve())!r}); from garen_infer.doors.cli import main; sys.exit(main())"
     command = [sys.executable, "-c", start, "run", "--dataset", args.dataset, "--index", args.index,
                "--method", "lattice", "--out", str(out), "--max-active-queries", "1", "--no-cache",
                *(["--allow-empty-docs"] if args.allow_empty_docs else []),

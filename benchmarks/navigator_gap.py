@@ -76,8 +76,8 @@ def cosine_runs(args, out: Path) -> dict[tuple[str, str], Path]:
 
 def per_query(folder: Path, dataset) -> dict[str, dict[str, float]]:
     """measure -> query id -> value, for the run in ``folder``."""
-    from garen_infer.evaluate import per_query as measure
-    from garen_infer.trec import read_run
+    from garen_infer.evaluation.evaluate import per_query as measure
+    from garen_infer.storage.trec import read_run
 
     return measure(read_run(folder / "run.trec"), dataset, MEASURES)
 
@@ -135,7 +135,7 @@ def table(rows: list[dict], dataset_name: str, budget: int) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     from garen_infer.data import load_dataset
-    from garen_infer.index.atomic import write_json, write_text
+    from garen_infer.storage.atomic import write_json, write_text
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -83,7 +83,7 @@ def sweep_methods(names, preset: dict):
 
 
 def navigator_spec(name: str) -> dict:
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
 
     if name in ("embedding", "oracle"):
         return {"backend": name}
@@ -127,11 +127,11 @@ class Sweep:
 
     def run(self, name: str, roles_used: tuple[str, ...], sigma: float, nav: str | None) -> tuple[str, dict, dict]:
         """One run folder (re-read when finished); returns its column name, metrics and per-query values."""
-        from garen_infer.config import run_config_from
-        from garen_infer.evaluate import per_query
-        from garen_infer.trec import read_run
+        from garen_infer.configuration.presets import run_config_from
+        from garen_infer.evaluation.evaluate import per_query
         from garen_infer.llm.roles import Roles
-        from garen_infer.runner import execute
+        from garen_infer.running.runner import execute
+        from garen_infer.storage.trec import read_run
 
         column = name if nav is None else f"{name}[nav={navigator_label(nav)}]"
         config = run_config_from(self.preset, name, self.args.budget, self.args.limit)
@@ -156,13 +156,13 @@ class Sweep:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
     from garen_infer.data import load_dataset
     from garen_infer.errors import GarenError
-    from garen_infer.first_stage import FirstStageConfig, first_stage
-    from garen_infer.index.atomic import write_json, write_text
+    from garen_infer.index.first_stage import FirstStageConfig, first_stage
     from garen_infer.index.folder import IndexFolder
     from garen_infer.llm.oracle import NOTICE, banner, expected_pairwise_accuracy, pairwise_accuracy
+    from garen_infer.storage.atomic import write_json, write_text
 
     try:
         dataset = load_dataset(args.dataset, args.allow_empty_docs)

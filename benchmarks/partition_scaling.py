@@ -30,8 +30,8 @@ CONFIG = REPO / "configs" / "train" / "partition-dmon.yaml"
 def synthetic_index(work: Path, n: int) -> tuple[Path, dict]:
     import numpy as np
 
+    from garen_infer.index.grouping.partition import leiden_groups
     from garen_infer.index.knn_graph import KnnGraph
-    from garen_infer.index.partition import leiden_groups
     from garen_train.partition.synthetic import planted_vectors, write_index
 
     path = work / f"synthetic-{n}"

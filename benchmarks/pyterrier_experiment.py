@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyterrier.measures import R, nDCG
 
     import garen_infer as gi
-    from garen_infer.cli import main as garen_infer
-    from garen_infer.pyterrier import BM25, GAREN, Rerank, SlideGAR
+    from garen_infer.doors.cli import main as garen_infer
+    from garen_infer.doors.pyterrier import BM25, GAREN, Rerank, SlideGAR
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 import ir_measures
 
 from garen_infer.data import load_dataset
-from garen_infer.evaluate import remove_excluded
-from garen_infer.trec import read_run
+from garen_infer.evaluation.evaluate import remove_excluded
+from garen_infer.storage.trec import read_run
 
 MEASURES = [ir_measures.parse_measure(m) for m in ("nDCG@10", "R@10")]
 

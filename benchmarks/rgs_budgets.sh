@@ -23,7 +23,7 @@ PRESET=$(mktemp --suffix=.yaml)
 trap 'rm -f "$PRESET"' EXIT
 $PY - "$PRESET" <<'EOF'
 import sys, yaml
-from garen_infer.config import load_preset
+from garen_infer.configuration.presets import load_preset
 preset = load_preset("cpu-default")
 preset["index"] = {k: preset["index"][k] for k in ("bm25", "embeddings", "knn_graph", "proximity_graph")}
 open(sys.argv[1], "w").write(yaml.safe_dump(preset))

@@ -25,8 +25,8 @@ CHILD = """
 import json, resource, sys, time
 start = time.perf_counter()
 from garen_infer.data import load_dataset, load_judgments
-from garen_infer.evaluate import evaluate
-from garen_infer.trec import read_run
+from garen_infer.evaluation.evaluate import evaluate
+from garen_infer.storage.trec import read_run
 spec, run_path, how = sys.argv[1:4]
 dataset = load_dataset(spec, allow_empty_docs=True) if how == "whole dataset" else load_judgments(spec)
 scores = evaluate(read_run(run_path), dataset, ("nDCG@10", "R@100"))

@@ -61,7 +61,7 @@ def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: i
 
 
 def garen(code: Path, args: list[str]) -> float:
-    start = f"import sys; sys.path.insert(0, {str(code.resolve())!r}); from garen_infer.cli import main; sys.exit(main())"
+    start = f"import sys; sys.path.insert(0, {str(code.resolve())!r}); from garen_infer.doors.cli import main; sys.exit(main())"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "STANDIN_KEY": "none", "PYTHONPATH": str(code.resolve())}
     begun = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", start, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from garen_infer.data.spec import load_dataset
-from garen_infer.trec import read_run
+from garen_infer.storage.trec import read_run
 
 
 def ranked(run: dict[str, dict[str, float]]) -> dict[str, list[str]]:

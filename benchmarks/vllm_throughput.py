@@ -7,7 +7,7 @@ tokens per second side by side in one run. By hand, in the vLLM environment (scr
 
 - **vllm**: ``vllm.LLM.generate`` given every prompt in one call (our backend's ``engine: offline``), vLLM's
   own offline throughput: the engine sees the whole batch at once and schedules it as it likes.
-- **scheduler**: one query per prompt through ``garen_infer.scheduler.Scheduler``, every query in flight,
+- **scheduler**: one query per prompt through ``garen_infer.running.scheduler.Scheduler``, every query in flight,
   with the generator role on ``engine: async`` (``AsyncLLM``): each request goes to the running engine from
   its own lane, as a run's requests do.
 
@@ -72,7 +72,7 @@ def run_scheduler(model: str, chats: list, params) -> tuple[float, list]:
     from garen_infer.llm.requests import Generate
     from garen_infer.llm.roles import LLMGenerator, Roles
     from garen_infer.methods.base import QueryState
-    from garen_infer.scheduler import Scheduler
+    from garen_infer.running.scheduler import Scheduler
 
     engine = backend(model, "async", len(chats))
     engine.generate([[{"role": "user", "content": "Warm up."}]], params)

@@ -52,7 +52,7 @@ else
 fi
 cd "$OUT/empty"
 CLEAN=(env -i HOME="$OUT/home" PATH="$OUT/venv/bin:/usr/bin:/bin" HF_HUB_OFFLINE=1 GAREN_CACHE_DIR="$OUT/cache")
-WHERE='import garen_infer, garen_infer.config as c; print("[installed]", garen_infer.__file__, "presets:",
+WHERE='import garen_infer, garen_infer.configuration.presets as c; print("[installed]", garen_infer.__file__, "presets:",
        c.CONFIG_DIR)'
 "${CLEAN[@]}" python -c "$WHERE"
 "${CLEAN[@]}" garen-infer presets > "$OUT/presets.txt"

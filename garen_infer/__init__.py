@@ -13,7 +13,7 @@ __all__ = ["GarenError", "Index", "Retriever"]
 
 def __getattr__(name: str):
     if name in ("Index", "Retriever"):
-        from garen_infer import api
+        from garen_infer.doors import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'garen_infer' has no attribute '{name}'")

@@ -1,3 +1,3 @@
-from garen_infer.cli import main
+from garen_infer.doors.cli import main
 
 raise SystemExit(main())

@@ -30,7 +30,7 @@ from garen_train.scorers.metrics import scorer_metrics
 def make_scorer(spec: dict, cache):
     """The yes/no scorer a navigator role with this spec would use. There is no index here, so an embedding role
     names its model (by default the CPU default's)."""
-    from garen_infer.index.embeddings import EmbeddingParams
+    from garen_infer.llm.embeddings import EmbeddingParams
     from garen_infer.llm.model_specs import backend_of
     from garen_infer.llm.roles import build_roles
 

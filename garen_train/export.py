@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import remove_dead_writers_temporaries
+from garen_infer.storage.atomic import remove_dead_writers_temporaries
 from garen_train import hub
 from garen_train.checkpoint_file import TRUST_OPTION, read_checkpoint
 

@@ -14,13 +14,20 @@ import argparse
 import json
 from pathlib import Path
 
-from garen_infer.append_log import read_finished
 from garen_infer.data import load_dataset
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
-from garen_infer.merge import MERGE_RECORD, check_one_configuration, check_out_folder, merge_runs, missing_shards, what_it_computes
-from garen_infer.shards import Shard
-from garen_infer.writer_lock import writer_lock
+from garen_infer.running.merge import (
+    MERGE_RECORD,
+    check_one_configuration,
+    check_out_folder,
+    merge_runs,
+    missing_shards,
+    what_it_computes,
+)
+from garen_infer.running.shards import Shard
+from garen_infer.storage.append_log import read_finished
+from garen_infer.storage.writer_lock import writer_lock
 from garen_train.mine import count_pairs
 from garen_train.mining.folder import MANIFEST, read_mined, write_mined
 

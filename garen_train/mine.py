@@ -7,7 +7,7 @@ Writes ``groups.jsonl`` (the navigator's query-group pairs), ``documents.jsonl``
 query-document pairs) and ``manifest.json`` into ``--out`` (format: ``garen_train/mining/folder.py``), plus the
 replayed GAREN run in ``--out/traversal`` (interrupted, the same command resumes it). The whole folder is locked
 while a mine writes it, so two mines on one ``--out`` cannot both write it, and a folder of another command (an
-index, a run, an export) is refused (``garen_infer/folder_kinds.py``). Queries of an evaluation split never enter
+index, a run, an export) is refused (``garen_infer/storage/folder_kinds.py``). Queries of an evaluation split never enter
 a training file (``garen_train/mining/guard.py``).
 """
 
@@ -18,15 +18,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from garen_infer.config import load_preset
+from garen_infer.configuration.presets import load_preset
 from garen_infer.data import load_dataset
 from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError
-from garen_infer.first_stage import first_stage
+from garen_infer.index.first_stage import first_stage
 from garen_infer.index.folder import IndexFolder
-from garen_infer.writer_lock import writer_lock
-from garen_infer.runner import run_queries
-from garen_infer.shards import parse_shard
+from garen_infer.running.runner import run_queries
+from garen_infer.running.shards import parse_shard
+from garen_infer.storage.writer_lock import writer_lock
 from garen_train.mining import guard
 from garen_train.mining.folder import write_mined
 from garen_train.mining.pairs import NegativeSampling, document_pairs, group_pairs

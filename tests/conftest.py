@@ -100,7 +100,7 @@ BASE_STAGES = ("bm25", "embeddings", "knn_graph")
 @pytest.fixture(scope="session")
 def index_config():
     """cpu-default's bm25, embeddings and knn_graph stages: what bm25, rerank and slidegar need."""
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
     from garen_infer.index.stages import IndexConfig
 
     stages = load_preset("cpu-default")["index"]
@@ -123,7 +123,7 @@ def full_index(tiny_index, tiny_dataset, tmp_path_factory):
     that need more than bm25/embeddings/knn_graph; read-only."""
     import shutil
 
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
 
@@ -247,7 +247,7 @@ TOPICS = {"vol": ("volcanoes, lava", "Volcanic eruptions, lava flows, ash and ma
 def tiny_pair_rows() -> tuple[list[dict], list[dict]]:
     """(document pairs, group pairs) for 12 queries (the tiny queries and two paraphrases each): every document
     (label 1 when judged for the query, first-stage rank = corpus order) and every topic group."""
-    from garen_infer.index.summaries import group_text
+    from garen_infer.index.grouping.summaries import group_text
 
     gold = {}
     for q, d, _ in QRELS:

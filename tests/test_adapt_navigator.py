@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from garen_infer.config import load_preset
-from garen_train.mining.folder import read_mined
 from test_mine_synthetic import mine_synthetic
 from test_train_bi_encoder import bi_encoder_model
 from train_support import garen_train, lm_model, pairs_data, write_config
+
+from garen_infer.configuration.presets import load_preset
+from garen_train.mining.folder import read_mined
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_the_cpu_recipe_adapts_on_synthetic_pairs_and_navigates_garen(synthetic_
     manifest = fit_and_export(bi_encoder_model(), synthetic_pairs, tmp_path)
     assert manifest["family"] == "bi-encoder"
 
-    from garen_infer.cli import main as garen_infer
+    from garen_infer.doors.cli import main as garen_infer
 
     run = tmp_path / "run"
     assert garen_infer(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen", "--budget", "8",

@@ -11,10 +11,10 @@ import traceback
 from pathlib import Path
 
 import pytest
+from conftest import DOCS, QRELS, QUERIES, REPO, write_beir
 
 import garen_infer as gi
-from conftest import DOCS, QRELS, QUERIES, REPO, write_beir
-from garen_infer.cli import main
+from garen_infer.doors.cli import main
 
 
 def trec_rows(path: Path) -> list[tuple[str, str, int, float]]:
@@ -130,7 +130,7 @@ def test_refusals_are_one_line_garen_errors_raised_from_the_call(call, words, ti
     assert words in message and "\n" not in message
     # raised from the API's entry point, not from deep inside the layers below it
     deepest = traceback.extract_tb(info.value.__traceback__)[-1]
-    assert Path(deepest.filename) == REPO / "garen_infer" / "api.py", traceback.format_tb(info.value.__traceback__)
+    assert Path(deepest.filename) == REPO / "garen_infer" / "doors" / "api.py", traceback.format_tb(info.value.__traceback__)
 
 
 def test_rerank_refuses_documents_of_another_corpus(tiny_index, tiny_dataset):
@@ -165,7 +165,7 @@ def test_an_index_folder_deleted_after_open_is_a_garen_error(beir_dir, tmp_path)
 def test_storage_failures_are_garen_errors(tiny_index, tiny_dataset, tmp_path, monkeypatch):
     import errno
 
-    from garen_infer.index import atomic
+    from garen_infer.storage import atomic
 
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "config.json"))
@@ -178,7 +178,7 @@ def test_storage_failures_are_garen_errors(tiny_index, tiny_dataset, tmp_path, m
 
 def test_import_garen_infer_stays_cheap():
     """``import garen_infer`` loads neither pandas nor numpy nor the engine: the API comes on first use."""
-    code = "import sys, garen_infer; print(sorted(m for m in ('pandas', 'numpy', 'torch', 'garen_infer.api', 'garen_infer.runner') if m in sys.modules))"
+    code = "import sys, garen_infer; print(sorted(m for m in ('pandas', 'numpy', 'torch', 'garen_infer.doors.api', 'garen_infer.running.runner') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout.strip()
     assert loaded == "[]"
 
@@ -193,7 +193,7 @@ def test_no_door_but_the_entry_point_imports_the_cli():
                 names = [node.module or ""]
             else:
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if any(n == "garen_infer.cli" for n in names):
+            if any(n == "garen_infer.doors.cli" for n in names):
                 importers.append(str(path.relative_to(REPO)))
     assert importers == ["garen_infer/__main__.py"]
 

@@ -1,4 +1,4 @@
-from garen_infer.append_log import read_finished
+from garen_infer.storage.append_log import read_finished
 
 
 def test_a_torn_tail_is_cut_so_the_next_append_starts_clean(tmp_path):

@@ -10,13 +10,13 @@ import shutil
 import numpy as np
 import pytest
 import yaml
-
 from conftest import DOCS, QRELS, QUERIES, write_beir
-from garen_infer.cli import main
+
+from garen_infer.doors.cli import main
 from garen_infer.errors import GarenError
+from garen_infer.llm.cache import ResponseCache
 from garen_infer.report.bench import run_bench
 from garen_infer.report.bench_config import load_bench_config
-from garen_infer.llm.cache import ResponseCache
 
 # A query whose gold document shares no word with it: BM25 never finds vol3, the k-NN graph is one hop away from
 # what BM25 finds (vol1, vol4). Queries do not change the corpus fingerprint, so the session's full index serves.
@@ -146,9 +146,10 @@ def test_the_cli_runs_the_bench_and_compares_two_runs(bench, far_dataset_dir, ca
     a, b = tmp / "runs" / "tiny" / "slidegar@8", tmp / "runs" / "tiny" / "rerank@8"
     assert main(["compare", str(a), str(b), "--dataset", f"beir:{far_dataset_dir}", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
+    from scipy.stats import ttest_rel
+
     from garen_infer.data import load_dataset
     from garen_infer.report.run_results import RunResult
-    from scipy.stats import ttest_rel
 
     dataset = load_dataset(f"beir:{far_dataset_dir}")
     sa, sb = RunResult.load(a).per_query(dataset)["nDCG@10"], RunResult.load(b).per_query(dataset)["nDCG@10"]

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from conftest import REPO, one_error_line
-from garen_infer.cli import main
+
+from garen_infer.doors.cli import main
 from garen_infer.llm.cache import ResponseCache
 from garen_infer.report.bench import run_bench
 from garen_infer.report.bench_config import load_bench_config

@@ -7,9 +7,9 @@ import math
 from collections import Counter
 
 import pytest
-
 from conftest import DOCS
-from garen_infer.index.bm25 import BRIGHT_BM25, Bm25Index, Bm25Params, idf_reference, tokenize
+
+from garen_infer.index.lexical.bm25 import BRIGHT_BM25, Bm25Index, Bm25Params, idf_reference, tokenize
 
 TEXTS = [f"{title}\n{text}" for _, title, text in DOCS]
 

@@ -130,7 +130,7 @@ def test_no_cache_always_calls_the_model(backend):
 
 def test_rerun_of_a_whole_run_makes_no_model_call(backend, tiny_dataset, tiny_index, tmp_path):
     from garen_infer.llm.roles import LLMListwiseReranker, Roles
-    from garen_infer.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig, execute
 
     cache = ResponseCache(tmp_path / "c.sqlite")
     config = RunConfig.build(method="rerank", method_options={"budget": 6, "window": 4, "stride": 2})
@@ -153,7 +153,7 @@ def test_rerun_of_a_whole_run_makes_no_model_call(backend, tiny_dataset, tiny_in
 
 def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_dataset, tiny_index, tmp_path):
     """The runner builds its roles from ``models:`` and uses the cache it is given, even while that is empty."""
-    from garen_infer.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig, execute
 
     cache = ResponseCache(tmp_path / "fresh.sqlite")
     models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt",

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
-from garen_infer.cli import main
+
+from garen_infer.doors.cli import main
 from garen_infer.errors import GarenError
 from garen_infer.llm.cache import ResponseCache, filesystem_type, journal_for
 

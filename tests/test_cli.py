@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import one_error_line, write_beir
-from garen_infer.cli import main
+
+from garen_infer.doors.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -16,8 +16,9 @@ def cli_index(beir_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "index"
     preset = tmp_path_factory.mktemp("preset") / "base.yaml"
     # cpu-default with only the stages the three baselines need
-    from garen_infer.config import load_preset
     import yaml
+
+    from garen_infer.configuration.presets import load_preset
 
     base = load_preset("cpu-default")
     base["index"] = {k: base["index"][k] for k in ("bm25", "embeddings", "knn_graph")}
@@ -315,9 +316,10 @@ def test_a_method_needs_the_index_stage_of_its_first_stage(method, dense_index, 
 
 
 def test_a_corpus_of_one_document_is_one_line_at_the_k_nn_graph(tmp_path, capsys):
-    from conftest import write_jsonl
-    from garen_infer.config import load_preset
     import yaml
+    from conftest import write_jsonl
+
+    from garen_infer.configuration.presets import load_preset
 
     corpus = write_jsonl(tmp_path / "one.jsonl", [{"id": "only", "text": "A volcano erupts when magma rises."}])
     base = load_preset("cpu-default")
@@ -329,9 +331,10 @@ def test_a_corpus_of_one_document_is_one_line_at_the_k_nn_graph(tmp_path, capsys
 
 
 def test_ctrl_c_in_an_index_stage_is_one_line_and_the_rerun_finishes(beir_dir, tmp_path, capsys, monkeypatch):
-    from garen_infer.config import load_preset
-    from garen_infer.index import knn_graph
     import yaml
+
+    from garen_infer.configuration.presets import load_preset
+    from garen_infer.index import knn_graph
 
     def ctrl_c(name):
         raise KeyboardInterrupt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from garen_infer.config import CONFIG_DIR, apply_override, load_preset, preset_path
+from garen_infer.configuration.presets import CONFIG_DIR, apply_override, load_preset, preset_path
 from garen_infer.errors import GarenError
 from garen_infer.index.stages import IndexConfig
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from garen_infer.costs import TABLE7_PRICES, TokenPrices, mean_cost, prices_for, query_cost
-from garen_infer.reachability import hit_by_hops, reach
-from garen_infer.repeat import run_seeds, with_seed
+from garen_infer.evaluation.costs import TABLE7_PRICES, TokenPrices, mean_cost, prices_for, query_cost
+from garen_infer.evaluation.reachability import hit_by_hops, reach
+from garen_infer.running.repeat import run_seeds, with_seed
 
 RERANKER, NAVIGATOR = "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", "Qwen/Qwen3-Reranker-4B"
 
@@ -56,7 +56,7 @@ def test_hit_at_100_by_hop_distance():
 def test_a_run_reports_cost_and_reachability(tiny_dataset, tiny_index, tmp_path):
     from garen_infer.llm.roles import Roles
     from garen_infer.llm.types import Completion
-    from garen_infer.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig, execute
 
     class PricedReranker:
         def rerank(self, jobs):
@@ -76,7 +76,7 @@ def test_seeds_are_averaged():
     seeded = with_seed(models, 3)
     assert seeded["reranker"]["sampling"] == {"temperature": 0.0, "seed": 3} and "sampling" not in seeded["navigator"]
     assert "seed" not in models["reranker"]["sampling"]  # the preset is not changed
-    from garen_infer.runner import RunConfig
+    from garen_infer.running.runner import RunConfig
 
     seen = []
 

@@ -10,12 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from garen_infer.config import load_preset
-from garen_infer.first_stage import FirstStageConfig, all_scores, excluded_rows, first_stage
-from garen_infer.index.embeddings import Embedder, EmbeddingParams
+from garen_infer.configuration.presets import load_preset
+from garen_infer.index.first_stage import FirstStageConfig, all_scores, excluded_rows, first_stage
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.stages import IndexConfig
 from garen_infer.index.task_instructions import GENERIC, task_instruction
+from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 
 PROMPT = "user {instruction} embed "
 
@@ -68,7 +68,7 @@ def test_a_first_stage_with_its_own_vectors(tiny_dataset, tiny_index, tiny_bert_
     assert all_scores(index, "dense", query, "first_stage_embeddings") == pytest.approx(scores)
 
     # a run reads its pool from those vectors, and its config records the stage it searched
-    from garen_infer.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig, execute
 
     stage = {"kind": "dense", "vectors": "first_stage_embeddings", "depth": 4}
     reranker = {"reranker": {"backend": "embedding"}}

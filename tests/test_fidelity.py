@@ -9,7 +9,7 @@ import pytest
 
 from garen_infer.llm.roles import Roles
 from garen_infer.llm.types import Completion
-from garen_infer.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig, execute
 
 
 class RecordingReranker:
@@ -36,7 +36,7 @@ def _run(dataset, index, tmp_path, method, options, budget=4):
 
 # ---- item 2: excluded ids leave the first stage before a method sees it ------------------------------------------
 def test_excluded_ids_never_reach_the_reranker(tiny_dataset, tiny_index, tmp_path):
-    from garen_infer.first_stage import FirstStageConfig, first_stage
+    from garen_infer.index.first_stage import FirstStageConfig, first_stage
 
     py2 = tiny_dataset.doc_index["py2"]
     q3 = next(q for q in tiny_dataset.queries if q.id == "q3")  # "python dictionary key lookup", excludes py2
@@ -91,7 +91,7 @@ def barbells(count: int = 30, half: int = 10):
 
 @pytest.mark.parametrize("backend", ["graspologic", "leidenalg"])
 def test_groups_of_exactly_the_cap_are_split_like_graspologic(backend):
-    from garen_infer.index.partition import leiden_groups
+    from garen_infer.index.grouping.partition import leiden_groups
 
     neighbours, weights = barbells()
     uncapped = leiden_groups(neighbours, weights, max_group_size=10_000, backend=backend)
@@ -104,8 +104,8 @@ def test_groups_of_exactly_the_cap_are_split_like_graspologic(backend):
 
 # ---- item 7: what the group summarizer reads --------------------------------------------------------------------
 def test_summarizer_reads_every_document_whole_while_the_group_fits():
-    from garen_infer.index.groups import GroupParams
-    from garen_infer.index.summaries import fit_documents
+    from garen_infer.index.grouping.groups import GroupParams
+    from garen_infer.index.grouping.summaries import fit_documents
 
     params = GroupParams()
     texts = [" ".join(f"w{d}_{i}" for i in range(200)) for d in range(30)]  # 30 documents of 200 words
@@ -121,7 +121,7 @@ def test_summarizer_reads_every_document_whole_while_the_group_fits():
 
 
 def test_summarizer_prompt_is_built_from_the_fitted_documents():
-    from garen_infer.index.groups import GroupParams, _llm_summaries
+    from garen_infer.index.grouping.groups import GroupParams, _llm_summaries
     from garen_infer.llm.types import SamplingParams
 
     class CapturingGenerator:
@@ -161,7 +161,7 @@ def test_reasoning_prompt_settles_rbp_p_and_max_tokens(tiny_index):
 
 # ---- item 4: one preset for every implemented row of GAREN's Table 1 ----------------------------------------------
 def test_garen_paper_preset_runs_every_table_1_method_from_bm25():
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
     from garen_infer.index.stages import IndexConfig
     from garen_infer.methods.base import get_method, make_config
 

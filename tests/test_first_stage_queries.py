@@ -11,8 +11,8 @@ import pytest
 from garen_infer.data.bright import load_reasoning_queries
 from garen_infer.data.query_texts import rewritten_queries
 from garen_infer.errors import GarenError
-from garen_infer.first_stage import FirstStageConfig, first_stage, first_stage_texts
-from garen_infer.runner import RunConfig, configure_method, query_states
+from garen_infer.index.first_stage import FirstStageConfig, first_stage, first_stage_texts
+from garen_infer.running.runner import RunConfig, configure_method, query_states
 
 REASONED = [  # BRIGHT's `<model>_reason` rows: the examples' fields with `query` rewritten and a `reasoning` column
     {"id": "0", "query": "Light drives photosynthesis in chloroplasts.", "reasoning": "r", "gold_ids": [], "gold_ids_long": [], "excluded_ids": ["N/A"]},
@@ -121,7 +121,7 @@ def test_garen_scores_past_the_depth_with_the_first_stages_text(tiny_dataset, ti
     """Below its depth GAREN orders documents by the first stage's score, for the text it searched with."""
     from types import SimpleNamespace
 
-    from garen_infer.first_stage import all_scores
+    from garen_infer.index.first_stage import all_scores
     from garen_infer.methods.garen import Garen
 
     path = write_rewrites(tmp_path / "queries.jsonl", REWRITES)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from test_garen import MEMBERS, HandBuiltIndex, drive, make_garen, ring_neighbours, world_state
 
 from garen_infer.data.dataset import Query
 from garen_infer.llm.requests import ScoreYesNo
 from garen_infer.methods.base import QueryState
-from test_garen import MEMBERS, HandBuiltIndex, drive, make_garen, ring_neighbours, world_state
 
 
 class ScoredBm25:
@@ -43,8 +43,8 @@ def test_document_level_variant_scores_every_neighbour_of_the_window():
 
 
 def test_first_stage_scores_every_document_as_its_search_does(tiny_index):
-    from garen_infer.first_stage import all_scores
-    from garen_infer.index.bm25 import BRIGHT_BM25, Bm25Index
+    from garen_infer.index.first_stage import all_scores
+    from garen_infer.index.lexical.bm25 import BRIGHT_BM25, Bm25Index
 
     query = "python dictionary key lookup"
     for index in (tiny_index.bm25, Bm25Index.build(["python dict", "key lookup in python", "lava"], BRIGHT_BM25)):

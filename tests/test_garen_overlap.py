@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from garen_infer.data.dataset import Dataset, Document, Query
-from garen_infer.index.groups_format import Groups
+from garen_infer.index.grouping.groups_format import Groups
 from garen_infer.index.knn_graph import KnnGraph
 from garen_infer.llm.requests import Rerank, ScoreYesNo
 from garen_infer.methods.base import QueryState

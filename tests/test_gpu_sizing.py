@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from garen_infer.config import load_preset
+from garen_infer.configuration.presets import load_preset
 from garen_infer.errors import GarenError
 from garen_infer.llm.roles import EmbeddingReranker, Roles
-from garen_infer.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig, execute
 
 RUN_PRESETS = ("garen-paper", "rgs-paper", "lattice-paper", "rarg-paper")
 ALL_OF_A_BRIGHT_TASK = 194  # theoremqa_questions, the largest of BRIGHT's twelve tasks

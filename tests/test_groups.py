@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from garen_infer.index.partition import group_stats, kmeans_groups, leiden_groups, random_groups
-from garen_infer.index.summaries import ExtractiveSummarizer, parse_summary
+from garen_infer.index.grouping.partition import group_stats, kmeans_groups, leiden_groups, random_groups
+from garen_infer.index.grouping.summaries import ExtractiveSummarizer, parse_summary
 from garen_infer.llm.types import Completion, SamplingParams
 
 
@@ -99,7 +99,7 @@ class ScriptedGenerator:
 
 
 def test_llm_summaries_retry_then_give_up():
-    from garen_infer.index.groups import GroupParams, _llm_summaries
+    from garen_infer.index.grouping.groups import GroupParams, _llm_summaries
 
     texts = ["a doc", "b doc"]
     good = '{"concept": "Letters", "summary": "Documents about letters."}'
@@ -111,7 +111,7 @@ def test_llm_summaries_retry_then_give_up():
 
 def test_a_summary_cut_at_max_tokens_is_not_kept_but_asked_again_and_counted():
     """JSON repair would close a cut answer and keep its summary cut mid-sentence."""
-    from garen_infer.index.groups import GroupParams, _llm_summaries
+    from garen_infer.index.grouping.groups import GroupParams, _llm_summaries
 
     cut = '{"concept": "Volcanoes", "summary": "Documents about lava flows and the'
     good = '{"concept": "Volcanoes", "summary": "Documents about lava flows."}'

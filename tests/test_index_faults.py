@@ -1,6 +1,6 @@
 """``garen-infer index`` killed with SIGKILL inside each stage, then run again, gives byte-identical index files;
 a full disk or a read-only folder ends with one line and nothing half-written. Real processes throughout: the kill
-points are named in garen_infer/faults.py (``GAREN_KILL_AT``), so each kill lands at the same place every time."""
+points are named in garen_infer/storage/faults.py (``GAREN_KILL_AT``), so each kill lands at the same place every time."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from garen_infer.faults import KILL_ENV
+from garen_infer.storage.faults import KILL_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 TIMINGS = ("seconds", "partition_seconds")  # facts of the manifest that differ from build to build
@@ -115,9 +115,9 @@ def test_embedding_killed_between_chunks_resumes_and_loses_at_most_one_chunk(bei
     """The real encoder, four documents a chunk: killed after the second chunk, the rerun encodes the third only
     and writes the same bytes as a build that was never interrupted. (The killed build is a real process; the
     rerun and the uninterrupted build run here, where the model is loaded already.)"""
-    from garen_infer.index.embeddings import Embedder
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
+    from garen_infer.llm.embeddings import Embedder
 
     stages = {"embeddings": {"chunk_size": 4}}
     killed = run_index(index_command(beir_dir, stages, tmp_path / "index", tmp_path), kill_at="embeddings:chunk#2")
@@ -252,7 +252,7 @@ def test_a_read_only_folder_is_refused_in_one_line(beir_dir, vectors, tmp_path):
 
 
 def test_a_failed_atomic_write_keeps_the_old_file_and_names_it(tmp_path, monkeypatch):
-    from garen_infer.index.atomic import save_array
+    from garen_infer.storage.atomic import save_array
 
     target = tmp_path / "embeddings.npy"
     save_array(target, np.ones((2, 2), dtype=np.float32))

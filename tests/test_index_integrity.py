@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from garen_infer.cli import main
+from garen_infer.doors.cli import main
 from garen_infer.errors import GarenError
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.stage_files import file_sha256
@@ -111,7 +111,7 @@ def test_verify_reads_every_byte(index, capsys):
 
 
 def test_the_next_build_rebuilds_what_is_damaged(index, full_index, tiny_dataset):
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
     from garen_infer.index.stages import IndexConfig
 
     with open(index / "knn_graph" / "weights.f16.np", "r+b") as handle:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import gc
 import weakref
 
-from garen_infer.index.embeddings import EmbeddingParams, load_encoder
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.stages import IndexConfig
+from garen_infer.llm.embeddings import EmbeddingParams, load_encoder
 
 
 def test_the_embedding_model_is_released_once_its_stage_is_built(tiny_dataset, tmp_path):
@@ -27,7 +27,7 @@ def test_a_long_document_is_cut_before_tokenizing_to_the_same_vector():
     uncut text's."""
     import numpy as np
 
-    from garen_infer.index.embeddings import WORDS_PER_TOKEN_BOUND, Embedder, leading_words
+    from garen_infer.llm.embeddings import WORDS_PER_TOKEN_BOUND, Embedder, leading_words
 
     embedder = Embedder(EmbeddingParams(max_seq_length=16))
     long = " ".join(f"magma{i % 7} rises, through the crust." for i in range(400))  # 2,000 words

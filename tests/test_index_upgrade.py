@@ -8,9 +8,9 @@ from dataclasses import asdict
 import pytest
 
 from garen_infer.errors import GarenError
-from garen_infer.index.embeddings import EmbeddingParams
 from garen_infer.index.folder import FORMAT, IndexFolder, completed_params
 from garen_infer.index.proximity_graph import ProximityGraphParams
+from garen_infer.llm.embeddings import EmbeddingParams
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import json
 import uuid
 
 import pytest
-
 from conftest import DOCS, QRELS, QUERIES, write_beir, write_jsonl
-from garen_infer.cli import main
+
 from garen_infer.data import load_dataset, load_judgments
 from garen_infer.data.irds import _name
+from garen_infer.doors.cli import main
 from garen_infer.errors import DataError
 
 

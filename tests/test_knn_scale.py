@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from garen_infer.errors import GarenError
+from garen_infer.index.grouping.partition import _undirected_edges
 from garen_infer.index.knn_graph import KnnGraph, KnnGraphParams, build_knn_graph, flat_ip_index
-from garen_infer.index.partition import _undirected_edges
 
 
 def planted(n: int, dim: int = 32, cluster: int = 25, seed: int = 0) -> np.ndarray:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from garen_infer.data.dataset import Dataset, Document, Query
-from garen_infer.index.semantic_tree import BuiltNode, SemanticTree
+from garen_infer.index.tree.semantic_tree import BuiltNode, SemanticTree
 from garen_infer.llm.requests import Generate, ScoreYesNo
 from garen_infer.llm.types import Completion
 from garen_infer.methods.base import QueryState
@@ -180,7 +180,7 @@ def test_excluded_documents_are_never_shown_nor_returned(make_lattice):
 
 def test_the_document_budget_stops_the_search_and_the_ledger_counts_it(make_lattice):
     from garen_infer.llm.roles import Roles
-    from garen_infer.scheduler import Scheduler
+    from garen_infer.running.scheduler import Scheduler
 
     class Scorer:
         name = "scripted"

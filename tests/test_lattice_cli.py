@@ -10,8 +10,8 @@ import re
 import pytest
 import yaml
 
-from garen_infer.cli import main
-from garen_infer.config import load_preset
+from garen_infer.configuration.presets import load_preset
+from garen_infer.doors.cli import main
 from garen_infer.llm.types import Completion
 
 MODES = ("bottom-up", "top-down")

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 
-from garen_infer.config import load_preset
+from garen_infer.configuration.presets import load_preset
 from garen_infer.errors import GarenError
 from garen_infer.llm.ledger import BudgetExceeded, QueryLedger
 from garen_infer.llm.requests import Rerank
@@ -74,7 +74,7 @@ def test_record_counts_each_answer_problem_per_role():
 
 
 def test_run_metrics_and_end_line_count_answers_and_warn_over_the_share():
-    from garen_infer.runner import answer_problems, answer_problems_report
+    from garen_infer.running.runner import answer_problems, answer_problems_report
 
     ledgers = [{"roles": {"reranker": {"requests": 4, "problems": {"unreadable": 1}}, "navigator": {"requests": 9}}},
                {"roles": {"reranker": {"requests": 6, "problems": {"ids_missing": 2, "unreadable": 1}}}}]
@@ -104,7 +104,7 @@ class CountingReranker:
 def test_scheduler_refuses_a_window_over_budget_before_calling_the_model():
     from garen_infer.data.dataset import Query
     from garen_infer.llm.roles import Roles
-    from garen_infer.scheduler import Scheduler
+    from garen_infer.running.scheduler import Scheduler
 
     def greedy(state):  # a buggy method: its second window brings three new documents with one slot left
         yield Rerank((0, 1, 2))
@@ -145,10 +145,10 @@ def read_trec(path):
 
 
 def run_method(name, budget, dataset, index, out):
-    from garen_infer.config import run_config_from
+    from garen_infer.configuration.presets import run_config_from
     from garen_infer.llm.cache import NoCache
     from garen_infer.llm.roles import build_roles
-    from garen_infer.runner import execute
+    from garen_infer.running.runner import execute
 
     preset = load_preset("cpu-default")
     config = run_config_from(preset, name, budget)
@@ -199,9 +199,9 @@ def test_method_conformance(name, budget, tiny_dataset, tiny_index, request, tmp
 
 def test_garen_with_the_connectivity_navigator_needs_no_navigator_model(full_index, tiny_dataset, tmp_path):
     """A variant that makes no navigator calls runs with only a reranker configured."""
-    from garen_infer.config import run_config_from
+    from garen_infer.configuration.presets import run_config_from
     from garen_infer.llm.cache import NoCache
-    from garen_infer.runner import execute
+    from garen_infer.running.runner import execute
 
     preset = load_preset("cpu-default", ["methods.garen.navigator=connectivity"])
     del preset["models"]["navigator"]

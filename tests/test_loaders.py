@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import DOCS, QRELS, QUERIES, one_error_line, write_beir, write_jsonl
+
 from garen_infer.data import load_dataset, load_judgments
 from garen_infer.data.beir import load_beir
 from garen_infer.data.bright import load_bright
@@ -116,7 +116,7 @@ def test_a_byte_order_mark_before_a_qrels_line_without_header(beir):
 
 
 def test_a_byte_order_mark_in_a_run_file_is_dropped(tmp_path):
-    from garen_infer.trec import read_run
+    from garen_infer.storage.trec import read_run
 
     path = tmp_path / "run.trec"
     path.write_bytes(codecs.BOM_UTF8 + b"q1 Q0 d1 1 2.0 bm25\nq1 Q0 d2 2 1.0 bm25\n")
@@ -525,7 +525,7 @@ def test_real_cranfield_needs_allow_empty_docs(shared_data):
 def test_bright_from_an_unreachable_hub_is_one_line(capsys, tmp_path):
     """Was: ``bright:`` while the hub could not be reached ended in a ConnectionError traceback. (The tests run with
     HF_HUB_OFFLINE=1, which datasets meets exactly as an unreachable hub: ConnectionError, no cached copy.)"""
-    from garen_infer.cli import main
+    from garen_infer.doors.cli import main
 
     with pytest.raises(DataError, match=r"^bright:biology: cannot load nobody/no-such-bright \(documents\) from the Hugging Face hub: .*"
                                         r"or name a local copy: bright:biology@<folder>$"):

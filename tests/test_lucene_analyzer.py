@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from garen_infer.index.bm25 import BRIGHT_BM25, Bm25Index, tokenize
-from garen_infer.index.lucene_analyzer import english_tokens, standard_tokens
-from garen_infer.index.porter import porter_stem
+from garen_infer.index.lexical.bm25 import BRIGHT_BM25, Bm25Index, tokenize
+from garen_infer.index.lexical.lucene_analyzer import english_tokens, standard_tokens
+from garen_infer.index.lexical.porter import porter_stem
 
 FIXTURE = json.loads((Path(__file__).parent / "data" / "lucene_english_tokens.json").read_text(encoding="utf-8"))
 CASES = FIXTURE["cases"]

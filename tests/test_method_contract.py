@@ -8,10 +8,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from test_scheduler_equality import AGENT_METHODS, ORACLE, agent_policy
-from test_scheduler_equality import agent_full_index  # noqa: F401 - a fixture
+from test_scheduler_equality import (
+    AGENT_METHODS,
+    ORACLE,
+    agent_full_index,  # noqa: F401 - a fixture
+    agent_policy,
+)
 
-from garen_infer.config import load_preset, run_config_from
+from garen_infer.configuration.presets import load_preset, run_config_from
 from garen_infer.data.dataset import Dataset
 from garen_infer.llm.roles import Roles
 from garen_infer.methods.base import METHODS

@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import QUERIES, REPO, one_error_line, write_beir
+
 from garen_train.cli import main
 from garen_train.mining.folder import check_training_data, read_mined
 
@@ -169,7 +169,7 @@ def test_a_second_mine_on_one_out_is_refused_while_the_first_writes_it(data, ful
     cannot write its files and manifest over a mine still writing them."""
     import threading
 
-    from garen_infer.writer_lock import writer_lock
+    from garen_infer.storage.writer_lock import writer_lock
 
     out, holding, release = tmp_path / "out", threading.Event(), threading.Event()
 

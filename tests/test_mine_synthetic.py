@@ -8,16 +8,21 @@ import json
 import shutil
 
 import pytest
-
 from conftest import DOCS, one_error_line
+
 from garen_infer.data.dataset import Document
 from garen_infer.errors import GarenError
-from garen_infer.first_stage import FirstStageConfig, first_stage
+from garen_infer.index.first_stage import FirstStageConfig, first_stage
 from garen_train.cli import main
 from garen_train.mine_synthetic import beyond_first_window, synthetic_dataset
 from garen_train.mining.folder import read_mined
-from garen_train.mining.synthetic import (ExtractiveWriter, GeneratorWriter, duplicate_rows, sample_documents,
-                                          words)
+from garen_train.mining.synthetic import (
+    ExtractiveWriter,
+    GeneratorWriter,
+    duplicate_rows,
+    sample_documents,
+    words,
+)
 
 # windows of 4 keeping 2, budget 8, K_g 2: several navigator rounds per query on 12 documents
 SMALL = ["--budget", "8", "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]

@@ -8,11 +8,11 @@ import math
 import time
 
 import pytest
+from openai_server import chat_answer
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.openai_backend import OpenAIBackend, label_logprob
 from garen_infer.llm.types import SamplingParams
-from openai_server import chat_answer
 
 KEY = "sk-test-SECRET-0123456789"
 CHAT = [{"role": "user", "content": "Is the sky blue?"}]
@@ -175,7 +175,7 @@ def test_redaction_leaves_text_without_the_key_alone():
 ])
 def test_a_key_given_as_api_key_env_is_refused_before_anything_is_written(value, why, tmp_path, capsys, monkeypatch):
     """Was: ``api_key_env: <the key>`` ran (with no Authorization header) and wrote the key into config.json."""
-    from garen_infer.cli import main
+    from garen_infer.doors.cli import main
 
     monkeypatch.delenv(value, raising=False) if value else None
     spec = json.dumps({"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": value})

@@ -8,13 +8,21 @@ import json
 import time
 
 import pytest
+from openai_server import (
+    Raw,
+    ScriptedServer,
+    Trickle,
+    chat_answer,
+    context_too_long,
+    quota_exceeded,
+    thought_cut_at_max_tokens,
+)
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend
 from garen_infer.llm.backends.openai_backend import OpenAIBackend, retry_delay
 from garen_infer.llm.cache import ResponseCache
 from garen_infer.llm.types import SamplingParams
-from openai_server import Raw, ScriptedServer, Trickle, chat_answer, context_too_long, quota_exceeded, thought_cut_at_max_tokens
 
 CHAT = [{"role": "user", "content": "Rank the passages."}]
 
@@ -183,7 +191,7 @@ def test_a_failure_through_a_proxy_names_the_proxy_without_its_password(proxy_wi
 
 def test_a_base_url_with_a_password_is_refused_before_anything_is_written(tmp_path, capsys):
     """Was: ``http://user:password@host`` ran and printed the password 13 times, and wrote it to config.json."""
-    from garen_infer.cli import main
+    from garen_infer.doors.cli import main
 
     spec = json.dumps({"backend": "openai", "base_url": "http://alice:hunter2@127.0.0.1:9/v1", "model": "m", "api_key_env": None})
     code = main(["run", "--dataset", str(tmp_path / "absent"), "--index", str(tmp_path / "i"), "--method", "rerank",

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from openai_server import ScriptedServer, chat_answer
 
 from garen_infer.llm.backends.openai_backend import OpenAIBackend
 from garen_infer.llm.cache import NoCache, ResponseCache
 from garen_infer.llm.types import SamplingParams
-from garen_infer.runner import RunConfig, execute
-from openai_server import ScriptedServer, chat_answer
+from garen_infer.running.runner import RunConfig, execute
 
 
 def ranking_answer(body):

@@ -9,13 +9,20 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
-from garen_infer.cli import main
+
 from garen_infer.data.dataset import Dataset, Document, Query
+from garen_infer.doors.cli import main
 from garen_infer.errors import GarenError
 from garen_infer.llm.oracle import (
-    RUN_TAG, NoisyJudge, OracleReranker, OracleSpec, expected_pairwise_accuracy, ordered_pairs, pairwise_accuracy, standard_normal,
+    RUN_TAG,
+    NoisyJudge,
+    OracleReranker,
+    OracleSpec,
+    expected_pairwise_accuracy,
+    ordered_pairs,
+    pairwise_accuracy,
+    standard_normal,
 )
 from garen_infer.llm.roles import RerankJob, Roles, ScoreJob, build_roles
 from garen_infer.methods.base import METHODS, get_method
@@ -147,10 +154,9 @@ def test_a_noiseless_oracle_orders_by_grade_and_is_the_limit_of_small_noise(tiny
 
 def test_the_pointwise_oracle_reranker_orders_windows_as_the_listwise_one(tiny_dataset, tiny_index, tmp_path):
     """``mode: pointwise`` scores each document with the reranker's own draws, so past sigma 0 both modes agree."""
-    from garen_infer.config import run_config_from
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset, run_config_from
     from garen_infer.llm.pointwise import PointwiseReranker
-    from garen_infer.runner import execute
+    from garen_infer.running.runner import execute
 
     def reranker(mode):
         spec = {"backend": "oracle", "sigma": 0.7, "seed": 3, "mode": mode}
@@ -211,10 +217,9 @@ def test_batching_across_queries_does_not_change_an_oracle_run(tiny_dataset, ful
 
 # ---- the judgments reach the oracle only -----------------------------------------------------------------------
 def run(dataset, index, method, out, **run_options):
-    from garen_infer.config import run_config_from
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset, run_config_from
     from garen_infer.llm.cache import NoCache
-    from garen_infer.runner import execute
+    from garen_infer.running.runner import execute
 
     preset = load_preset("cpu-default")
     preset["models"] = ORACLE
@@ -227,7 +232,7 @@ def run(dataset, index, method, out, **run_options):
 def test_methods_receive_no_judgments(name, tiny_dataset, full_index, tmp_path, monkeypatch):
     """Every registered method, run with the oracle: what it is built with and what its search is handed holds no
     relevance judgment (it would, were the runner to pass it the dataset as loaded)."""
-    from garen_infer.run_config import RunConfig
+    from garen_infer.configuration.run_config import RunConfig
 
     method_cls = get_method(name)
     if not set(method_cls.roles) <= set(ORACLE):
@@ -344,9 +349,8 @@ def test_every_output_of_a_simulated_run_says_so(tiny_dataset, full_index, beir_
 
 
 def test_roles_passed_in_label_the_run_even_when_the_config_does_not_name_them(tiny_dataset, tiny_index, tmp_path):
-    from garen_infer.config import run_config_from
-    from garen_infer.config import load_preset
-    from garen_infer.runner import execute
+    from garen_infer.configuration.presets import load_preset, run_config_from
+    from garen_infer.running.runner import execute
 
     roles = build_roles({"reranker": ORACLE["reranker"]}, [], None, None, dataset=tiny_dataset)
     config = run_config_from(load_preset("cpu-default"), "rerank", 8)  # says models.reranker: embedding

@@ -12,12 +12,12 @@ import shutil
 import ir_measures
 import pytest
 import yaml
-
 from conftest import QRELS, one_error_line
-from garen_infer.cli import main
+
+from garen_infer.doors.cli import main
+from garen_infer.llm.cache import NoCache
 from garen_infer.report.bench import run_bench
 from garen_infer.report.bench_config import load_bench_config
-from garen_infer.llm.cache import NoCache
 
 # another system's run over two of the four judged queries (q1..q4), with its own tag and float scores
 OTHER = [("q1", "vol2", 12.5), ("q1", "vol1", 11.0), ("q1", "pho1", 3.25), ("q2", "pho3", 9.0), ("q2", "pho1", 8.5), ("q2", "py1", 1.0)]

@@ -12,8 +12,8 @@ import pytest
 from pyterrier.measures import R, nDCG
 
 import garen_infer as gi
-from garen_infer.cli import main
-from garen_infer.pyterrier import BM25, GAREN, Method, Rerank, SlideGAR
+from garen_infer.doors.cli import main
+from garen_infer.doors.pyterrier import BM25, GAREN, Method, Rerank, SlideGAR
 
 BUDGET = 8
 

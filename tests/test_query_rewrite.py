@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 
-from garen_infer.llm.cache import ResponseCache
-from garen_infer.query_rewrite import read_rewrite, reasoning_query_chat
-from garen_infer.runner import RunConfig, execute
 from openai_server import chat_answer
+
+from garen_infer.llm.cache import ResponseCache
+from garen_infer.running.query_rewrite import read_rewrite, reasoning_query_chat
+from garen_infer.running.runner import RunConfig, execute
 
 REWRITES = {  # the scripted writer sends every query towards the Python documents, but one it cannot answer
     "volcanoes": "<think>lava?</think>python generator yield values lazily",

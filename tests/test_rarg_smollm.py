@@ -12,7 +12,7 @@ import pytest
 
 from garen_infer.index.stages import IndexConfig
 from garen_infer.llm.cache import NoCache
-from garen_infer.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig, execute
 
 pytestmark = pytest.mark.slow
 

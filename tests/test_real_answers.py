@@ -86,8 +86,8 @@ METHOD_OPTIONS = {"bm25": {}, "rerank": {}, "slidegar": {}, "rgs": {}, "garen": 
 
 @pytest.mark.parametrize("name", METHOD_OPTIONS)
 def test_every_method_finishes_and_counts_each_shape(name, answers_index, tiny_dataset, tmp_path):
-    from garen_infer.config import load_preset, run_config_from
-    from garen_infer.runner import execute
+    from garen_infer.configuration.presets import load_preset, run_config_from
+    from garen_infer.running.runner import execute
 
     preset = load_preset("cpu-default")
     preset.setdefault("methods", {})[name] = {**(preset["methods"].get(name) or {}), **METHOD_OPTIONS[name]}
@@ -119,8 +119,8 @@ def test_every_method_finishes_and_counts_each_shape(name, answers_index, tiny_d
 
 
 def test_a_run_of_mostly_unusable_answers_says_so_loudly(tiny_index, tiny_dataset, tmp_path):
-    from garen_infer.config import load_preset, run_config_from
-    from garen_infer.runner import execute
+    from garen_infer.configuration.presets import load_preset, run_config_from
+    from garen_infer.running.runner import execute
 
     model = ScriptedModel({"ranking": ("refusal", "think_unclosed", "plain")})
     lines: list[str] = []
@@ -136,9 +136,9 @@ def test_a_run_of_mostly_unusable_answers_says_so_loudly(tiny_index, tiny_datase
 # ---- index stages with a generator -----------------------------------------------------------------------------
 @pytest.mark.parametrize("shape", JSON_SHAPES, ids=lambda s: s.name)
 def test_group_summaries_and_tree_descriptions_survive_each_json_shape(shape, tiny_index, tiny_dataset, tmp_path, monkeypatch):
-    from garen_infer.config import load_preset
-    from garen_infer.index import groups
+    from garen_infer.configuration.presets import load_preset
     from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.grouping import groups
     from garen_infer.index.stages import IndexConfig
     from garen_infer.llm import json_generation
 

@@ -189,7 +189,7 @@ class KeywordPlanner:
 
 
 def test_run_repair_through_the_cli(tiny_index, beir_dir, tmp_path, monkeypatch, capsys):
-    from garen_infer.cli import main
+    from garen_infer.doors.cli import main
     from garen_infer.llm import roles
 
     monkeypatch.setattr(roles, "build_roles", lambda *args, **kwargs: roles.Roles(generator=KeywordPlanner()))
@@ -218,7 +218,7 @@ def record_query_words(beir_dir, qid: str) -> set[str]:
 def test_the_simulated_planner_plans_from_the_judgments_and_says_so(tiny_dataset, tiny_index, beir_dir, tmp_path, capsys):
     """models.generator {backend: oracle}: the plan is the judged documents' first words, the ranking the oracle
     reranker's; the run is labelled SIMULATED like every oracle run."""
-    from garen_infer.cli import main
+    from garen_infer.doors.cli import main
 
     out = tmp_path / "run"
     code = main(["run", "--dataset", f"beir:{beir_dir}", "--preset", "cpu-default", "--index", str(tiny_index.path),

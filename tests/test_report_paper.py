@@ -14,12 +14,13 @@ import pytest
 import yaml
 from scipy.stats import ttest_rel
 
-from garen_infer.cli import main
+from garen_infer.doors.cli import main
 from garen_infer.llm.cache import NoCache
 from garen_infer.report import figures, tables
 from garen_infer.report.bench import run_bench
 from garen_infer.report.bench_config import Significance, load_bench_config
-from garen_infer.report.document import Cell as TableCell, Table
+from garen_infer.report.document import Cell as TableCell
+from garen_infer.report.document import Table
 from garen_infer.report.latex import table_latex
 from garen_infer.report.matrix import Cell, DatasetMatrix, compare_with_baseline
 from garen_infer.report.significance import bootstrap_ci, holm

@@ -201,7 +201,7 @@ def test_bad_reranker_answer_is_refused():
 
 def test_scheduler_batches_rgs_and_matches_the_driver():
     from garen_infer.llm.roles import Roles
-    from garen_infer.scheduler import Scheduler
+    from garen_infer.running.scheduler import Scheduler
 
     class ScriptedReranker:
         def rerank(self, jobs):
@@ -289,11 +289,11 @@ def test_degree_by_corpus_size():
 
 def test_rgs_end_to_end_on_the_tiny_corpus(tiny_dataset, tmp_path):
     """Index (bm25, embeddings, proximity graph), then ``execute`` RGS with the embedding reranker."""
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
     from garen_infer.llm.cache import NoCache
-    from garen_infer.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig, execute
 
     preset = load_preset("cpu-default")
     stages = {k: preset["index"][k] for k in ("bm25", "embeddings", "proximity_graph")}

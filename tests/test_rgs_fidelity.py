@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_rgs import by_score, drive, make_rgs
 
 # ---- item 5: follow: paper drops only neighbours already in A ---------------------------------------------------
@@ -47,8 +46,8 @@ def test_rgs_author_prompt_and_instructions_for_every_bright_task():
 def test_rgs_author_answer_rule_keeps_the_input_order_when_an_id_is_missing(tiny_index):
     from garen_infer.llm.cache import NoCache
     from garen_infer.llm.permutation import parse_permutation
-    from garen_infer.llm.roles import RerankJob, build_roles
     from garen_infer.llm.rgs_prompt import parse_all_or_identity
+    from garen_infer.llm.roles import RerankJob, build_roles
     from garen_infer.llm.types import Completion
 
     assert parse_all_or_identity("[3] > [1] > [2]", 3).order == [2, 0, 1]
@@ -70,7 +69,7 @@ def test_rgs_author_answer_rule_keeps_the_input_order_when_an_id_is_missing(tiny
 
 
 def test_rgs_paper_preset_uses_the_author_prompt_and_variants():
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
 
     preset = load_preset("rgs-paper")
     assert preset["models"]["reranker"]["prompt"] == "rgs-author"
@@ -89,10 +88,10 @@ class FakeKnn:
 def test_rgs_author_slidegar_alternates_frontier_and_initial_list():
     from types import SimpleNamespace
 
-    from garen_infer.methods.base import QueryState
-    from garen_infer.methods.slidegar import SlideGar, SlideGarConfig
     from garen_infer.data.dataset import Query
     from garen_infer.llm.ledger import QueryLedger
+    from garen_infer.methods.base import QueryState
+    from garen_infer.methods.slidegar import SlideGar, SlideGarConfig
 
     graph = FakeKnn({0: [10, 11], 1: [12], 2: [13], 3: [14], 13: [2, 16]}, 20)
     scores = {0: 1, 1: 5, 2: 3, 3: 0, 4: 6, 5: 7, 10: 9, 11: 2, 12: 4, 13: 8, 14: 1.5, 16: 0.5}
@@ -116,7 +115,12 @@ def test_rgs_author_slidegar_alternates_frontier_and_initial_list():
 
 
 def test_diskann_start_point_is_the_medoid(tmp_path):
-    from garen_infer.index.proximity_graph import ProximityGraph, ProximityGraphParams, medoid, read_diskann_graph
+    from garen_infer.index.proximity_graph import (
+        ProximityGraph,
+        ProximityGraphParams,
+        medoid,
+        read_diskann_graph,
+    )
 
     rng = np.random.default_rng(1)
     vectors = rng.standard_normal((300, 16)).astype(np.float32) + 0.3

@@ -10,17 +10,17 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import REPO
-from garen_infer.cli import main
-from garen_infer.config import load_preset, run_config_from
+
+from garen_infer.configuration.presets import load_preset, run_config_from
+from garen_infer.configuration.run_config import RunConfig
+from garen_infer.doors.cli import main
 from garen_infer.errors import GarenError
-from garen_infer.first_stage import FirstStageConfig
+from garen_infer.index.first_stage import FirstStageConfig
 from garen_infer.llm.roles import Roles
 from garen_infer.methods.base import METHODS, Method
 from garen_infer.methods.garen import GarenConfig
-from garen_infer.run_config import RunConfig
-from garen_infer.runner import execute
+from garen_infer.running.runner import execute
 from garen_infer.testing.methods import ScriptedReranker
 
 
@@ -35,7 +35,7 @@ def test_a_preset_becomes_one_typed_configuration():
 
 
 def test_every_shipped_preset_configures_every_method():
-    from garen_infer.config import CONFIG_DIR
+    from garen_infer.configuration.presets import CONFIG_DIR
 
     for path in sorted(CONFIG_DIR.glob("*.yaml")):
         preset = load_preset(path.stem)
@@ -94,7 +94,7 @@ def test_bench_plans_its_cells_without_building_a_method(beir_dir, tiny_index, t
 
 
 def test_config_does_not_import_the_runner():
-    code = "import sys, garen_infer.config; print('garen_infer.runner' in sys.modules)"
+    code = "import sys, garen_infer.configuration.presets; print('garen_infer.running.runner' in sys.modules)"
     imported = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                               check=True)
     assert imported.stdout.strip() == "False"

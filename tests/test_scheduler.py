@@ -16,8 +16,8 @@ from garen_infer.llm.requests import Rerank, ScoreYesNo
 from garen_infer.llm.roles import LLMListwiseReranker, Roles
 from garen_infer.llm.types import Completion
 from garen_infer.methods.base import QueryState
-from garen_infer.runner import RunConfig
-from garen_infer.scheduler import Scheduler
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.scheduler import Scheduler
 
 QUERIES = 20  # more than the 16 active at once: the last 4 start as the first ones finish
 WAIT = 10.0  # seconds a test double waits for what must happen before it gives up (a failure, not a hang)

@@ -14,11 +14,11 @@ import pytest
 from agent_scripts import ScriptedPolicy, answer, call, sequence
 from test_shards import untimed_trace
 
-from garen_infer.config import load_preset, run_config_from
+from garen_infer.configuration.presets import load_preset, run_config_from
 from garen_infer.llm.cache import NoCache
 from garen_infer.llm.roles import Roles
 from garen_infer.methods.base import METHODS
-from garen_infer.runner import execute, model_roles
+from garen_infer.running.runner import execute, model_roles
 
 ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
 # REPAIR's planner writes text: the simulated one (the oracle's order) plays it beside either reranker

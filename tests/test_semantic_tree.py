@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-
 from conftest import DOCS
+
 from garen_infer.errors import GarenError
-from garen_infer.index.semantic_tree import BuiltNode, SemanticTree
-from garen_infer.index.semantic_tree_stage import SemanticTreeParams
+from garen_infer.index.tree.semantic_tree import BuiltNode, SemanticTree
+from garen_infer.index.tree.semantic_tree_stage import SemanticTreeParams
 from garen_infer.llm.types import Completion, SamplingParams
 
 
@@ -80,7 +80,7 @@ def test_outline_shows_the_top_levels():
 
 # ---- bottom-up -----------------------------------------------------------------------------------------------
 def test_balanced_clusters_respect_the_capacity_and_the_planted_clusters():
-    from garen_infer.index.tree_bottom_up import balanced_clusters, layer_size
+    from garen_infer.index.tree.tree_bottom_up import balanced_clusters, layer_size
 
     rng = np.random.default_rng(0)
     vectors = np.concatenate([c + rng.normal(size=(40, 8)) for c in rng.normal(size=(3, 8)) * 5]).astype(np.float32)
@@ -160,7 +160,7 @@ class ScriptedGenerator:
 
 
 def test_top_down_with_a_generator_partitions_by_its_clusters(tiny_dataset, tiny_index):
-    from garen_infer.index.tree_top_down import TopDownBuilder
+    from garen_infer.index.tree.tree_top_down import TopDownBuilder
 
     params = SemanticTreeParams(construction="top-down", max_children=3, min_clusters=2)
     texts = [d.full_text for d in tiny_dataset.documents]
@@ -187,7 +187,7 @@ def leaves_under(tree, node):
 
 
 def test_top_down_falls_back_explicitly_when_the_generator_fails(tiny_dataset, tiny_index):
-    from garen_infer.index.tree_top_down import TopDownBuilder
+    from garen_infer.index.tree.tree_top_down import TopDownBuilder
 
     params = SemanticTreeParams(construction="top-down", max_children=3, min_clusters=2, retries=1)
     texts = [d.full_text for d in tiny_dataset.documents]
@@ -202,7 +202,7 @@ def test_top_down_falls_back_explicitly_when_the_generator_fails(tiny_dataset, t
 
 
 def test_clustering_answers_that_cannot_split_are_rejected():
-    from garen_infer.index.tree_top_down import parse_clusters, parse_levels
+    from garen_infer.index.tree.tree_top_down import parse_clusters, parse_levels
 
     one = json.dumps({"clusters": [{"name": "all", "description": "d", "members": [0, 1, 2]}]})
     assert parse_clusters(one, 3, 5) is None  # a single cluster is no partition

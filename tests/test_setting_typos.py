@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 import yaml
 
-from garen_infer.cli import main
-from garen_infer.config import load_preset
+from garen_infer.configuration.presets import load_preset
+from garen_infer.doors.cli import main
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import BACKENDS, backend_class
 from garen_infer.llm.model_specs import check_model_spec, spec_identity

@@ -14,19 +14,19 @@ from dataclasses import dataclass
 from typing import Annotated, Literal, Union
 
 import pytest
-
 from conftest import one_error_line, write_beir
-from garen_infer.cli import main
+
+from garen_infer.doors.cli import main
 from garen_infer.errors import GarenError
 from garen_infer.settings import AtLeast, Below, Count, Probability, Range, build, describe, hints, validate
 
 
 def registered_configs() -> list[tuple[str, type]]:
-    from garen_infer.first_stage import FirstStageConfig
+    from garen_infer.index.first_stage import FirstStageConfig
     from garen_infer.index.stages import STAGES, load_optional_stages
     from garen_infer.llm.types import SamplingParams
     from garen_infer.methods.base import METHODS, get_method
-    from garen_infer.runner import RunConfig
+    from garen_infer.running.runner import RunConfig
 
     load_optional_stages()
     configs = [("first_stage", FirstStageConfig), ("run", RunConfig), ("models.reranker.sampling", SamplingParams)]
@@ -37,7 +37,7 @@ def registered_configs() -> list[tuple[str, type]]:
 
 def preset_fields(where: str, cls) -> list[str]:
     """The fields a preset section sets (the method, its options, first stage and models have their own)."""
-    from garen_infer.run_config import RUN_SECTION
+    from garen_infer.configuration.run_config import RUN_SECTION
 
     return list(RUN_SECTION) if where == "run" else [f.name for f in dataclasses.fields(cls) if f.init]
 
@@ -173,7 +173,7 @@ def test_a_config_added_later_is_checked_from_its_declarations():
 
 
 def test_values_are_converted_as_yaml_gives_them():
-    from garen_infer.index.groups import GroupParams
+    from garen_infer.index.grouping.groups import GroupParams
 
     params = build(GroupParams, {"resolution": 1, "max_group_size": 20.0}, "index.groups")
     assert params.resolution == 1.0 and isinstance(params.resolution, float)
@@ -227,7 +227,7 @@ def _alias_bomb(levels: int) -> str:
 
 
 def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
-    from garen_infer.config import apply_override, read_yaml_mapping
+    from garen_infer.configuration.presets import apply_override, read_yaml_mapping
 
     preset = tmp_path / "bomb.yaml"
     preset.write_text(_alias_bomb(9), encoding="utf-8")  # 387 million strings
@@ -239,7 +239,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
 
 
 def test_aliases_as_presets_use_them_are_read(tmp_path):
-    from garen_infer.config import read_yaml_mapping
+    from garen_infer.configuration.presets import read_yaml_mapping
 
     preset = tmp_path / "small.yaml"
     preset.write_text(_alias_bomb(4) + "methods:\n  rarg: &paper {budget: 3}\n  rarg+:\n    <<: *paper\n    rounds: 2\n")

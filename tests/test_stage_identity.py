@@ -10,13 +10,13 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from garen_infer.config import load_preset
-from garen_infer.index.embeddings import Embedder, EmbeddingParams
+from garen_infer.configuration.presets import load_preset
 from garen_infer.index.folder import IndexFolder, same_result
-from garen_infer.index.groups import GroupParams
+from garen_infer.index.grouping.groups import GroupParams
 from garen_infer.index.knn_graph import KnnGraphParams
 from garen_infer.index.proximity_graph import ProximityGraphParams
 from garen_infer.index.stages import IndexConfig
+from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 
 
 def cpu_default_with(**changes) -> IndexConfig:

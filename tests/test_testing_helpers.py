@@ -8,12 +8,12 @@ import itertools
 
 import pytest
 
+from garen_infer.configuration.run_config import RunConfig
 from garen_infer.data.dataset import Query
 from garen_infer.llm.ledger import BudgetExceeded, QueryLedger
 from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import METHODS, QueryState
 from garen_infer.methods.bm25 import Bm25Method
-from garen_infer.run_config import RunConfig
 from garen_infer.testing.methods import check_method_contract, drive, scripted_answers
 
 RUNS = itertools.count()

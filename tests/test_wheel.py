@@ -62,7 +62,7 @@ def test_the_wheel_is_garen_ir_at_the_one_version_with_its_license_and_commands(
     assert "Name: garen-ir\n" in metadata and f"Version: {version}\n" in metadata and "License-Expression: Apache-2.0\n" in metadata
     assert "Apache License" in wheel.read(f"{dist_info}/licenses/LICENSE").decode()
     entry_points = wheel.read(f"{dist_info}/entry_points.txt").decode()
-    assert "garen-infer = garen_infer.cli:main" in entry_points and "garen-train = garen_train.cli:main" in entry_points
+    assert "garen-infer = garen_infer.doors.cli:main" in entry_points and "garen-train = garen_train.cli:main" in entry_points
     assert yaml.safe_load((REPO / "CITATION.cff").read_text())["version"] == version  # the citation's copy agrees
     assert f"## {version} " in (REPO / "CHANGELOG.md").read_text()
 
@@ -70,7 +70,7 @@ def test_the_wheel_is_garen_ir_at_the_one_version_with_its_license_and_commands(
 def test_an_installed_package_reads_its_presets_from_inside_itself(wheel, tmp_path):
     """The wheel's garen_infer, unpacked alone (no checkout beside it), resolves cpu-default to its own copy."""
     wheel.extractall(tmp_path)
-    probe = "from garen_infer.config import CONFIG_DIR, preset_path; print(CONFIG_DIR); print(preset_path('cpu-default'))"
+    probe = "from garen_infer.configuration.presets import CONFIG_DIR, preset_path; print(CONFIG_DIR); print(preset_path('cpu-default'))"
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, check=True,
                          capture_output=True, text=True).stdout.split()
     assert out == [str(tmp_path / "garen_infer" / "configs"), str(tmp_path / "garen_infer" / "configs" / "cpu-default.yaml")]

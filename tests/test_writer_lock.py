@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from garen_infer.errors import GarenError
-from garen_infer.writer_lock import LOCK_NAME, writer_lock
+from garen_infer.storage.writer_lock import LOCK_NAME, writer_lock
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from garen_infer.errors import GarenError
-    from garen_infer.writer_lock import writer_lock
+    from garen_infer.storage.writer_lock import writer_lock
     folder, go = Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else None
     while go is not None and not go.exists():
         time.sleep(0.005)
@@ -134,7 +134,7 @@ def test_a_killed_writers_lock_is_taken_over(tmp_path, caplog):
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(timeout=30)
     assert json.loads((folder / LOCK_NAME).read_text())["pid"] == holder.pid  # the dead holder's record stays
-    with caplog.at_level(logging.WARNING, logger="garen_infer.writer_lock"), writer_lock(folder, "run folder"):
+    with caplog.at_level(logging.WARNING, logger="garen_infer.storage.writer_lock"), writer_lock(folder, "run folder"):
         assert json.loads((folder / LOCK_NAME).read_text())["pid"] == os.getpid()
     assert f"taking over the run folder from pid {holder.pid} on host" in caplog.text
     # was: "...; that pid is not running here, so a child process it started still holds the lock, which ended
@@ -149,7 +149,7 @@ def test_a_lock_a_dead_holders_child_still_holds_is_refused_saying_so(tmp_path):
     parent = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os, sys, time
         from pathlib import Path
-        from garen_infer.writer_lock import writer_lock
+        from garen_infer.storage.writer_lock import writer_lock
         with writer_lock(Path(sys.argv[1]), "run folder"):
             child = os.fork()
             if child == 0:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import atomic_path
 from garen_infer.index.stages import Stage, register
+from garen_infer.storage.atomic import atomic_path
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm.auto import tqdm
 
-from garen_infer.faults import fault_point
-from garen_infer.index.atomic import allocated_npy, atomic_path, save_array
-from garen_infer.index.embeddings import Embedder, EmbeddingParams
+from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 from garen_infer.settings import identity
+from garen_infer.storage.atomic import allocated_npy, atomic_path, save_array
+from garen_infer.storage.faults import fault_point
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset

@@ -20,11 +20,11 @@ import numpy as np
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.index import stage_files
-from garen_infer.index.atomic import write_json, write_text
-from garen_infer.index.embeddings import release_encoders
 from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages, stage_outputs
+from garen_infer.llm.embeddings import release_encoders
 from garen_infer.settings import identity
-from garen_infer.writer_lock import writer_lock
+from garen_infer.storage.atomic import write_json, write_text
+from garen_infer.storage.writer_lock import writer_lock
 
 FORMAT = 2  # 2: every stage entry records its files and seal, and the manifest records doc_ids.json
 DOC_IDS = "doc_ids.json"
@@ -267,7 +267,7 @@ class IndexFolder:
 
     @cached_property
     def bm25(self):
-        from garen_infer.index.bm25 import Bm25Index
+        from garen_infer.index.lexical.bm25 import Bm25Index
 
         self.require("bm25", "BM25 first-stage retrieval")
         return Bm25Index.load(self.path / "bm25")
@@ -302,7 +302,7 @@ class IndexFolder:
         """GAREN's groups and summaries from stage ``groups`` (or ``groups_kmeans`` / ``groups_random``)."""
         loaded = self.__dict__.setdefault("_groups", {})
         if stage not in loaded:
-            from garen_infer.index.groups import Groups
+            from garen_infer.index.grouping.groups import Groups
 
             self.require(stage, "GAREN")
             loaded[stage] = Groups.load(self.path / stage, self.row_of_id)
@@ -314,8 +314,8 @@ class IndexFolder:
 
     def encoder(self, stage: str):
         """The query model of an embedding stage, loaded once, its ``{instruction}`` the corpus's task's."""
-        from garen_infer.index.embeddings import Embedder
         from garen_infer.index.task_instructions import task_instruction
+        from garen_infer.llm.embeddings import Embedder
 
         loaded = self.__dict__.setdefault("_encoders", {})
         if stage in loaded:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from garen_infer.errors import DataError
-from garen_infer.index.atomic import allocated_npy, atomic_path
+from garen_infer.storage.atomic import allocated_npy, atomic_path
 
 SLICE = 32768  # rows read, checked and copied at a time
 NORM_TOLERANCE = 1e-5  # rows whose norm is further from 1 (beyond float32 rounding) are normalised, and counted

@@ -25,9 +25,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from garen_infer.errors import GarenError
-from garen_infer.faults import fault_point
-from garen_infer.index.atomic import atomic_path
 from garen_infer.settings import Count, NonNegative, Probability
+from garen_infer.storage.atomic import atomic_path
+from garen_infer.storage.faults import fault_point
 
 
 @dataclass(frozen=True)

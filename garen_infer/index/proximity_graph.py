@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import numpy as np
 
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import atomic_path
 from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.stages import Stage, register
 from garen_infer.settings import AtLeast, Count, NonNegative
+from garen_infer.storage.atomic import atomic_path
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset

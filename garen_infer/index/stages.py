@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from garen_infer.index.bm25 import Bm25Index, Bm25Params
 from garen_infer.index.embedding_stage import build_embeddings, build_first_stage_embeddings
-from garen_infer.index.embeddings import EmbeddingParams
 from garen_infer.index.knn_graph import KnnGraphParams, build_knn_graph
+from garen_infer.index.lexical.bm25 import Bm25Index, Bm25Params
+from garen_infer.llm.embeddings import EmbeddingParams
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
@@ -71,8 +71,8 @@ def load_optional_stages() -> None:
     """Import modules that register further stages (kept lazy: they pull heavier dependencies)."""
     import importlib
 
-    for module in ("garen_infer.index.groups", "garen_infer.index.proximity_graph", "garen_infer.index.corpus_files",
-                   "garen_infer.index.semantic_tree_stage"):
+    for module in ("garen_infer.index.grouping.groups", "garen_infer.index.proximity_graph", "garen_infer.index.corpus_files",
+                   "garen_infer.index.tree.semantic_tree_stage"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as err:

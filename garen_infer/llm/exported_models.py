@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from garen_infer.errors import GarenError
-from garen_infer.folder_kinds import EXPORT_KIND as KIND
+from garen_infer.storage.folder_kinds import EXPORT_KIND as KIND
 
 MANIFEST = "manifest.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")

@@ -29,8 +29,17 @@ from garen_infer.llm.oracle import build_oracle
 from garen_infer.llm.permutation import read_permutation
 from garen_infer.llm.pointwise import PointwiseReranker
 from garen_infer.llm.problems import NOT_A_NUMBER, TOOL_CALL_RECOVERED, UNREADABLE
-from garen_infer.llm.prompts import (DEFAULT_INSTRUCTION, LISTWISE_PROMPTS, MAX_PASSAGE_WORDS, PROMPT_MAX_TOKENS,
-                                     PROMPT_MAX_WORDS, PROMPT_PARSERS, QWEN3_ASSISTANT_PREFIX, template, yes_no)
+from garen_infer.llm.prompts import (
+    DEFAULT_INSTRUCTION,
+    LISTWISE_PROMPTS,
+    MAX_PASSAGE_WORDS,
+    PROMPT_MAX_TOKENS,
+    PROMPT_MAX_WORDS,
+    PROMPT_PARSERS,
+    QWEN3_ASSISTANT_PREFIX,
+    template,
+    yes_no,
+)
 from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.simulated_planner import simulated_planner
 from garen_infer.llm.tool_calls import split_tool_calls
@@ -236,7 +245,7 @@ class Roles:
 
     def encoder(self):
         if self.query_encoder is None:
-            raise GarenError("this method encodes its query: run it through garen_infer.runner.execute, which gives the roles the index's embedding model")
+            raise GarenError("this method encodes its query: run it through garen_infer.running.runner.execute, which gives the roles the index's embedding model")
         return self.query_encoder
 
     def scorer(self, role: str):
@@ -285,7 +294,7 @@ def own_embedder(model: str, index: IndexFolder | None):
     """An embedding model of the role's own, not the index's (a bi-encoder ``garen-train export`` wrote, or any
     sentence-transformers model): it encodes the query and every text it scores, so the index's document vectors
     are not used. An export is encoded at the max length and with the query prompt it was trained with."""
-    from garen_infer.index.embeddings import Embedder, EmbeddingParams
+    from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 
     if not Path(model).exists() and Path(model).parent.is_dir() and str(Path(model).parent) != ".":
         raise GarenError(f"no embedding model at {model}: {Path(model).parent} holds no such folder (train and export it "

@@ -225,7 +225,7 @@ class Garen(Method):
         if state.first_stage_kind is None:
             return 0.0  # a state built by hand: ties, so the corpus row decides
         if "_first_stage_scores" not in state.__dict__:
-            from garen_infer.first_stage import all_scores
+            from garen_infer.index.first_stage import all_scores
 
             text = state.first_stage_text or state.query.text  # its own text ranks past its depth
             scores = all_scores(self.index, state.first_stage_kind, text, state.first_stage_vectors)

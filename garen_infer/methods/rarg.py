@@ -105,7 +105,7 @@ class Rarg(Method):
     def relevance(self) -> Relevance:
         match_embedder = None
         if self.config.match_embedding:
-            from garen_infer.index.embeddings import Embedder, EmbeddingParams
+            from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 
             match_embedder = Embedder(EmbeddingParams(**self.config.match_embedding))
         return Relevance(self.index, [d.full_text for d in self.dataset.documents], match_embedder)

@@ -30,7 +30,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 
-from garen_infer.first_stage import excluded_rows
+from garen_infer.index.first_stage import excluded_rows
 from garen_infer.llm.permutation import parse_permutation
 from garen_infer.llm.plan_steps import read_plan
 from garen_infer.llm.problems import UNREADABLE

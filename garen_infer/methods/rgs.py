@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from garen_infer.errors import GarenError
-from garen_infer.first_stage import excluded_rows
+from garen_infer.index.first_stage import excluded_rows
 from garen_infer.llm.requests import EncodeQuery, Rerank
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.window import STRIDE, WINDOW, window_bounds

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Literal
 
 from tqdm.auto import tqdm
 
-from garen_infer.append_log import read_finished
+from garen_infer.configuration.run_config import RunConfig, takes_budget
 from garen_infer.errors import GarenError
 from garen_infer.report.bench_config import BenchConfig, DatasetEntry, MethodEntry
 from garen_infer.report.matrix import DatasetMatrix, Skipped
 from garen_infer.report.run_results import TIMING_LOG, RunResult
-from garen_infer.run_config import RunConfig, takes_budget
+from garen_infer.storage.append_log import read_finished
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
@@ -184,7 +184,7 @@ def _budgets_of(config: BenchConfig, entry: MethodEntry) -> tuple:
 
 
 def _preset(config: BenchConfig, entry: MethodEntry) -> dict:
-    from garen_infer.config import load_preset
+    from garen_infer.configuration.presets import load_preset
 
     return load_preset(entry.preset or config.preset, [*config.overrides, *entry.overrides])
 
@@ -208,7 +208,7 @@ def _build_index(dataset: Dataset, entry: DatasetEntry, presets: list[dict], log
     with different params would rebuild it back and forth, so that is refused."""
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
-    from garen_infer.writer_lock import writer_lock
+    from garen_infer.storage.writer_lock import writer_lock
 
     stages: dict[str, dict] = {}
     for preset in presets:
@@ -226,8 +226,8 @@ def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodE
                 index: IndexFolder, limit, budgets=None) -> list[CellPlan]:
     """The entry's cells on this dataset, one per budget (``budgets``: only these; None stands for 'no
     budget'), planned from their configurations alone: no method is built, no index structure loaded."""
-    from garen_infer.config import run_config_from
-    from garen_infer.runner import require_stages
+    from garen_infer.configuration.presets import run_config_from
+    from garen_infer.running.runner import require_stages
 
     budgets = _budgets_of(config, entry) if budgets is None else budgets
     cell_limit = min(x for x in (entry.limit, limit) if x is not None) if entry.limit or limit else None
@@ -253,7 +253,7 @@ def _run_cell(dataset: Dataset, index: IndexFolder, plan: CellPlan, cache, log) 
     the index and loads its models afresh, exactly as ``garen-infer run`` would: no cell inherits another's warm
     caches (query embeddings, group-summary vectors), so its seconds do not depend on the order cells ran in."""
     from garen_infer.index.folder import IndexFolder
-    from garen_infer.runner import execute
+    from garen_infer.running.runner import execute
 
     trace = plan.folder / "trace.jsonl"
     before = set(read_finished(trace, "qid"))

@@ -34,9 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from garen_infer.costs import TokenPrices
 from garen_infer.errors import GarenError
-from garen_infer.evaluate import DEFAULT_MEASURES, measure_names
+from garen_infer.evaluation.costs import TokenPrices
+from garen_infer.evaluation.evaluate import DEFAULT_MEASURES, measure_names
 from garen_infer.settings import did_you_mean
 
 ALL = "all"
@@ -116,7 +116,7 @@ class BenchConfig:
 def load_bench_config(path: str | Path, overrides: list[str] = ()) -> BenchConfig:
     """Read a bench file; ``overrides`` are ``--set`` items on it, e.g. ``budgets=[100]`` or
     ``datasets.scifact.spec=beir:/data/scifact:test``."""
-    from garen_infer.config import read_yaml_mapping
+    from garen_infer.configuration.presets import read_yaml_mapping
 
     path = Path(path)
     if not path.is_file():

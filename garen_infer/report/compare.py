@@ -113,7 +113,7 @@ class CompareArguments:
 
 def main(args: CompareArguments) -> int:
     from garen_infer.data import load_judgments
-    from garen_infer.evaluate import measure_names
+    from garen_infer.evaluation.evaluate import measure_names
 
     measures = measure_names(list(args.measures))  # a typo is refused before the data loads
     dataset = load_judgments(args.dataset)  # queries and judgements: runs are scored without the corpus

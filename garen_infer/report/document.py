@@ -9,7 +9,7 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from garen_infer.index.atomic import write_text
+from garen_infer.storage.atomic import write_text
 
 
 @dataclass(frozen=True)

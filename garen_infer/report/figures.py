@@ -17,8 +17,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # the backend is chosen before pyplot loads
 
-from garen_infer.index.atomic import atomic_path
 from garen_infer.report.matrix import DatasetMatrix, gold_distances
+from garen_infer.storage.atomic import atomic_path
 
 DPI = 300  # the PNG at print resolution, since its size is the paper's
 COLUMN_WIDTH, PAGE_WIDTH = 3.33, 7.0  # inches: one column and the full text width of ACM sigconf and IEEEtran

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from garen_infer.costs import TokenPrices, prices_for
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
-from garen_infer.evaluate import judged_query_ids
-from garen_infer.reachability import hit_by_hops, reach
+from garen_infer.evaluation.costs import TokenPrices, prices_for
+from garen_infer.evaluation.evaluate import judged_query_ids
+from garen_infer.evaluation.reachability import hit_by_hops, reach
 from garen_infer.report.run_results import MEASURES, RunResult, ranking_rows
 from garen_infer.report.significance import PairedComparison, compare_paired, holm
 
@@ -235,7 +235,7 @@ def per_query_rows(matrix: DatasetMatrix) -> list[list]:
 
 def first_stage_provider(index: IndexFolder, dataset: Dataset):
     """first_stage_rows for ``collect``: judged queries' first-stage rows per first-stage config, computed once."""
-    from garen_infer.first_stage import FirstStageConfig, first_stage
+    from garen_infer.index.first_stage import FirstStageConfig, first_stage
 
     cache: dict[str, dict[str, list[int]]] = {}
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from garen_infer.append_log import read_finished
-from garen_infer.costs import TokenPrices, query_cost
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
-from garen_infer.evaluate import per_query
+from garen_infer.evaluation.costs import TokenPrices, query_cost
+from garen_infer.evaluation.evaluate import per_query
 from garen_infer.llm.problems import UNUSABLE
-from garen_infer.trec import read_run, read_tag
+from garen_infer.storage.append_log import read_finished
+from garen_infer.storage.trec import read_run, read_tag
 
 MEASURES = ("nDCG@10", "R@100")
 TIMING_LOG = "bench_timing.jsonl"  # wall seconds of the queries ``garen-infer bench`` ran in this folder

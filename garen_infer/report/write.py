@@ -20,7 +20,6 @@ from functools import partial
 from pathlib import Path
 
 from garen_infer.errors import GarenError
-from garen_infer.index.atomic import atomic_path, remove_dead_writers_temporaries
 from garen_infer.llm.model_specs import backend_of
 from garen_infer.report import figures, tables
 from garen_infer.report.document import Code, Document, Figure, Heading, Paragraph, Table
@@ -29,6 +28,7 @@ from garen_infer.report.matrix import Cell, collect, first_stage_provider, matri
 from garen_infer.report.provenance import provenance
 from garen_infer.report.run_results import RunResult
 from garen_infer.report.traversal import traversal
+from garen_infer.storage.atomic import atomic_path, remove_dead_writers_temporaries
 
 KIND = "garen-bench-report"  # marks a folder this module may replace
 SUMMARY_FIGURES = ("accuracy-vs-budget", "accuracy-vs-cost")  # the figures summary.md shows too

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from garen_infer.data.dataset import Query
 from garen_infer.errors import GarenError
-from garen_infer.folder_kinds import MINED_FORMAT
-from garen_infer.index.atomic import atomic_path, write_json
+from garen_infer.storage.atomic import atomic_path, write_json
+from garen_infer.storage.folder_kinds import MINED_FORMAT
 from garen_train.mining.guard import check_disjoint
 
 FORMAT = f"{MINED_FORMAT}2"  # 2: the manifest's own digest

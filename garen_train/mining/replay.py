@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from garen_infer.append_log import read_finished
-from garen_infer.config import run_config_from
+from garen_infer.configuration.presets import run_config_from
 from garen_infer.data.dataset import Dataset
 from garen_infer.llm.roles import ScoreJob, build_roles
 from garen_infer.methods.base import Method, get_method, make_config
-from garen_infer.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig, execute
+from garen_infer.storage.append_log import read_finished
 
 if TYPE_CHECKING:
     from garen_infer.index.folder import IndexFolder

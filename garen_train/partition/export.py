@@ -3,9 +3,9 @@ stage (``groups_soft`` by default) that ``garen-infer run --set methods.garen.gr
 
 Each document joins its best group, and each further group whose membership reaches ``--threshold``, up to
 ``--max-groups-per-doc`` groups. Groups that no document joins are dropped; the rest keep their order. The
-groups are summarised by the index's own summarizer machinery (``garen_infer.index.groups``: cached by the
+groups are summarised by the index's own summarizer machinery (``garen_infer.index.grouping.groups``: cached by the
 response cache, resumable), with the summarizer of the index's ``groups`` stage unless ``--summarizer`` says
-otherwise, and written in the groups format (``garen_infer.index.groups_format``) with a manifest entry naming
+otherwise, and written in the groups format (``garen_infer.index.grouping.groups_format``) with a manifest entry naming
 the checkpoint, the export's params and the overlap rate.
 """
 
@@ -57,12 +57,12 @@ def _sha256(path: Path) -> str:
 
 def export_groups(module, args: argparse.Namespace) -> dict:
     from garen_infer.data import load_dataset
-    from garen_infer.index.atomic import write_json
     from garen_infer.index.folder import IndexFolder
-    from garen_infer.index.groups import SoftGroupParams, finish_summaries, summarize_groups
-    from garen_infer.index.groups_format import write_groups
+    from garen_infer.index.grouping.groups import SoftGroupParams, finish_summaries, summarize_groups
+    from garen_infer.index.grouping.groups_format import write_groups
     from garen_infer.index.stages import STAGES
-    from garen_infer.writer_lock import writer_lock
+    from garen_infer.storage.atomic import write_json
+    from garen_infer.storage.writer_lock import writer_lock
     from garen_train.partition.graph import PartitionGraph
 
     if not args.stage.startswith("groups_") or args.stage in ("groups_kmeans", "groups_random"):

@@ -125,7 +125,7 @@ def sign_features(vectors: np.ndarray, indptr, dst, weight, hops: int, chunk: in
 def init_labels(path: Path, init: str, stage: str, n_groups: int | None, seed: int) -> np.ndarray:
     """The initial partition, one label per row: from a groups stage, k-means or random; k-means and random
     default to as many groups as the index's Leiden stage (GAREN App. C.2's control)."""
-    from garen_infer.index.partition import kmeans_groups, random_groups
+    from garen_infer.index.grouping.partition import kmeans_groups, random_groups
 
     manifest = _manifest(path)
     if init == "groups":

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from garen_infer.index import stage_files
-from garen_infer.index.atomic import save_array, write_json
 from garen_infer.index.folder import DOC_IDS, FORMAT
 from garen_infer.index.knn_graph import KnnGraph
+from garen_infer.storage.atomic import save_array, write_json
 
 
 def planted_vectors(n: int, n_clusters: int, dim: int = 384, spread: float = 0.6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

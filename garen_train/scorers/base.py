@@ -81,7 +81,7 @@ class PairScorer(pl.LightningModule):
         """The teacher's cosine / temperature per pair, through garen_infer's embedding scorer (it encodes each
         text once per run: from the second epoch on the teacher costs nothing)."""
         if getattr(self, "_teacher", None) is None:
-            from garen_infer.index.embeddings import EmbeddingParams, Embedder
+            from garen_infer.llm.embeddings import Embedder, EmbeddingParams
             from garen_infer.llm.roles import EmbeddingYesNoScorer
 
             device = "cuda" if self.device.type == "cuda" else "cpu"

@@ -21,8 +21,8 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from garen_infer.index.atomic import atomic_path
-from garen_infer.packaged_models import resolve
+from garen_infer.llm.packaged_models import resolve
+from garen_infer.storage.atomic import atomic_path
 from garen_train.scorers.base import Objective, PairScorer
 from garen_train.scorers.export_folder import export_target, write_manifest
 

@@ -22,12 +22,17 @@ from pathlib import Path
 
 import torch
 
-from garen_infer.index.atomic import atomic_path
 from garen_infer.llm.backends.chat_format import yes_no_token_ids
 from garen_infer.llm.backends.transformers_backend import load_causal_lm
-from garen_infer.llm.backends.yes_no_scoring import encode_left_padded, prompt_text, yes_log_odds, yes_no_logits
+from garen_infer.llm.backends.yes_no_scoring import (
+    encode_left_padded,
+    prompt_text,
+    yes_log_odds,
+    yes_no_logits,
+)
+from garen_infer.llm.packaged_models import resolve
 from garen_infer.llm.prompts import DEFAULT_INSTRUCTION, QWEN3_ASSISTANT_PREFIX, template, yes_no
-from garen_infer.packaged_models import resolve
+from garen_infer.storage.atomic import atomic_path
 from garen_train.scorers.base import Objective, PairScorer
 from garen_train.scorers.export_folder import export_target, write_manifest
 

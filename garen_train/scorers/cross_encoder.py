@@ -12,9 +12,9 @@ import argparse
 
 import torch
 
-from garen_infer.index.atomic import atomic_path
 from garen_infer.llm.backends.cross_encoder import encode_pairs, relevance_logits
-from garen_infer.packaged_models import resolve
+from garen_infer.llm.packaged_models import resolve
+from garen_infer.storage.atomic import atomic_path
 from garen_train.scorers.base import Objective, PairScorer
 from garen_train.scorers.export_folder import export_target, write_manifest
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from garen_infer.folder_kinds import refuse_unowned
-from garen_infer.index.atomic import write_json
 from garen_infer.llm.exported_models import MANIFEST, weights_digest
+from garen_infer.storage.atomic import write_json
+from garen_infer.storage.folder_kinds import refuse_unowned
 
 
 def export_target(out: str | Path) -> Path:

@@ -22,7 +22,7 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
 
 
 def _ranking_measures(qrels: dict, run: dict, measures: list[str]) -> dict[str, float]:
-    from garen_infer.evaluate import measure_per_query
+    from garen_infer.evaluation.evaluate import measure_per_query
 
     per_query = measure_per_query(qrels, run, measures)
     return {name: float(np.mean(list(values.values()))) if values else 0.0 for name, values in per_query.items()}

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_fixture import run_lucene
 
 from garen_infer.data import load_dataset
-from garen_infer.index.lucene_analyzer import english_tokens, standard_tokens
+from garen_infer.index.lexical.lucene_analyzer import english_tokens, standard_tokens
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,5 @@
 """Regenerate tests/data/lucene_english_tokens.json: Lucene's own tokens for a table of tricky strings, the
-ground truth that garen_infer/index/lucene_analyzer.py is tested against.
+ground truth that garen_infer/index/lexical/lucene_analyzer.py is tested against.
 
 BRIGHT's BM25 tokenizes with pyserini's default analyzer (Anserini's DefaultEnglishAnalyzer: StandardTokenizer,
 EnglishPossessiveFilter, LowerCaseFilter, Lucene's English stop set, PorterStemFilter). Java 11+ runs the
@@ -11,7 +11,7 @@ ships inside the pyserini wheel (no Maven needed):
     python scripts/lucene_fixture/make_fixture.py --jar pyserini-wheel/pyserini/resources/jars/anserini-0.24.0-fatjar.jar
 
 ``--words FILE`` (one word a line) also records Lucene's Porter stem of each word (the ``stems`` table).
-``--unicode`` instead rewrites garen_infer/index/lucene_unicode.py: Lucene's character tables are older than the
+``--unicode`` instead rewrites garen_infer/index/lexical/lucene_unicode.py: Lucene's character tables are older than the
 regex module's, so every code point is probed alone, between letters and between digits, and the characters
 Lucene treats as unknown, or as emoji where the regex module does not, are written down.
 """
@@ -22,15 +22,15 @@ import argparse
 import base64
 import json
 import re
-import textwrap
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 OUT = REPO / "tests" / "data" / "lucene_english_tokens.json"
-UNICODE_OUT = REPO / "garen_infer" / "index" / "lucene_unicode.py"
+UNICODE_OUT = REPO / "garen_infer" / "index" / "lexical" / "lucene_unicode.py"
 
 TRICKY = {
     "numbers": [
@@ -136,7 +136,7 @@ def unicode_tables(jar: str) -> int:
     import regex
 
     sys.path.insert(0, str(REPO))
-    from garen_infer.index.lucene_analyzer import standard_tokens, token_patterns
+    from garen_infer.index.lexical.lucene_analyzer import standard_tokens, token_patterns
 
     pictographic = regex.compile(r"\p{Extended_Pictographic}")
     points = [c for c in range(0x20, 0x110000) if not 0xD800 <= c <= 0xDFFF
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jar", required=True, help="a jar with Lucene 9 and Anserini (the pyserini wheel's fat jar)")
     parser.add_argument("--words", help="a word list: record Lucene's Porter stem of each word as well")
-    parser.add_argument("--unicode", action="store_true", help="rewrite garen_infer/index/lucene_unicode.py instead")
+    parser.add_argument("--unicode", action="store_true", help="rewrite garen_infer/index/lexical/lucene_unicode.py instead")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     if args.unicode:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from garen_infer.config import CONFIG_DIR, read_yaml_mapping
+from garen_infer.configuration.presets import CONFIG_DIR, read_yaml_mapping
 from garen_infer.errors import GarenError
 
 PRESETS = ("garen-paper", "rgs-paper", "lattice-paper", "rarg-paper")

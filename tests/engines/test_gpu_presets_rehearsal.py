@@ -163,7 +163,7 @@ def test_the_rehearsal_covers_every_field_of_every_preset():
     for name in presets.PRESETS:
         assert presets.unknown_fields(presets.load(name)) == [], name
         preset = presets.load(name)
-        from garen_infer.config import run_config_from
+        from garen_infer.configuration.presets import run_config_from
 
         used = {role for method in preset["methods"] for role in run_config_from(preset, method).roles}
         assert set(preset.get("models") or {}) <= used, f"{name}: models no method of the preset uses"

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.exported_models import read_manifest, weights_tag
+from garen_infer.llm.packaged_models import resolve
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import execution_only
-from garen_infer.packaged_models import resolve
 
 
 def encode_pairs(tokenizer, pairs: list[tuple[str, str]], max_length: int, device="cpu"):

@@ -8,19 +8,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from garen_infer.llm.backends.chat_format import (check_template_args, render_chat, template_args_tag, use_chat_template,
-                                                  yes_no_token_ids)
+from garen_infer.llm.backends.chat_format import (
+    check_template_args,
+    render_chat,
+    template_args_tag,
+    use_chat_template,
+    yes_no_token_ids,
+)
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
-from garen_infer.llm.backends.yes_no_scoring import (backend_settings, encode_left_padded, prompt_limit, prompt_text, yes_no_logits,
-                                                     yes_probability)
+from garen_infer.llm.backends.yes_no_scoring import (
+    backend_settings,
+    encode_left_padded,
+    prompt_limit,
+    prompt_text,
+    yes_no_logits,
+    yes_probability,
+)
 from garen_infer.llm.exported_models import trained_prompt_length, weights_tag
+from garen_infer.llm.packaged_models import resolve
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import execution_only
-from garen_infer.packaged_models import resolve
 
 
 def load_causal_lm(model: str, gguf_file: str | None, dtype: str, trust_remote_code: bool = False):
-    """(tokenizer, model) of a hub id, folder or packaged name (``garen_infer.packaged_models``), tokenizer padding
+    """(tokenizer, model) of a hub id, folder or packaged name (``garen_infer.llm.packaged_models``), tokenizer padding
     on the left. Training loads its base model here too, so a navigator is trained on what inference runs."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -47,7 +58,7 @@ class TransformersBackend:
     dtype: str = "auto"  # "auto" = bfloat16 on GPUs that support it, else float32
     batch_size: int = execution_only(8)
     max_length: int | None = None  # prompt tokens kept at most; None: the model's context minus the answer's tokens
-    gguf_file: str | None = None  # set by itself for a packaged GGUF model (garen_infer.packaged_models)
+    gguf_file: str | None = None  # set by itself for a packaged GGUF model (garen_infer.llm.packaged_models)
     lora: str | None = None  # a PEFT adapter folder (e.g. exported by garen-train)
     chat_template: str | None = None  # a Jinja file (or the template text) for checkpoints that lack one
     # the chat template's own variables, e.g. {enable_thinking: false}: Qwen3 thinks by default (its model card)

@@ -6,7 +6,7 @@
 - ``calibration``: the latent-score fit across slates;
 - ``fusion``: LATTICE++, LATTICE fused with BM25 and dense retrieval.
 
-The tree itself is built at index time (``garen_infer.index.semantic_tree``).
+The tree itself is built at index time (``garen_infer.index.tree.semantic_tree``).
 """
 
 from garen_infer.methods.lattice.method import Lattice, LatticeConfig

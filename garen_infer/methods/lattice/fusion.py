@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from garen_infer.first_stage import all_scores, excluded_rows
+from garen_infer.index.first_stage import all_scores, excluded_rows
 from garen_infer.methods.base import QueryState, Search
 from garen_infer.methods.lattice.method import Lattice, LatticeConfig
 from garen_infer.settings import Count, NonNegativeFloat

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from garen_infer.first_stage import excluded_rows
-from garen_infer.index.semantic_tree import SemanticTree
+from garen_infer.index.first_stage import excluded_rows
+from garen_infer.index.tree.semantic_tree import SemanticTree
 from garen_infer.llm.problems import UNREADABLE
-from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.llm.requests import Generate, ScoreYesNo
+from garen_infer.llm.rgs_prompt import bright_task
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.methods.lattice.calibration import Calibration, CalibrationParams
 from garen_infer.methods.lattice.search_tree import SearchTree

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from garen_infer.index.semantic_tree import SemanticTree
+from garen_infer.index.tree.semantic_tree import SemanticTree
+
 
 class SearchTree:
     def __init__(self, tree: SemanticTree, excluded_rows: set[int], alpha: float, gate: float, mode: str):
