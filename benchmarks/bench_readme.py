@@ -1,4 +1,4 @@
-"""Regenerate the README's results section from a real bench report, in one command:
+"""Regenerate the results page (docs/results.md) from a real bench report, in one command:
 
     .venv/bin/python benchmarks/bench_readme.py [--config configs/bench/cpu-default.yaml] [--set KEY=VALUE ...]
                                                 [--prebuilt DIR] [--note "..."]
@@ -6,8 +6,8 @@
 1. Index folders of the bench file that do not exist yet are copied from ``--prebuilt/<dataset>`` when that exists
    (embedding SciFact costs minutes of CPU, copying costs none); the bench then adds any stage the preset lacks.
 2. ``garen-infer bench`` runs the matrix (finished cells are only re-read) and writes the report folder.
-3. README.md's text between the two ``bench-report`` markers is replaced by the report's summary (setup, accuracy
-   and cost tables, accuracy against budget and cost), its figures copied to docs/bench/.
+3. docs/results.md's text between the two ``bench-report`` markers is replaced by the report's summary (setup,
+   accuracy and cost tables, accuracy against budget and cost), its figures copied to docs/bench/.
 
 Run it under the bench lock on a shared machine: the first run takes tens of minutes of CPU.
 """
@@ -36,15 +36,15 @@ def copy_prebuilt_indexes(config, prebuilt: Path | None) -> None:
 
 
 def readme_section(report: Path, figures_dir: Path, command: str, note: str, base: Path = ROOT) -> str:
-    """The README's results section from a bench report; figure links are relative to ``base`` (the README's folder)."""
+    """The results section from a bench report; figure links are relative to ``base`` (the results page's folder)."""
     summary = (report / "summary.md").read_text(encoding="utf-8")
-    summary = summary.split("\n", 1)[1].lstrip()  # drop the title: the README has its own heading
+    summary = summary.split("\n", 1)[1].lstrip()  # drop the title: the results page has its own heading
     summary = re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", summary, flags=re.M)  # one level down
     figures_dir.mkdir(parents=True, exist_ok=True)
     for old in figures_dir.glob("*.png"):
         old.unlink()
 
-    def copy_figure(match: re.Match) -> str:  # the summary's figures live in the report; the README's in docs/
+    def copy_figure(match: re.Match) -> str:  # the summary's figures live in the report; the page's in docs/bench
         target = figures_dir / Path(match.group(1)).name
         shutil.copy2(report / match.group(1), target)
         return f"]({target.relative_to(base).as_posix()})"
@@ -59,7 +59,7 @@ def readme_section(report: Path, figures_dir: Path, command: str, note: str, bas
         "with per-role costs, paired tests against the baseline, reachability by hop distance and a traversal case "
         "study; results.json and per_query.csv: the numbers). Rerunning it with the runs in place makes no model "
         "call. These numbers check the harness end to end, not the papers' claims: with the CPU default the "
-        "reranker, the navigator and the graph are one small embedding model (see the training section for trained "
+        "reranker, the navigator and the graph are one small embedding model (see [training](training.md) for trained "
         "models and `configs/garen-paper.yaml` for the paper's).",
         "",
         *([note, ""] if note else []),
@@ -101,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     if code:
         return code
     command = "python benchmarks/bench_readme.py" + "".join(f" --set '{o}'" for o in args.overrides)
-    replace_section(ROOT / "README.md", readme_section(ROOT / config.report, ROOT / "docs" / "bench", command, args.note))
-    print(f"README.md: results section regenerated from {config.report}")
+    page = ROOT / "docs" / "results.md"
+    replace_section(page, readme_section(ROOT / config.report, ROOT / "docs" / "bench", command, args.note, base=page.parent))
+    print(f"docs/results.md: results section regenerated from {config.report}")
     return 0
 
 
