@@ -1,0 +1,90 @@
+"""Are the run files of every method the same, byte for byte, before and after a change of the code?
+
+    .venv/bin/python benchmarks/identical_runs.py --before REV [--methods bm25 rerank ...] [--budget 10]
+
+Exports REV (any commit, e.g. the one before a refactoring) with ``git archive``, and in that copy and in
+this checkout, each with its own code on the path: writes the tests' tiny BEIR corpus, indexes it with the
+cpu-default preset (every stage it names), and runs each method without the response cache. Prints one row
+per method: identical or not, and the run file's lines. Exit status 1 when a run file differs or a command
+failed. Methods whose models cpu-default does not set (repair, rarg) are left out unless named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+METHODS = ("bm25", "rerank", "slidegar", "garen", "rgs", "lattice", "lattice++")
+
+
+def export(rev: str, into: Path) -> Path:
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def run_all(code: Path, work: Path, methods: list[str], budget: int) -> dict[str, Path | None]:
+    """Index the tiny corpus and run each method with the code in ``code``: each run file, or None."""
+    env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1"}
+
+    def garen_infer(*args: str, log: Path) -> bool:
+        with log.open("w") as out:
+            return subprocess.run([sys.executable, "-m", "garen_infer", *args], cwd=code, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT).returncode == 0
+
+    work.mkdir(parents=True)
+    corpus = work / "tiny"
+    write = f"import sys; sys.path[:0] = ['tests']; import conftest; conftest.write_beir({str(corpus)!r})"
+    subprocess.run([sys.executable, "-c", write], cwd=code, env=env, check=True)
+    dataset = f"beir:{corpus}"
+    if not garen_infer("index", "--dataset", dataset, "--out", str(work / "index"), log=work / "index.log"):
+        return dict.fromkeys(methods)
+    runs = {}
+    for method in methods:
+        out = work / "runs" / method
+        options = ["--method", method, "--budget", str(budget), "--no-cache", "--out", str(out)]
+        done = garen_infer("run", "--dataset", dataset, "--index", str(work / "index"), *options,
+                           log=work / f"{method}.log")
+        runs[method] = out / "run.trec" if done else None
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", required=True, help="the commit to compare this checkout against")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--budget", type=int, default=10)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="identical-runs-") as tmp:
+        work = Path(tmp)
+        before = run_all(export(args.before, work / "code"), work / "before", args.methods, args.budget)
+        after = run_all(ROOT, work / "after", args.methods, args.budget)
+        print(f"{'method':<12} {'run file':<10} lines")
+        same = True
+        for method in args.methods:
+            old, new = before[method], after[method]
+            if old is None or new is None:
+                side = "before" if old is None else "after"
+                verdict, lines = f"FAILED {side}", "-"
+                log = work / side / (f"{method}.log" if (work / side / "index").exists() else "index.log")
+                print(*log.read_text().splitlines()[-5:], sep="\n", file=sys.stderr)
+            else:
+                verdict = "identical" if filecmp.cmp(old, new, shallow=False) else "DIFFERS"
+                lines = str(len(new.read_text().splitlines()))
+            same &= verdict == "identical"
+            print(f"{method:<12} {verdict:<10} {lines}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
