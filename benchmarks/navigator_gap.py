@@ -16,7 +16,6 @@ Finished runs are re-read, not run again. Writes summary.json and summary.md to 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path

@@ -22,7 +22,6 @@ Finished runs are re-read, not recomputed.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys

@@ -26,7 +26,7 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Annotated, Any, Literal, Union
 
 from garen_infer.errors import GarenError
@@ -138,7 +138,7 @@ class _Refused(Exception):
         self.allowed = allowed
 
 
-@lru_cache(maxsize=None)
+@cache
 def hints(cls) -> dict[str, Any]:
     """The resolved type hints of a config dataclass, ``Annotated`` extras kept."""
     return typing.get_type_hints(cls, include_extras=True)

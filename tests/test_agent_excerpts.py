@@ -7,7 +7,13 @@ import random
 import numpy as np
 import pytest
 
-from garen_infer.agent.excerpts import count_units, excerpt_text, focus_keywords, split_paragraphs, split_units
+from garen_infer.agent.excerpts import (
+    count_units,
+    excerpt_text,
+    focus_keywords,
+    split_paragraphs,
+    split_units,
+)
 from garen_infer.agent.relevance import constructed_query, top_rows
 
 

@@ -11,11 +11,11 @@ import os
 
 import pytest
 import torch
-
 from conftest import one_error_line
+from train_support import cross_encoder_model, garen_train, pairs_data, write_config
+
 from garen_infer.errors import GarenError
 from garen_train.checkpoint_file import read_checkpoint
-from train_support import cross_encoder_model, garen_train, pairs_data, write_config
 
 
 class WritesAMarker:

@@ -12,7 +12,7 @@ import pytest
 from garen_infer.data.dataset import Dataset, Document, Query
 from garen_infer.index.grouping.groups_format import Groups
 from garen_infer.index.knn_graph import KnnGraph
-from garen_infer.llm.requests import Rerank, ScoreYesNo
+from garen_infer.llm.requests import Rerank
 from garen_infer.methods.base import QueryState
 from garen_infer.methods.garen import Garen, GarenConfig
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from garen_infer.methods.lattice.calibration import Calibration, CalibrationParams, SlateData, loss_and_gradients
+from garen_infer.methods.lattice.calibration import (
+    Calibration,
+    CalibrationParams,
+    SlateData,
+    loss_and_gradients,
+)
 
 
 def biased_slates(seed=0, n_nodes=30, n_slates=12):

@@ -28,7 +28,7 @@ MAY_RETURN_EXCLUDED = {"slidegar", "rgs", "rarg", "rarg+", "rarg++"}
 
 
 @pytest.fixture(scope="module")
-def with_exclusions(tiny_dataset, agent_full_index):
+def with_exclusions(tiny_dataset, agent_full_index):  # noqa: F811 - pytest passes the imported fixture
     """The tiny dataset with each query's two best BM25 documents excluded, as BRIGHT excludes ids."""
     top = agent_full_index.bm25.search([q.text for q in tiny_dataset.queries], 2)
     queries = [replace(q, excluded_ids=frozenset(tiny_dataset.doc_ids[row] for row, _ in hits))
@@ -37,7 +37,7 @@ def with_exclusions(tiny_dataset, agent_full_index):
 
 
 @pytest.mark.parametrize("method", list(METHODS))
-def test_every_method_keeps_the_contract(method, with_exclusions, agent_full_index, tmp_path):
+def test_every_method_keeps_the_contract(method, with_exclusions, agent_full_index, tmp_path):  # noqa: F811
     preset = load_preset("cpu-default")
     preset["models"] = ORACLE
     config = run_config_from(preset, method, BUDGET)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_garen import drive, make_garen
 
 from garen_infer.data.dataset import Document, Query
 from garen_infer.errors import GarenError
@@ -14,7 +15,6 @@ from garen_infer.methods.base import QueryState
 from garen_train.mining.folder import check_training_data, read_mined, write_mined
 from garen_train.mining.guard import EvaluationOverlap, check_disjoint, find_overlap
 from garen_train.mining.pairs import NegativeSampling, document_pairs, group_pairs
-from test_garen import drive, make_garen
 
 # ---- the hand-built world ----------------------------------------------------------------------------------
 # 12 documents in 4 groups of 3: G0 = {0, 1, 2}, G1 = {3, 4, 5}, G2 = {6, 7, 8}, G3 = {9, 10, 11}.

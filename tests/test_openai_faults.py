@@ -10,7 +10,6 @@ import time
 import pytest
 from openai_server import (
     Raw,
-    ScriptedServer,
     Trickle,
     chat_answer,
     context_too_long,

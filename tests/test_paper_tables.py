@@ -9,8 +9,8 @@ import json
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from garen_infer.llm.cache import NoCache
 from garen_infer.methods.base import METHODS
 from garen_infer.report.bench import run_bench

@@ -12,7 +12,6 @@ import pytest
 from garen_infer.llm.backends.transformers_backend import TransformersBackend
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 
-
 YES_MARGIN = 5.0  # the edited model's logit(yes) - logit(no) after this prompt:
 YES_CHAT = yes_no("why do volcanoes erupt", "Magma rises through the crust and erupts as lava.")
 

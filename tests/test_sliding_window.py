@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from garen_infer.methods.window import window_bounds, sliding_window
+from garen_infer.methods.window import sliding_window, window_bounds
 from garen_infer.testing.methods import drive as drive_search
 from garen_infer.testing.methods import scripted_answers
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from train_support import garen_train
 
 from garen_train.export import Exportable
-from train_support import garen_train
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs" / "train").glob("*.yaml"))
 

@@ -8,12 +8,13 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from conftest import write_tiny_pairs
+
 from garen_infer.errors import GarenError
 from garen_train.pairs_data import EpochSampler, MinedPairsDataModule, TrainLists, by_query, read_pairs_file
 from garen_train.scorers.losses import listwise_loss, pointwise_loss, training_loss
 from garen_train.scorers.metrics import scorer_metrics
+
 
 def test_pairs_are_grouped_by_query_in_file_order(tiny_pairs):
     queries = _queries(tiny_pairs / "documents.jsonl")

@@ -14,9 +14,9 @@ import sys
 
 import pytest
 import torch
+from train_support import cross_encoder_model, pairs_data, write_config
 
 from garen_train.checkpoint_file import read_checkpoint
-from train_support import cross_encoder_model, pairs_data, write_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 import sysconfig
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from garen_infer.errors import GarenError
@@ -47,7 +47,7 @@ def ripgrep() -> str:
     raise GarenError("the RARG agent needs ripgrep: pip install ripgrep==14.1.0 (or put 'rg' on PATH)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def text_tool(name: str) -> str:
     if name not in TEXT_TOOLS:
         raise GarenError(f"'{name}' is not one of the text tools the agent may run")

@@ -17,8 +17,8 @@ every rerun a cache miss. A call that cannot be read is answered with a note say
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
-from typing import Callable, Generator
 
 from garen_infer.agent.compaction import Context
 from garen_infer.agent.prompts import TURN_LIMIT_NOTE, UNREADABLE_CALL

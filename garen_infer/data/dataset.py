@@ -55,7 +55,7 @@ class Dataset:
                 digest.update(b"\x00")
         return f"sha256:{digest.hexdigest()[:32]}"
 
-    def without_judgments(self) -> "Dataset":
+    def without_judgments(self) -> Dataset:
         """The same documents and queries with no qrels: what a method is given, so that no search can read them."""
         return Dataset(self.name, self.documents, self.queries)
 

@@ -62,7 +62,8 @@ def _load(spec: str, allow_empty_docs: bool, documents: bool) -> Dataset:
         files = rest.split(",")
         if len(files) > 3:
             raise DataError(spec, f"a jsonl spec names at most 3 files (corpus, queries, qrels), got {len(files)}")
-        return load_jsonl(*files, documents=documents)
+        corpus, queries, qrels = [*files, None, None][:3]
+        return load_jsonl(corpus, queries, qrels, documents=documents)
     location = beir_location(spec)
     if location is not None:
         from garen_infer.data.beir import load_beir

@@ -8,11 +8,11 @@ from __future__ import annotations
 import codecs
 import csv
 import gzip
-import zlib
 import json
 import re
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from garen_infer.errors import DataError
 

@@ -70,7 +70,7 @@ class Index:
     @classmethod
     @refusals_as_garen_errors
     def build(cls, dataset: Dataset | str | Path, out: str | Path, preset: str = DEFAULT_PRESET,
-              overrides=None, force: bool = False, allow_empty_docs: bool = False, log=print) -> "Index":
+              overrides=None, force: bool = False, allow_empty_docs: bool = False, log=print) -> Index:
         """Build (or complete) the index folder ``out`` with the preset's stages, as ``garen-infer index`` does.
         ``dataset``: a spec (``beir:``, ``bright:``, ``jsonl:``, ``irds:``) or a loaded ``Dataset``."""
         from garen_infer.index.folder import IndexFolder
@@ -83,7 +83,7 @@ class Index:
     @classmethod
     @refusals_as_garen_errors
     def open(cls, folder: str | Path, dataset: Dataset | str | Path,
-             allow_empty_docs: bool = False) -> "Index":
+             allow_empty_docs: bool = False) -> Index:
         """An index folder already built, checked against ``dataset`` (an index of another corpus is refused)."""
         from garen_infer.index.folder import IndexFolder
 

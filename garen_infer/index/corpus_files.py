@@ -103,7 +103,7 @@ class CorpusFiles:
         self.paths = [path for _, path in table]  # relative to root, by corpus row
 
     @classmethod
-    def open(cls, index: IndexFolder) -> "CorpusFiles":
+    def open(cls, index: IndexFolder) -> CorpusFiles:
         index.require(STAGE, "the RARG agent (ripgrep over the corpus)")
         root = index.path / STAGE
         table = json.loads((root / "table.json").read_text(encoding="utf-8"))

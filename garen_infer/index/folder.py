@@ -64,7 +64,7 @@ class IndexFolder:
 
     # ---- opening and building -------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, dataset: Dataset | None = None, check_files: bool = True) -> "IndexFolder":
+    def open(cls, path: str | Path, dataset: Dataset | None = None, check_files: bool = True) -> IndexFolder:
         """The index at ``path``, its files checked against the manifest (cheap: presence and sizes) and, given a
         ``dataset``, its corpus and document ids against the dataset's."""
         path = Path(path)
@@ -126,13 +126,13 @@ class IndexFolder:
         return stage_files.size_problem(self.path, DOC_IDS, self.manifest["doc_ids"])
 
     @classmethod
-    def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> "IndexFolder":
+    def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> IndexFolder:
         """Build (or complete) the index at ``path``; no other process may write it meanwhile."""
         with writer_lock(path, "index folder"):
             return cls._build(dataset, Path(path), config, force, log)
 
     @classmethod
-    def _open_to_build(cls, path: Path, force: bool) -> "IndexFolder | None":
+    def _open_to_build(cls, path: Path, force: bool) -> IndexFolder | None:
         """The index already at ``path``, or None for a new one; with ``force`` a manifest that is unreadable or of
         another format starts a new index instead of being refused."""
         if not (path / "manifest.json").is_file():
@@ -145,7 +145,7 @@ class IndexFolder:
             raise
 
     @classmethod
-    def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log) -> "IndexFolder":
+    def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log) -> IndexFolder:
         load_optional_stages()
         corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
         folder = cls._open_to_build(path, force)

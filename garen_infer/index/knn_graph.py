@@ -116,12 +116,12 @@ class KnnGraph:
         return [int(n) for n in self.neighbours[row] if n != row]
 
     @classmethod
-    def build(cls, vectors: np.ndarray, k: int, batch: int = 16384) -> "KnnGraph":
+    def build(cls, vectors: np.ndarray, k: int, batch: int = 16384) -> KnnGraph:
         """The exact graph (GAREN App. A)."""
         return cls.search_all(flat_ip_index(vectors), vectors, k, batch)
 
     @classmethod
-    def search_all(cls, index, vectors: np.ndarray, k: int, batch: int = 16384) -> "KnnGraph":
+    def search_all(cls, index, vectors: np.ndarray, k: int, batch: int = 16384) -> KnnGraph:
         """Each row's k nearest other rows by ``index``, searched ``batch`` rows at a time (bounded memory)."""
         n = len(vectors)
         neighbours = np.empty((n, k), dtype=np.uint32)
@@ -148,7 +148,7 @@ class KnnGraph:
             (tmp / "pt_meta.json").write_text(json.dumps(meta))
 
     @classmethod
-    def load(cls, folder: Path) -> "KnnGraph":
+    def load(cls, folder: Path) -> KnnGraph:
         meta = json.loads((folder / "pt_meta.json").read_text())
         n, k = meta["doc_count"], meta["k"]
         neighbours = np.fromfile(folder / "edges.u32.np", dtype=np.uint32).reshape(n, k)

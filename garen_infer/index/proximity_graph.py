@@ -216,7 +216,7 @@ class ProximityGraph:
         }
 
     @classmethod
-    def load(cls, folder: Path) -> "ProximityGraph":
+    def load(cls, folder: Path) -> ProximityGraph:
         folder = Path(folder)
         meta = json.loads((folder / "meta.json").read_text())
         offsets = np.load(folder / "offsets.npy")

@@ -56,7 +56,7 @@ def _bulk(paths: list[Path]) -> dict:
     digest, size = hashlib.sha256(), 0
     for path in paths:
         length = path.stat().st_size
-        digest.update(f"{path.name}\0{length}\0{file_sha256(path)}\n".encode("utf-8"))
+        digest.update(f"{path.name}\0{length}\0{file_sha256(path)}\n".encode())
         size += length
     return {"files": len(paths), "size": size, "sha256": digest.hexdigest()}
 

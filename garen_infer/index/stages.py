@@ -10,8 +10,9 @@ every output file's size and digest (``stage_files.py``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -87,7 +88,7 @@ class IndexConfig:
     stages: dict[str, object] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "IndexConfig":
+    def from_dict(cls, raw: dict) -> IndexConfig:
         from garen_infer.errors import GarenError
         from garen_infer.settings import build, did_you_mean
 

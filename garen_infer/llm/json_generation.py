@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from functools import partial
-from typing import Callable, Iterator
 
 from tqdm.auto import tqdm
 

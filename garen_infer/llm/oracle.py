@@ -57,9 +57,9 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from garen_infer.errors import GarenError
-from garen_infer.settings import NonNegativeFloat, Probability, build
 from garen_infer.llm.pointwise import PointwiseReranker
 from garen_infer.llm.types import Completion
+from garen_infer.settings import NonNegativeFloat, Probability, build
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
@@ -81,7 +81,7 @@ class OracleSpec:
     correlation: Probability = 0.0  # rho: the share of the noise that documents close in embedding space share
 
     @classmethod
-    def from_models(cls, role: str, spec: dict) -> "OracleSpec":
+    def from_models(cls, role: str, spec: dict) -> OracleSpec:
         options = {k: v for k, v in spec.items() if k not in ("backend", "mode")}  # build_oracle checks the mode
         return build(cls, options, f"models.{role}")
 

@@ -17,8 +17,14 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from garen_infer.llm.problems import (CONTENT_NOT_TEXT, IDS_APPENDED, IDS_DUPLICATE, IDS_MISSING, THOUGHT_WITHOUT_ANSWER,
-                                      UNREADABLE)
+from garen_infer.llm.problems import (
+    CONTENT_NOT_TEXT,
+    IDS_APPENDED,
+    IDS_DUPLICATE,
+    IDS_MISSING,
+    THOUGHT_WITHOUT_ANSWER,
+    UNREADABLE,
+)
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 # "[Document Ranking]", "**Document Ranking:**", "## Document Ranking", "Document Ranking:"

@@ -245,7 +245,8 @@ class Roles:
 
     def encoder(self):
         if self.query_encoder is None:
-            raise GarenError("this method encodes its query: run it through garen_infer.running.runner.execute, which gives the roles the index's embedding model")
+            raise GarenError("this method encodes its query: run it through garen_infer.running.runner.execute, "
+                             "which gives the roles the index's embedding model")
         return self.query_encoder
 
     def scorer(self, role: str):

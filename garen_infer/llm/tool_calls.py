@@ -33,7 +33,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments, "error": self.error}
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "ToolCall":
+    def from_dict(cls, raw: dict) -> ToolCall:
         return cls(raw.get("name") or "", raw.get("arguments") or {}, raw.get("id") or "", raw.get("error"))
 
 
@@ -47,7 +47,7 @@ class AssistantTurn:
     output_tokens: int = 0
 
     @classmethod
-    def from_completion(cls, completion) -> "AssistantTurn":
+    def from_completion(cls, completion) -> AssistantTurn:
         calls = tuple(ToolCall.from_dict(c) for c in (completion.extra or {}).get("tool_calls") or ())
         return cls(completion.text or "", calls, completion.input_tokens, completion.output_tokens)
 

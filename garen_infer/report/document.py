@@ -57,7 +57,7 @@ class Document:
     title: str
     blocks: list = field(default_factory=list)
 
-    def add(self, *blocks) -> "Document":
+    def add(self, *blocks) -> Document:
         self.blocks.extend(blocks)
         return self
 

@@ -37,7 +37,7 @@ class RunResult:
     records: dict[str, dict] = field(repr=False)  # trace.jsonl by query id, in the order queries finished
 
     @classmethod
-    def load(cls, folder: str | Path) -> "RunResult":
+    def load(cls, folder: str | Path) -> RunResult:
         """A finished run folder, or a TREC run file."""
         folder = Path(folder)
         if folder.is_file():
@@ -49,7 +49,7 @@ class RunResult:
                    read_finished(folder / "trace.jsonl", "qid"))
 
     @classmethod
-    def from_run_file(cls, path: Path) -> "RunResult":
+    def from_run_file(cls, path: Path) -> RunResult:
         """A TREC run file from any system: its rankings, without configuration or cost."""
         run = read_run(path)
         if not run:

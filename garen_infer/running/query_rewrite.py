@@ -14,10 +14,10 @@ original query.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
-from garen_infer.index.first_stage import REWRITE, FirstStageConfig, excluded_rows, first_stage
+from garen_infer.index.first_stage import FirstStageConfig, excluded_rows, first_stage
 from garen_infer.llm.problems import UNREADABLE
 from garen_infer.llm.requests import Generate
 from garen_infer.llm.types import Chat

@@ -14,9 +14,10 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 

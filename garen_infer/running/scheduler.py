@@ -15,9 +15,9 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from garen_infer.llm.engine_queue import EngineQueue, backend_of, engine_shape
 from garen_infer.llm.ledger import QueryLedger

@@ -17,8 +17,9 @@ import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 

@@ -10,8 +10,8 @@ partition for this objective anyway, and they are already on disk.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch

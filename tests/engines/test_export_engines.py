@@ -17,9 +17,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from .engine_support import ENGINE, ENGINE_DTYPE, JSON_PREFIX, PAIRS, REPO, TOLERANCE, VllmServer, plain_yes_no
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
+
+from .engine_support import (
+    ENGINE,
+    ENGINE_DTYPE,
+    JSON_PREFIX,
+    PAIRS,
+    REPO,
+    TOLERANCE,
+    VllmServer,
+    plain_yes_no,
+)
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("lightning") is None or importlib.util.find_spec("peft") is None,

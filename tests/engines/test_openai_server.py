@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from .engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, SERVED_NAME, TOLERANCE, plain_yes_no
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.openai_backend import OpenAIBackend
 from garen_infer.llm.types import SamplingParams
+
+from .engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, SERVED_NAME, TOLERANCE, plain_yes_no
 
 SECRET = "sk-engine-test-DO-NOT-LOG-1234567890"
 

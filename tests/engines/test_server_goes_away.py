@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from .engine_support import REPO, SERVED_NAME
 
 DOCS = [

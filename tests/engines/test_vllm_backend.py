@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import copy
 
-from .engine_support import ENGINE_DTYPE, GEN_CHATS, JSON_PREFIX, PAIRS, TOLERANCE, clear_greedy_prefix, plain_yes_no
-
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.types import SamplingParams
+
+from .engine_support import (
+    ENGINE_DTYPE,
+    GEN_CHATS,
+    JSON_PREFIX,
+    PAIRS,
+    TOLERANCE,
+    clear_greedy_prefix,
+    plain_yes_no,
+)
 
 
 def _max_gap(a, b) -> float:

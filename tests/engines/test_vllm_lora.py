@@ -7,10 +7,11 @@ import copy
 import importlib.util
 
 import pytest
-from .engine_support import ENGINE, ENGINE_DTYPE, GEN_CHATS, PAIRS, TOLERANCE, clear_greedy_prefix
 
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.types import SamplingParams
+
+from .engine_support import ENGINE, ENGINE_DTYPE, GEN_CHATS, PAIRS, TOLERANCE, clear_greedy_prefix
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed in this environment (needed to write the adapter)")
 

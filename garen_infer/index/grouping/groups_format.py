@@ -53,7 +53,7 @@ class Groups:
         return any(len(gs) > 1 for gs in self.doc_groups)
 
     @classmethod
-    def load(cls, folder: Path, doc_index: dict[str, int]) -> "Groups":
+    def load(cls, folder: Path, doc_index: dict[str, int]) -> Groups:
         members, concepts, summaries = [], [], []
         with open(folder / "groups.jsonl", encoding="utf-8") as handle:
             for line in handle:

@@ -85,7 +85,7 @@ class Bm25Index:
         self.params, self._state = params, state
 
     @classmethod
-    def build(cls, texts: list[str], params: Bm25Params) -> "Bm25Index":
+    def build(cls, texts: list[str], params: Bm25Params) -> Bm25Index:
         tokens = tokenize(texts, params, show_progress=True)
         if params.variant == "bm25s":
             import bm25s
@@ -111,7 +111,7 @@ class Bm25Index:
                 self._state.save(tmp)
 
     @classmethod
-    def load(cls, folder: Path) -> "Bm25Index":
+    def load(cls, folder: Path) -> Bm25Index:
         params = Bm25Params(**json.loads((folder / "params.json").read_text()))
         if params.variant == "bm25s":
             import bm25s
@@ -155,7 +155,7 @@ class _LuceneQ:
         self.vocab, self.idf, self.doc_matrix, self.k1, self.b, self.avgdl = vocab, idf, doc_matrix, k1, b, avgdl
 
     @classmethod
-    def fit(cls, tokens: list[list[str]], k1: float, b: float) -> "_LuceneQ":
+    def fit(cls, tokens: list[list[str]], k1: float, b: float) -> _LuceneQ:
         vocab: dict[str, int] = {}
         rows, cols, tfs = [], [], []
         lengths = np.array([len(t) for t in tokens], dtype=np.float64)
@@ -204,7 +204,7 @@ class _LuceneQ:
         (folder / "lucene_q.json").write_text(json.dumps(meta))
 
     @classmethod
-    def load(cls, folder: Path) -> "_LuceneQ":
+    def load(cls, folder: Path) -> _LuceneQ:
         meta = json.loads((folder / "lucene_q.json").read_text())
         doc_matrix = sp.load_npz(folder / "doc_matrix.npz").tocsc()
         return cls(meta["vocab"], np.load(folder / "idf.npy"), doc_matrix, meta["k1"], meta["b"], meta["avgdl"])

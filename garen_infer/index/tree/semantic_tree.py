@@ -46,7 +46,7 @@ class SemanticTree:
 
     # ---- building -------------------------------------------------------------------------------------------
     @classmethod
-    def from_built(cls, root: BuiltNode, meta: dict | None = None) -> "SemanticTree":
+    def from_built(cls, root: BuiltNode, meta: dict | None = None) -> SemanticTree:
         """Number the nodes in depth-first pre-order (iteratively: deep trees must not hit the recursion limit)."""
         parent, children, row, depth, desc, source = [], [], [], [], [], []
         stack = [(root, -1, 0)]
@@ -154,7 +154,7 @@ class SemanticTree:
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     @classmethod
-    def load(cls, folder: Path, doc_index: dict[str, int]) -> "SemanticTree":
+    def load(cls, folder: Path, doc_index: dict[str, int]) -> SemanticTree:
         folder = Path(folder)
         try:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))

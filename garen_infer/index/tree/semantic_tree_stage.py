@@ -56,8 +56,8 @@ def _build(folder: IndexFolder, dataset: Dataset, params: SemanticTreeParams) ->
         from garen_infer.index.tree.tree_import import read_released_tree
 
         root = read_released_tree(Path(params.tree_file), dataset.doc_ids)
-        info = {"construction": "released", "tree_file": Path(params.tree_file).name}
-        tree = SemanticTree.from_built(root, {**info, "max_children": max(map(len, _children(root)))})
+        released = {"construction": "released", "tree_file": Path(params.tree_file).name}
+        tree = SemanticTree.from_built(root, {**released, "max_children": max(map(len, _children(root)))})
         _save(folder, tree, dataset.doc_ids, None)
         return {**tree.meta, "seconds": round(time.perf_counter() - start, 2)}
     texts = [d.full_text for d in dataset.documents]

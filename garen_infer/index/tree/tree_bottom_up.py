@@ -17,7 +17,7 @@ A cluster of one member is not wrapped in a node of its own: the member moves up
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -10,8 +10,8 @@ it arrives, so a failure loses only the answers not yet given.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Callable, Iterator
 
 from garen_infer.llm.types import Completion
 

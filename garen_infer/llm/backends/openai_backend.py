@@ -58,7 +58,12 @@ from typing import Literal
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.openai_http import NoAnswer, ServerStatus, post
 from garen_infer.llm.backends.replicas import ReplicaPool
-from garen_infer.llm.backends.vllm_backend import MISSING_LOGPROB, TOP_LOGPROBS, unlisted_logprob, yes_probability  # no vllm import
+from garen_infer.llm.backends.vllm_backend import (  # no vllm import
+    MISSING_LOGPROB,
+    TOP_LOGPROBS,
+    unlisted_logprob,
+    yes_probability,
+)
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import NonNegative, NonNegativeFloat, Positive, execution_only
 

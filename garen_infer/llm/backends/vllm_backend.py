@@ -29,8 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.backends.chat_format import (check_template_args, render_chat, template_args_tag, use_chat_template,
-                                                  yes_no_token_ids)
+from garen_infer.llm.backends.chat_format import (
+    check_template_args,
+    render_chat,
+    template_args_tag,
+    use_chat_template,
+    yes_no_token_ids,
+)
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
 from garen_infer.llm.backends.yes_no_scoring import backend_settings, prompt_limit, prompt_text, token_ids
 from garen_infer.llm.exported_models import trained_prompt_length, weights_tag

@@ -20,8 +20,7 @@ from garen_infer.methods.lattice.method import Lattice, LatticeConfig
 from garen_infer.settings import Count, NonNegativeFloat
 
 if TYPE_CHECKING:
-    from garen_infer.data.dataset import Dataset
-    from garen_infer.index.folder import IndexFolder
+    pass
 
 
 @dataclass
@@ -54,7 +53,7 @@ class LatticePlusPlus(Lattice):
     name, Config = "lattice++", LatticeFusionConfig
 
     @classmethod
-    def stages_for(cls, config: LatticeFusionConfig) -> tuple[str, ...]:
+    def stages_for(cls, config: LatticeConfig) -> tuple[str, ...]:
         return (config.tree, "bm25", "embeddings")
 
     def search(self, state: QueryState) -> Search:
