@@ -27,12 +27,18 @@ from garen_infer.errors import GarenError
 from garen_infer.evaluation.costs import mean_cost, prices_for
 from garen_infer.evaluation.evaluate import evaluate, remove_excluded
 from garen_infer.evaluation.reachability import hit_by_hops, reach
-from garen_infer.index.first_stage import FirstStageConfig, excluded_rows, first_stage, first_stage_texts
+from garen_infer.index.first_stage import (
+    REWRITE,
+    FirstStageConfig,
+    excluded_rows,
+    first_stage,
+    first_stage_texts,
+)
 from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.llm.problems import UNUSABLE
 from garen_infer.methods.base import QueryState
-from garen_infer.running.query_rewrite import REWRITE, rewrite_then_search
+from garen_infer.running.query_rewrite import rewrite_then_search
 from garen_infer.running.scheduler import Scheduler
 from garen_infer.running.shards import parse_shard
 from garen_infer.storage.append_log import read_finished
