@@ -8,7 +8,8 @@
 #
 # Usage: bash scripts/vllm_cpu/run_engine_tests.sh [extra pytest args, e.g. -k lora]
 # Env: VLLM_VENV (default .venv-vllm); ENGINE_SETUP=0 uses that environment as it is (installs nothing into it);
-#      ENGINE_TEST_LOGS (default runs/engine-tests) holds each module's full log.
+#      ENGINE_TEST_LOGS (default runs/engine-tests) holds each module's full log;
+#      ENGINE_TEST_MODULES="test_vllm_lora test_openai_server" runs those modules only (default: every one).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -34,6 +35,8 @@ PEAKS="$LOGS/peak-rss.txt"
 PER_TEST=" test_export_engines "
 units() {
   for module in tests/engines/test_*.py; do
+    wanted=" ${ENGINE_TEST_MODULES:-$(basename "$module" .py)} "
+    [[ "$wanted" == *" $(basename "$module" .py) "* ]] || continue
     if [[ "$PER_TEST" == *" $(basename "$module" .py) "* ]]; then
       "$VENV/bin/python" -m pytest "$module" --collect-only -q -p no:cacheprovider "$@" 2>/dev/null | grep "::" || true
     else
@@ -56,6 +59,7 @@ for unit in "${UNITS[@]}"; do
   # vLLM logs at INFO to stderr; show the measured gaps and pytest's own summary only.
   grep -E "max \|dP\(yes\)\||server restarted|is not answering|queries are saved" "$log" || true
   grep -E "^(FAILED|ERROR|SKIPPED) " "$log" || true
+  grep -E "^\[peak_rss\]   " "$log" | head -n 3 || true  # the three largest processes at the unit's peak
   summary="$(grep -E "^=*\s*[0-9]+ (passed|failed|skipped|error|deselected)" "$log" | tail -n 1 || true)"
   (( code > 128 )) && summary="killed by signal $((code - 128)) (the kernel's OOM killer sends 9)"
   peak="$(awk -v m="$name" '$1 == m {printf "%.2f", $2 / 2^30}' "$PEAKS")"
