@@ -1,11 +1,13 @@
-"""Run a command and record the peak resident memory of its whole process tree (the command, the `vllm serve`
+"""Run a command and record the peak memory of its whole process tree (the command, the `vllm serve`
 processes it starts, their workers), sampled every SAMPLE_S seconds.
 
     python scripts/vllm_cpu/peak_rss.py PEAKS_FILE LABEL -- command [args...]
 
-Appends "LABEL <peak bytes>" to PEAKS_FILE, prints the tree at its peak (each process's resident size and
-command) to stderr, and exits with the command's status. A tree's resident sizes are summed, so pages shared
-between its processes count more than once: the figure errs high, never low.
+Appends "LABEL <peak bytes>" to PEAKS_FILE, prints the tree at its peak (each process's share and command) to
+stderr, and exits with the command's status. Each process counts its proportional set size (PSS: its resident
+pages, each shared page divided among the processes that map it), so the sum is the tree's share of the
+machine's memory. Resident sizes (RSS) would count shared pages once per process: a 4.6 GB engine process that
+forks a helper then reads as 9.2 GB until the helper execs.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import psutil
 SAMPLE_S = 0.25
 
 
-def tree_rss(root: psutil.Process) -> list[tuple[int, int, str]]:
-    """(resident bytes, pid, command) of the root and each of its descendants."""
+def tree_memory(root: psutil.Process) -> list[tuple[int, int, str]]:
+    """(proportional set size in bytes, pid, command) of the root and each of its descendants."""
     sizes = []
     for process in [root, *root.children(recursive=True)]:
         try:
-            sizes.append((process.memory_info().rss, process.pid, " ".join(process.cmdline())[:100]))
+            command = " ".join(process.cmdline()).replace("\n", " ")[:100]
+            sizes.append((process.memory_full_info().pss, process.pid, command))
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass  # it ended between the listing and the read
     return sizes
@@ -36,7 +39,7 @@ def run(command: list[str]) -> tuple[int, int, list[tuple[int, int, str]]]:
     root, peak, at_peak = psutil.Process(child.pid), 0, []
     while child.poll() is None:
         try:
-            sizes = tree_rss(root)
+            sizes = tree_memory(root)
         except psutil.NoSuchProcess:
             break
         if sum(size for size, _, _ in sizes) > peak:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The engine tests end to end, from any state: build .venv-vllm (idempotent), convert the Gemma 3 270M
 # checkpoint (idempotent), then run each tests/engines module in a pytest process of its own and print the
-# measured gaps, pytest's summaries and the peak resident memory of each module's process tree.
+# measured gaps, pytest's summaries and the peak resident memory of each module's process tree (its proportional
+# set size: pages shared between its processes counted once, peak_rss.py).
 #
 # One process per module: an engine's memory (weights, KV cache, vLLM's process-wide state) is returned to the
 # machine when its module ends, so the peak is the largest module's, not the sum of every engine the suite starts.
@@ -63,7 +64,7 @@ for unit in "${UNITS[@]}"; do
   summary="$(grep -E "^=*\s*[0-9]+ (passed|failed|skipped|error|deselected)" "$log" | tail -n 1 || true)"
   (( code > 128 )) && summary="killed by signal $((code - 128)) (the kernel's OOM killer sends 9)"
   peak="$(awk -v m="$name" '$1 == m {printf "%.2f", $2 / 2^30}' "$PEAKS")"
-  echo "[engine-tests] $name: ${summary:-no summary, exit $code} | peak RSS ${peak} GiB"
+  echo "[engine-tests] $name: ${summary:-no summary, exit $code} | peak PSS ${peak} GiB"
 done
 awk '$2 > max {max = $2; at = $1} END {printf "[engine-tests] peak resident memory: %.2f GiB (%s)\n", max / 2^30, at}' "$PEAKS"
 echo "[engine-tests] exit $STATUS in $(( $(date +%s) - START )) s (full logs: $LOGS)"
