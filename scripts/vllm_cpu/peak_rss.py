@@ -7,7 +7,7 @@ Appends "LABEL <peak bytes>" to PEAKS_FILE, prints the tree at its peak (each pr
 stderr, and exits with the command's status. Each process counts its proportional set size (PSS: its resident
 pages, each shared page divided among the processes that map it), so the sum is the tree's share of the
 machine's memory. Resident sizes (RSS) would count shared pages once per process: a 4.6 GB engine process that
-forks a helper then reads as 9.2 GB until the helper execs.
+forks a child then reads as 9.2 GB until the child execs.
 """
 
 from __future__ import annotations
