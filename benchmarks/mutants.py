@@ -69,6 +69,9 @@ MUTANTS = (
     Mutant("cache-merge-raw-uri", "garen_infer/llm/cache_merge.py",
            "sqlite3.connect(f\"{source.resolve().as_uri()}?mode=ro\"", "sqlite3.connect(f\"file:{source}?mode=ro\"",
            ("tests/test_cache_shared.py", "-k", "uri_characters")),
+    Mutant("docnos-split-blocks", "garen_infer/index/knn_graph.py",
+           "return_self=False, min_block=len(doc_ids))", "return_self=False)",
+           ("tests/test_knn_scale.py", "-k", "read_back")),
 )
 
 

@@ -104,3 +104,36 @@ def test_the_vectorised_edge_list_is_the_loops_in_the_same_order():
         for nodes in (None, rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False)):
             expected, got = edges_by_a_loop(neighbours, weights, nodes), _undirected_edges(neighbours, weights, nodes)
             assert list(got.items()) == list(expected.items())
+
+
+@pytest.mark.parametrize("search", ["exact", "ivf"])
+def test_k_above_the_corpus_size_pads_each_row_with_itself(search):
+    """Every row links to each other document once; the rest of its k slots are self-loops of weight 0, the
+    np_topk convention, never another document (pyterrier_adaptive and GAREN skip self-loops)."""
+    vectors = planted(10)
+    graph, _ = build_knn_graph(vectors, KnnGraphParams(k=16, search=search, nlist=1, recall_sample=0))
+    for row in range(10):
+        assert sorted(graph.neighbours[row, :9].tolist()) == [r for r in range(10) if r != row]
+        assert (graph.neighbours[row, 9:] == row).all() and (graph.weights[row, 9:] == 0).all()
+
+
+# ids whose shape changes near the end: npids' default layout (a new block wherever an id breaks the current
+# block's format) failed on each, with a ZeroDivisionError, a LookupError, or a wrong row for an id
+MIXED_IDS = {
+    "one id of another shape last": [f"a{i}-{i % 7}" for i in range(300)] + ["5"],
+    "integers after prefixed ids": [f"doc{i}" for i in range(300)] + ["5", "6"],
+    "prefixed ids after integers": [str(i) for i in range(256)] + [f"PMC{i:06d}" for i in range(5, 305)],
+    "zero-padded hex after integers": [str(i) for i in range(600)] + [f"{i:08x}" for i in range(5, 10)],
+}
+
+
+@pytest.mark.parametrize("ids", MIXED_IDS.values(), ids=MIXED_IDS.keys())
+def test_the_graph_s_document_ids_read_back_whatever_their_shapes(ids, tmp_path):
+    from npids import Lookup
+
+    n = len(ids)
+    graph = KnnGraph(np.zeros((n, 1), dtype=np.uint32), np.zeros((n, 1), dtype=np.float16))
+    graph.save(tmp_path / "knn_graph", ids)
+    with Lookup(tmp_path / "knn_graph" / "docnos.npids") as docnos:
+        assert list(docnos) == ids
+        assert [docnos.inv[doc_id] for doc_id in ids] == list(range(n))

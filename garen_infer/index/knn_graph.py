@@ -160,10 +160,12 @@ DOCNOS = "docnos.npids"
 
 
 def write_docnos(path: Path, doc_ids: list[str]) -> None:
-    """The npids lookup pyterrier_adaptive reads a graph's document ids from."""
+    """The npids lookup pyterrier_adaptive reads a graph's document ids from, written as one block whose format
+    fits every id. npids' default starts a new block wherever an id breaks the current block's format, and such
+    files can be unreadable (a last block of one id) or look ids up wrongly (a block of integers after other ids)."""
     from npids import Lookup
 
-    Lookup.build(doc_ids, path, return_self=False)
+    Lookup.build(doc_ids, path, return_self=False, min_block=len(doc_ids))
 
 
 def _without_self(ids: np.ndarray, sims: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -6,24 +6,33 @@ without vllm or without the checkpoint, every test here is skipped with the reas
 
 Engines are expensive on a 2-core CPU, so they are shared: one offline engine, one transformers model and one
 server (restarted only by the test that stops it) per session; run_engine_tests.sh runs each module as a session
-of its own, so that their memory goes back to the machine between modules. The engine runs in this process
-(VLLM_ENABLE_V1_MULTIPROCESSING=0, distributed_executor_backend "uni"): half the start time of the default.
+of its own, so that their memory goes back to the machine between modules. A module that compares a server or
+an adapter with the offline engine takes the engine's answers first and closes it (engine_support.vllm_engine),
+so it never holds two. The backend's asynchronous engine (vLLM's AsyncLLM) runs in a process of its own, whatever
+VLLM_ENABLE_V1_MULTIPROCESSING says; closing the backend ends that process.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gc
 from pathlib import Path
 
 import pytest
 
-from .engine_support import CHAT_TEMPLATE, ENGINE, ENGINE_DTYPE, GEMMA, SKIP_REASON, VllmServer
+from .engine_support import (
+    CHAT_TEMPLATE,
+    ENGINE,
+    ENGINE_DTYPE,
+    GEMMA,
+    SKIP_REASON,
+    VllmServer,
+    give_memory_back,
+)
 
 # Shutting an in-process ("uni") vLLM engine down tears down vLLM's process-wide parallel groups, and with them the
 # shared `offline` engine. So a module that starts and stops engines of its own runs before `offline` exists
 # (FIRST) or after every test that uses it (LAST); CI once failed on an agent test that ran after the LoRA module.
-FIRST, LAST = ("test_export_engines.py",), ("test_vllm_lora.py",)
+FIRST, LAST = ("test_export_engines.py", "test_openai_server.py"), ("test_vllm_lora.py",)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,15 +46,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def give_memory_back():
-    """After each test, collect what it dropped (a closed engine, a reference backend) and hand glibc's freed heap
-    back to the machine: freed memory otherwise stays in this process's arenas, and the next engine adds to it."""
+def memory_given_back():
+    """After each test, what it dropped (a closed engine, a reference backend) goes back to the machine."""
     yield
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        pass
+    give_memory_back()
 
 
 # ---- models ---------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib.util
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +51,49 @@ TOLERANCE = 0.01  # |ΔP(yes)| allowed between fp32 engines (measured maxima, pr
 # A greedy comparison covers the tokens where the reference's choice is clear: the top two next-token logprobs
 # differ by at least this much (fp32 engines differ by about 1e-4 in a logprob; a near-tie may flip either way).
 CLEAR_MARGIN = 0.05
+
+
+# ---- engines --------------------------------------------------------------------------------------------------
+def give_memory_back() -> None:
+    """Collect what was dropped (a closed engine, a reference model) and hand glibc's freed heap back to the
+    machine: freed memory otherwise stays in this process's arenas, and the next model adds to it."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
+def child_memory() -> dict[int, int]:
+    """Resident bytes of each live process this one started (vLLM's engine process among them)."""
+    import psutil  # a vLLM dependency
+
+    sizes = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            sizes[child.pid] = child.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass  # ended between the listing and the read
+    return sizes
+
+
+@contextmanager
+def vllm_engine(model_dir: Path, **settings):
+    """A VllmBackend on ``model_dir`` with the tests' engine settings, closed when the block ends: a test that
+    takes its answers from one engine and then starts another (a server, an adapter) never holds both. The
+    engine runs in a process of its own, and closing it must end that process (checked here)."""
+    from garen_infer.llm.backends.vllm_backend import VllmBackend
+
+    before = set(child_memory())
+    backend = VllmBackend(str(model_dir), **{**ENGINE, **settings})
+    try:
+        yield backend
+    finally:
+        backend.close()
+        del backend
+        give_memory_back()
+    left = {pid: size for pid, size in child_memory().items() if pid not in before and size > 2**27}
+    assert not left, f"a closed engine left processes holding memory: {left} (pid: bytes)"
 
 
 # ---- prompts --------------------------------------------------------------------------------------------------

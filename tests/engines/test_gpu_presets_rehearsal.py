@@ -4,10 +4,14 @@ fields a CPU cannot honour), through the commands a user types, each in its own 
 
 - ``garen-infer index`` with every stage the preset defines;
 - ``garen-infer run`` for every method the preset serves, on the tiny corpus's four judged queries (as a local BRIGHT biology copy);
-- the same run again into another folder with the same response cache: 0 model calls, a byte-identical run file;
+- the same run again into another folder with the same response cache: 0 model calls, a byte-identical run
+  file (once per method, by the first preset that serves it);
 - for gpu-qwen3-navigator: ``garen-train fit`` on CPU, ``garen-train export``, and ``garen-infer run --method
-  garen`` (garen-paper) with the export as navigator, through vLLM's LoRA path and through the merged folder; the
-  navigator's scores equal the trained module's within SCORE_TOLERANCE, in the layout the job trained with.
+  garen`` on garen-paper's index with the export as navigator, through vLLM's LoRA path and through the merged
+  folder (once each: garen-paper's own replay covers the cache); the navigator's scores equal the trained
+  module's within SCORE_TOLERANCE, in the layout the job trained with.
+
+Each preset's index is built once and shared; each command runs once per thing it proves.
 
 The stand-ins are random, so what is asserted is what random weights cannot move: every command finishes, every
 stage and method produces its outputs, no prompt is cut, a replay is free and identical, and (fp32) exported
@@ -107,9 +111,10 @@ def dataset(tmp_path_factory) -> str:
     return f"bright:biology@{root}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def served_generator(stand_ins, tmp_path_factory):
-    """The tiny generator behind `vllm serve` under the name lattice-paper's OpenAI-compatible specs ask for."""
+    """The tiny generator behind `vllm serve` under the name lattice-paper's OpenAI-compatible specs ask for,
+    stopped when the test that asked for it ends."""
     (name,) = presets.SERVED
     server = VllmServer(tmp_path_factory.mktemp("served-logs"), model=stand_ins["generator"], served_name=name, engine_flags=SERVED_FLAGS)
     server.start()
@@ -138,22 +143,28 @@ def cached_role_calls(out: Path) -> int:
     return total
 
 
-def run_twice(method: str, dataset: str, preset_path: Path, index: Path, folder: Path, env: dict, extra=()) -> dict:
+def run_method(method: str, dataset: str, preset_path: Path, index: Path, out: Path, cache: Path,
+               env: dict) -> tuple[dict, bytes]:
+    """``garen-infer run`` of one method into ``out``: its metrics and run file (present, no prompt cut)."""
+    command("garen_infer", "run", "--dataset", dataset, "--preset", preset_path, "--index", index,
+            "--method", method, "--out", out, "--cache", cache, env=env)
+    metrics, trec = json.loads((out / "metrics.json").read_text()), (out / "run.trec").read_bytes()
+    assert trec or method in RANKED_BY_THE_MODEL_ALONE, f"{method}: an empty run file"
+    cut = metrics["truncated_prompts_by_role"]
+    assert metrics["truncated_prompts"] == 0, f"{method}: prompts were cut ({cut})"
+    return metrics, trec
+
+
+def run_twice(method: str, dataset: str, preset_path: Path, index: Path, folder: Path, env: dict) -> dict:
     """``run`` then the same run into another folder with the same cache (the method's own: methods of one preset
     share prompts, so a shared cache would answer one method's first run from another's); the first run's metrics."""
     cache = cache_of(folder, method)
-    runs = []
-    for name in (method, f"{method}-replay"):
-        out = folder / name
-        command("garen_infer", "run", "--dataset", dataset, "--preset", preset_path, "--index", index, "--method", method,
-                "--out", out, "--cache", cache, *extra, env=env)
-        runs.append((json.loads((out / "metrics.json").read_text()), (out / "run.trec").read_bytes()))
-    (first, trec), (_, replayed_trec) = runs
-    assert trec or method in RANKED_BY_THE_MODEL_ALONE, f"{method}: an empty run file"
-    calls = cached_role_calls(folder / f"{method}-replay")
+    first, trec = run_method(method, dataset, preset_path, index, folder / method, cache, env)
+    replay = folder / f"{method}-replay"
+    _, replayed_trec = run_method(method, dataset, preset_path, index, replay, cache, env)
+    calls = cached_role_calls(replay)
     assert calls == 0, f"{method}: the replay called a model ({calls} calls)"
     assert replayed_trec == trec, f"{method}: the replay's run file differs"
-    assert first["truncated_prompts"] == 0, f"{method}: prompts were cut ({first['truncated_prompts_by_role']})"
     return first
 
 
@@ -173,18 +184,47 @@ def test_the_rehearsal_covers_every_field_of_every_preset():
     assert presets.unknown_fields(drifted) == ["models.reranker.quantization: a model setting the rehearsal does not know"]
 
 
+@pytest.fixture(scope="module")
+def preset_index(stand_ins, dataset, env, tmp_path_factory):
+    """``preset_index(name, base_url)``: the preset as rehearsed, its file and its index, built by
+    ``garen-infer index`` the first time it is asked for (the exported navigator runs on garen-paper's)."""
+    built = {}
+
+    def index_of(name: str, base_url=None) -> tuple[dict, Path, Path]:
+        if name not in built:
+            folder = tmp_path_factory.mktemp(name)
+            preset, path = write_preset(name, stand_ins, folder, base_url)
+            index = folder / "index"
+            command("garen_infer", "index", "--dataset", dataset, "--preset", path, "--out", index, env=env)
+            built[name] = preset, path, index
+        return built[name]
+
+    return index_of
+
+
+@pytest.fixture(scope="module")
+def replayed() -> set[str]:
+    """Methods already replayed: a replay proves a method's run is answered from its cache, the same code
+    whatever preset serves it, so each method is replayed once (by the first preset that serves it)."""
+    return set()
+
+
 @pytest.mark.parametrize("name", presets.PRESETS)
-def test_preset_indexes_and_serves_every_method(name, stand_ins, dataset, env, tmp_path, request):
+def test_preset_indexes_and_serves_every_method(name, preset_index, replayed, dataset, env, tmp_path,
+                                                request):
     base_url = request.getfixturevalue("served_generator").base_url if name == "lattice-paper" else None
-    preset, path = write_preset(name, stand_ins, tmp_path, base_url)
-    index = tmp_path / "index"
-    command("garen_infer", "index", "--dataset", dataset, "--preset", path, "--out", index, env=env)
+    preset, path, index = preset_index(name, base_url)
     manifest = json.loads((index / "manifest.json").read_text())
     assert set(preset["index"]) <= set(manifest["stages"]), f"stages not built: {set(preset['index']) - set(manifest['stages'])}"
     if "semantic_tree" in preset["index"]:
         assert command("garen_infer", "tree", "--index", index, env=env).stdout.strip()
+    runs = tmp_path / "runs"
     for method in preset["methods"]:
-        metrics = run_twice(method, dataset, path, index, tmp_path / "runs", env)
+        if method in replayed:
+            metrics, _ = run_method(method, dataset, path, index, runs / method, cache_of(runs, method), env)
+        else:
+            metrics = run_twice(method, dataset, path, index, runs, env)
+            replayed.add(method)
         tokens = metrics["mean_input_tokens"] + metrics["mean_output_tokens"]
         print(f"[rehearsal] {name} {method}: {metrics['mean_model_calls']} model calls, {tokens:.0f} tokens per query")
         if method != "bm25":
@@ -209,20 +249,19 @@ def trained_export(stand_ins, env, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def garen_index(stand_ins, dataset, env, tmp_path_factory) -> Path:
-    """garen-paper's index stages for GAREN (its proximity graph serves only RGS)."""
-    preset = presets.load("garen-paper")
-    preset["index"] = {k: v for k, v in preset["index"].items() if k != "proximity_graph"}
-    folder = tmp_path_factory.mktemp("garen-index")
-    path = folder / "preset.yaml"
-    path.write_text(yaml.safe_dump(presets.rehearsal_preset(preset, stand_ins), sort_keys=False), encoding="utf-8")
-    command("garen_infer", "index", "--dataset", dataset, "--preset", path, "--out", folder / "index", env=env)
-    return folder / "index"
+def module_scores(trained_export, preset_index, dataset, env) -> dict[str, list[float]]:
+    """The trained module's P(yes) over garen-paper's index, per prompt layout: the preset's and "plain"."""
+    _, checkpoint = trained_export
+    preset, _, index = preset_index("garen-paper")
+    layouts = (preset["models"]["navigator"]["prompt_text"], "plain")
+    return {layout: _module_scores(checkpoint, index, dataset, layout, env) for layout in layouts}
 
 
 @pytest.mark.parametrize("path", ["lora", "merged"])
-def test_exported_navigator_runs_garen_as_trained(path, trained_export, garen_index, stand_ins, dataset, env, tmp_path):
-    export, checkpoint = trained_export
+def test_exported_navigator_runs_garen_as_trained(path, trained_export, preset_index, module_scores,
+                                                   stand_ins, dataset, env, tmp_path):
+    export, _ = trained_export
+    _, _, garen_index = preset_index("garen-paper")
     preset = presets.rehearsal_preset(presets.load("garen-paper"), stand_ins)
     navigator = preset["models"]["navigator"]
     if path == "lora":
@@ -231,11 +270,11 @@ def test_exported_navigator_runs_garen_as_trained(path, trained_export, garen_in
         navigator["model"] = str(export / "merged")
     preset_path = tmp_path / "garen-paper-export.yaml"
     preset_path.write_text(yaml.safe_dump(preset, sort_keys=False), encoding="utf-8")
-    run_twice("garen", dataset, preset_path, garen_index, tmp_path / "runs", env)
+    cache = cache_of(tmp_path, "garen")
+    run_method("garen", dataset, preset_path, garen_index, tmp_path / "garen", cache, env)
 
-    served = _navigator_scores(cache_of(tmp_path / "runs", "garen"))
-    expected = _module_scores(checkpoint, garen_index, dataset, navigator["prompt_text"], env)
-    other = _module_scores(checkpoint, garen_index, dataset, "plain", env)
+    served = _navigator_scores(cache)
+    expected, other = module_scores[navigator["prompt_text"]], module_scores["plain"]
     assert served, "the navigator scored nothing"
     gaps = [min(abs(s - e) for e in expected) for s in served]
     layout_gap = min(abs(e - o) for e, o in zip(expected, other))

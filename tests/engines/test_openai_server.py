@@ -1,4 +1,6 @@
-"""The OpenAI-compatible backend against a real `vllm serve` on 127.0.0.1: the offline engine's answers."""
+"""The OpenAI-compatible backend against a real `vllm serve` on 127.0.0.1: the offline engine's answers.
+
+The offline engine answers first and is closed before the server starts: one engine at a time."""
 
 from __future__ import annotations
 
@@ -8,9 +10,19 @@ from garen_infer.errors import GarenError
 from garen_infer.llm.backends.openai_backend import OpenAIBackend
 from garen_infer.llm.types import SamplingParams
 
-from .engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, SERVED_NAME, TOLERANCE, plain_yes_no
+from .engine_support import GEN_CHATS, JSON_PREFIX, PAIRS, SERVED_NAME, TOLERANCE, plain_yes_no, vllm_engine
 
 SECRET = "sk-engine-test-DO-NOT-LOG-1234567890"
+GENERATION = SamplingParams(max_tokens=32)
+YES_NO_CHATS = [plain_yes_no(q, d) for q, d in PAIRS]
+
+
+@pytest.fixture(scope="module")
+def offline_answers(chat_model_dir) -> dict:
+    """The offline engine's answers (module scope: computed before `live_server` starts the server)."""
+    with vllm_engine(chat_model_dir) as engine:
+        return {"generated": engine.generate(GEN_CHATS, GENERATION),
+                "scored": engine.score_yes_no(YES_NO_CHATS, JSON_PREFIX)}
 
 
 @pytest.fixture
@@ -20,21 +32,18 @@ def client(live_server, monkeypatch):
                          max_retries=1, backoff=0.2, timeout=120)
 
 
-def test_chat_generation_equals_offline_vllm(client, offline):
-    params = SamplingParams(max_tokens=32)
-    served = client.generate(GEN_CHATS, params)
-    local = offline.generate(GEN_CHATS, params)
+def test_chat_generation_equals_offline_vllm(client, offline_answers):
+    served, local = client.generate(GEN_CHATS, GENERATION), offline_answers["generated"]
     assert [c.text for c in served] == [c.text for c in local]
     assert [c.input_tokens for c in served] == [c.input_tokens for c in local]  # the same rendered prompt
     assert SECRET not in client.id and client.id == f"openai:{client.base_url}:{SERVED_NAME}"
 
 
-def test_yes_no_logprob_scores_equal_offline_vllm(client, offline):
-    chats = [plain_yes_no(q, d) for q, d in PAIRS]
-    served = client.score_yes_no(chats, JSON_PREFIX)  # prefix continued: continue_final_message
-    local = offline.score_yes_no(chats, JSON_PREFIX)
+def test_yes_no_logprob_scores_equal_offline_vllm(client, offline_answers):
+    served = client.score_yes_no(YES_NO_CHATS, JSON_PREFIX)  # prefix continued: continue_final_message
+    local = offline_answers["scored"]
     gap = max(abs(a.score - b.score) for a, b in zip(served, local))
-    print(f"max |dP(yes)| server vs offline vLLM ({len(chats)} prompts) = {gap:.5f}")
+    print(f"max |dP(yes)| server vs offline vLLM ({len(YES_NO_CHATS)} prompts) = {gap:.5f}")
     assert gap <= TOLERANCE
     assert [c.input_tokens for c in served] == [c.input_tokens for c in local]
 

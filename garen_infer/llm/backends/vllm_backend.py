@@ -201,7 +201,9 @@ class VllmBackend:
         return out
 
     def close(self) -> None:
-        """Stop the engine process now instead of at interpreter exit (frees its memory)."""
+        """Stop the engine now instead of at interpreter exit. The asynchronous engine runs in a process of its
+        own, which ends here and so gives all of its memory back; an in-process offline engine
+        (VLLM_ENABLE_V1_MULTIPROCESSING=0) keeps part of it until this process exits (docs/engines.md)."""
         llm = self.__dict__.pop("llm", None)
         if llm is not None:
             try:
