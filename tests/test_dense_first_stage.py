@@ -72,7 +72,7 @@ def test_a_first_stage_with_its_own_vectors(tiny_dataset, tiny_index, tiny_bert_
 
     stage = {"kind": "dense", "vectors": "first_stage_embeddings", "depth": 4}
     reranker = {"reranker": {"backend": "embedding"}}
-    run = RunConfig(method="rerank", budget=4, first_stage=stage, models=reranker)
+    run = RunConfig.build(method="rerank", budget=4, first_stage=stage, models=reranker)
     metrics = execute(tiny_dataset, index, run, tmp_path / "run", log=lambda *_: None)
     assert metrics["queries"] == 4
     config = json.loads((tmp_path / "run" / "config.json").read_text())
