@@ -1,6 +1,6 @@
 """GAREN's prompts are App. G's text byte for byte (Park et al., arXiv 2609.02188): checked against the
-paper's text when ``GAREN_PAPER_TEXT`` names a copy of it (the arXiv HTML rendering saved as text), and
-against a pinned hash always."""
+paper's text (the arXiv HTML rendering saved as text; ``GAREN_PAPER_TEXT`` names a copy, by default the one in
+../shared/reference/papers beside the benchmark data), and against a pinned hash always."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from garen_infer.llm import prompts as P
 
-PAPER = Path(os.environ.get("GAREN_PAPER_TEXT", "garen-paper.txt"))
+SHARED_PAPER = Path(__file__).resolve().parents[2] / "shared" / "reference" / "papers" / "garen-paper.txt"
+PAPER = Path(os.environ.get("GAREN_PAPER_TEXT", SHARED_PAPER))
 TEMPLATES = [P.GAREN_REASONING_SYSTEM, P.GAREN_REASONING_USER, P.GAREN_NON_REASONING_SYSTEM, P.GAREN_NON_REASONING_USER,
              P.NAVIGATOR_SYSTEM, P.NAVIGATOR_USER, P.SUMMARIZER_SYSTEM, P.SUMMARIZER_USER]
 PINNED = "402fc3195dda2848bd8f7fd841c761fad09c82deb823a39e24d5e0e62b641aa3"  # sha256 of the templates, NUL-joined
