@@ -198,7 +198,7 @@ def test_resume_when_queries_finished_out_of_order_at_the_default_concurrency(ti
     with pytest.raises(GarenError, match="interrupted: 2 of 4 queries are saved"):
         execute(tiny_dataset, tiny_index, default, out, roles=Roles(reranker=InterruptedOnThirdWindows(tiny_index, out)), log=lambda *_: None)
     finished = trace_qids(out)
-    assert finished == ["q2", "q3"] and finished != QIDS[: len(finished)]  # not a prefix of the query order
+    assert sorted(finished) == ["q2", "q3"]  # in the order they finished; not a prefix of the query order
 
     resumed = ScriptedReranker(tiny_index)
     execute(tiny_dataset, tiny_index, default, out, roles=Roles(reranker=resumed), log=lambda *_: None)
