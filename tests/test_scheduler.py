@@ -228,22 +228,25 @@ def test_an_agents_tool_calls_run_while_other_queries_go_on():
 
 class RecordingGenerator:
     """A generation backend's stand-in that answers every listwise prompt with the given order and keeps the size
-    of each call it receives."""
+    of each call it receives. Its first call takes a while, so every other window is waiting when it returns."""
 
     id = "recording"
 
-    def __init__(self):
+    def __init__(self, first_call_seconds: float = 0.0):
         self.calls: list[int] = []
+        self.first_call_seconds = first_call_seconds
 
     def generate(self, chats, sampling):
         self.calls.append(len(chats))
+        if len(self.calls) == 1:
+            time.sleep(self.first_call_seconds)
         return [Completion(text="[2] > [1]") for _ in chats]
 
 
 def test_listwise_rerank_calls_carry_at_most_max_batch_windows():
     """100 queries each asking for one window at once: the backend receives calls of at most 64 prompts (run.max_batch),
     and each query gets its own window back in the model's order."""
-    backend = RecordingGenerator()
+    backend = RecordingGenerator(first_call_seconds=0.5)  # the other windows pile up behind the first call
     reranker = LLMListwiseReranker(backend, [f"document {i}" for i in range(200)])
     scheduler = Scheduler(Roles(reranker=reranker), max_active=100)
 
@@ -253,7 +256,7 @@ def test_listwise_rerank_calls_carry_at_most_max_batch_windows():
         return []
 
     finished = list(scheduler.run([QueryState(Query(f"q{n}", f"query {n}"), [], None) for n in range(100)], rerank_once))
-    assert sum(backend.calls) == 100 and max(backend.calls) <= scheduler.max_batch == 64
+    assert sum(backend.calls) == 100 and max(backend.calls) == scheduler.max_batch == 64  # a full call, not more
     assert all(f.state.trace["order"] == [2 * int(f.state.query.id[1:]) + 1, 2 * int(f.state.query.id[1:])] for f in finished)
 
 
