@@ -117,9 +117,12 @@ def _execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str |
     trace_path = out / "trace.jsonl"
     done = read_finished(trace_path, "qid")
     saved = json.loads(config_path.read_text()) if config_path.exists() else None
-    if done and saved is not None and what_answers(saved) != what_answers(resolved):
-        diff = sorted(k for k in set(resolved) | set(saved) if what_answers(saved).get(k) != what_answers(resolved).get(k))
-        raise GarenError(f"{out}: holds a run with a different configuration ({', '.join(diff)} differ); use another --out folder")
+    if done and saved is not None:
+        before, now = what_answers(saved), what_answers(resolved)
+        if before != now:
+            diff = sorted(k for k in set(now) | set(before) if before.get(k) != now.get(k))
+            raise GarenError(f"{out}: holds a run with a different configuration ({', '.join(diff)} differ); "
+                             "use another --out folder")
     if saved != resolved:  # a folder is pinned by its first finished query: a run that failed before one pins nothing
         write_json(config_path, resolved)
 
@@ -181,7 +184,6 @@ def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method
     texts = [q.text for q in queries]
     if first is None:
         texts = first_stage_texts(queries, stage, dataset.name)
-    if first is None:
         first = first_stage(index, texts, stage, exclude)
     elif exclude is not None:
         first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
