@@ -139,3 +139,11 @@ def test_options_prints_each_fields_type_default_source_and_meaning(capsys):
         assert all(f["meaning"] for f in json.loads(capsys.readouterr().out)), name
     assert main(["options", "garn"]) == 2
     assert "no options for 'garn'" in capsys.readouterr().err
+
+
+def test_a_missing_generator_is_blamed_on_the_rewrite_only_when_the_run_rewrites():
+    with pytest.raises(GarenError, match=r"needs model\(s\) for generator; add them") as repair:
+        RunConfig.build("repair").require_models()
+    assert "rewrite" not in str(repair.value)
+    with pytest.raises(GarenError, match=r"for generator \(first_stage.query: rewrite asks it"):
+        RunConfig.build("rerank", first_stage={"query": "rewrite"}, models={"reranker": {}}).require_models()

@@ -89,7 +89,8 @@ class RunConfig:
         missing = self.missing_roles()
         if missing:
             needs = ", ".join(missing)
-            why = " (first_stage.query: rewrite asks it for each query's text)" if "generator" in missing else ""
+            rewrites = "generator" in missing and self.first_stage.query == REWRITE
+            why = " (first_stage.query: rewrite asks it for each query's text)" if rewrites else ""
             where = "add them under 'models:' in the preset"
             raise GarenError(f"method '{self.method}' needs model(s) for {needs}{why}; {where}")
 
