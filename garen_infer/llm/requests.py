@@ -65,3 +65,10 @@ class EncodeQuery:
 
 
 Request = Rerank | ScoreYesNo | Generate | ChatWithTools | EncodeQuery
+
+
+def shown_documents(request) -> tuple[int, ...]:
+    """The corpus rows a request shows a model, which count against the query's budget (Reranker@k)."""
+    if isinstance(request, Rerank):
+        return request.rows
+    return request.documents if isinstance(request, (ScoreYesNo, Generate)) else ()

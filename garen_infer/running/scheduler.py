@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from garen_infer.llm.engine_queue import EngineQueue, backend_of, engine_shape
 from garen_infer.llm.ledger import QueryLedger
-from garen_infer.llm.requests import ChatWithTools, EncodeQuery, Generate, Rerank, ScoreYesNo
+from garen_infer.llm.requests import ChatWithTools, EncodeQuery, Generate, Rerank, ScoreYesNo, shown_documents
 from garen_infer.llm.roles import RerankJob, Roles, ScoreJob
 from garen_infer.llm.tool_calls import AssistantTurn
 from garen_infer.methods.base import QueryState, Search
@@ -151,10 +151,8 @@ class Scheduler:
         unknown = [r for r in query.requests if not isinstance(r, KINDS)]
         if unknown:
             raise TypeError(f"a method yielded {type(unknown[0]).__name__}, which is not a model request")
-        for request in query.requests:
-            rows = request.rows if isinstance(request, Rerank) else getattr(request, "documents", ())
-            if isinstance(request, (Rerank, ScoreYesNo, Generate)):
-                query.ledger.admit_documents(rows)  # refuses before any model call would exceed the budget
+        for request in query.requests:  # refused before any model call would exceed the budget
+            query.ledger.admit_documents(shown_documents(request))
         items = [item for position, request in enumerate(query.requests) for item in self._items(query, position, request)]
         query.outstanding = len(items)
         query.answers = [[None] * n if n is not None else None for n in map(_item_count, query.requests)]

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from garen_infer.llm.requests import EncodeQuery, Generate, Rerank, ScoreYesNo
+from garen_infer.llm.requests import EncodeQuery, Generate, Rerank, ScoreYesNo, shown_documents
 from garen_infer.llm.types import Completion
 from garen_infer.methods.base import Search
 
@@ -47,13 +47,6 @@ def drive(search: Search, answer: Answer, ledger=None) -> tuple[list[int], list]
             pending = search.send(answers if isinstance(pending, tuple) else answers[0])
     except StopIteration as stop:
         return stop.value, requests
-
-
-def shown_documents(request) -> tuple[int, ...]:
-    """The corpus rows a request shows a model, which count against the query's budget."""
-    if isinstance(request, Rerank):
-        return request.rows
-    return request.documents if isinstance(request, (ScoreYesNo, Generate)) else ()
 
 
 def scripted_answers(relevance: Mapping[int, float], texts: Mapping[str, float] | None = None,
