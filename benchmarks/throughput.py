@@ -6,7 +6,8 @@ the same methods (and the groups stage's summaries) against stand-in continuous-
         [--methods rerank,slidegar,rgs,garen,lattice,groups] [--shape 1.0] [--max-active-queries 256]
 
 ``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout
-instead; neither: this checkout alone); the after side is this checkout. Every run starts fresh engines and
+instead; neither: this checkout alone); the after side is this checkout. ``--before-index DIR``: an index the
+code before can open, where the index format changed between the two. Every run starts fresh engines and
 uses no response cache. For each (code, method, engine) it prints the requests, requests per second, the
 engine's busy span, the least time the work needs at the engine's capacity (the bound), the least time of its
 longest request alone (no client can finish sooner), the share of the capacity used (bound / span), the share
@@ -61,7 +62,8 @@ def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: i
 
 
 def garen(code: Path, args: list[str]) -> float:
-    start = f"import sys; sys.path.insert(0, {str(code.resolve())!r}); from garen_infer.doors.cli import main; sys.exit(main())"
+    # the package's __main__, which every revision has, wherever its command line module lives
+    start = f"import runpy, sys; sys.path.insert(0, {str(code.resolve())!r}); runpy.run_module('garen_infer', run_name='__main__')"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "STANDIN_KEY": "none", "PYTHONPATH": str(code.resolve())}
     begun = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", start, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -70,18 +72,17 @@ def garen(code: Path, args: list[str]) -> float:
     return time.perf_counter() - begun
 
 
-def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> list[dict]:
+def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index: str) -> list[dict]:
     engines = {role: serve(shape) for role in ("reranker", "navigator")}
     urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
     try:
         settings = preset(out / "preset.yaml", urls, opts.concurrency, opts.max_group_size)
         common = ["--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings)]
         if method == "groups":
-            index = out / "index"
-            shutil.copytree(opts.index, index)
-            garen(code, ["index", *common, "--out", str(index)])
+            shutil.copytree(index, out / "index")
+            garen(code, ["index", *common, "--out", str(out / "index")])
         else:
-            garen(code, ["run", *common, "--index", opts.index, "--method", method, "--budget", str(opts.budget),
+            garen(code, ["run", *common, "--index", index, "--method", method, "--budget", str(opts.budget),
                          "--limit", str(opts.limit), "--no-cache", "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
         problems = _answer_problems(out, method)
         return [{"engine": "generator" if method == "groups" else role, "problems": problems,
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--index", required=True, help="an index of the dataset with the stages of cpu-default")
     ap.add_argument("--before", help="a git revision of this repository: the code before")
+    ap.add_argument("--before-index", help="an index the code before can open, where its index format differs "
+                                           "(default: --index)")
     ap.add_argument("--code", help="a checkout holding garen_infer: the code before (instead of --before)")
     ap.add_argument("--methods", default="rerank,slidegar,rgs,garen,lattice,groups")
     ap.add_argument("--limit", type=int, default=32, help="judged queries per run")
@@ -144,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give the code before as --before REV or as --code DIR, not both")
     work = Path(opts.work)
     before = checkout(opts.before, work) if opts.before else Path(opts.code) if opts.code else None
+    indexes = {"before": opts.before_index or opts.index, "after": opts.index}
     sides = ([("before", before)] if before else []) + [("after", REPO)]
     shape = EngineShape(opts.capacity, opts.saturation, median_answer=opts.median_answer, shape=opts.shape)
     print(f"# engine: {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} queries and "
@@ -160,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             out = work / f"{side}-{method}-shape{opts.shape}"
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True)
-            rows[side] = (measure(code, method, opts, out, shape), out)
+            rows[side] = (measure(code, method, opts, out, shape, indexes[side]), out)
         same = _same(rows["before"][1], rows["after"][1], method) if "before" in rows else ""
         for side, (stats, _) in rows.items():
             for s in stats:
