@@ -39,14 +39,14 @@ def option_docs(cls) -> list[OptionDoc]:
     for klass in reversed(cls.__mro__):  # a subclass's comment replaces its base's
         if dataclasses.is_dataclass(klass):
             comments.update(field_comments(klass))
-    docs = []
+    docs, types = [], hints(cls)
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
         meaning = f.metadata.get("doc") or comments.get(f.name, "")
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
-        docs.append(OptionDoc(f.name, describe(hints(cls)[f.name]), default, paper_source(meaning), meaning))
+        docs.append(OptionDoc(f.name, describe(types[f.name]), default, paper_source(meaning), meaning))
     return docs
 
 
