@@ -12,12 +12,14 @@ and kept in the stage's manifest."""
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections import Counter
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
+from typing import Generic, TypeVar
 
 from tqdm.auto import tqdm
 
@@ -87,21 +89,63 @@ def generate_json(generator, chats: list[Chat], parse: Callable[[int, str], obje
 def stream_json(generator, count: int, prompt: Callable[[int], Chat], parse: Callable[[int, str], object], retries: int,
                 batch_size: int = 32) -> Iterator[tuple[int, object]]:
     """(item, its parsed answer or None) for items ``0 .. count-1``, each as soon as it is final, its chat built by
-    ``prompt(item)`` only when it is sent. A server (``requests_at_once`` > 1) is given every item at once, each
-    with its own retries, so no item waits for a slower one; a local engine one ``batch_size`` batch at a time."""
-    slots = requests_at_once(generator.backend)
-    if slots > 1:
-        yield from _streamed(generator, count, prompt, parse, retries, slots)
-        return
-    for start in range(0, count, batch_size):
-        batch = range(start, min(start + batch_size, count))
-        results = _answered(generator, {i: prompt(i) for i in batch}, parse, retries)
-        yield from ((i, results[i]) for i in batch)
+    ``prompt(item)`` only when it is sent: a ``JsonStream`` asked every item at once."""
+    stream: JsonStream[int] = JsonStream(generator, prompt, parse, retries, batch_size)
+    for item in range(count):
+        stream.ask(item)
+    yield from stream
 
 
-def _answered(generator, chats: dict[int, Chat], parse, retries: int) -> dict[int, object]:
+Item = TypeVar("Item", bound=Hashable)
+
+
+class JsonStream(Generic[Item]):
+    """Prompts asked while answers come back, for work whose next prompts depend on earlier answers (a tree's
+    children on their parent's partition). ``ask(item)`` queues an item (hashable, asked once); iterating, once,
+    gives (item, its parsed answer or None) as each is final, including items asked during the iteration, and
+    ends when none is left. A server (``requests_at_once`` > 1) is given each item as soon as it is asked, every
+    item in flight with its own retries, so no item waits for a slower one; a local engine takes the waiting
+    items in the order asked, ``batch_size`` at a time. Each chat is built by ``prompt(item)`` when it is sent."""
+
+    def __init__(self, generator, prompt: Callable[[Item], Chat], parse: Callable[[Item, str], object],
+                 retries: int, batch_size: int = 32):
+        self.generator, self.prompt, self.parse, self.retries = generator, prompt, parse, retries
+        self.batch_size = max(batch_size, 1)
+        slots = requests_at_once(generator.backend)
+        self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="stream") if slots > 1 else None
+        self._waiting: deque[Item] = deque()  # a local engine's items not sent yet
+        self._flying: dict[Future, Item] = {}  # a server's items on their way
+        self._landed: queue.SimpleQueue[Future] = queue.SimpleQueue()  # ... and those answered, in arrival order
+
+    def ask(self, item: Item) -> None:
+        if self._pool is None:
+            self._waiting.append(item)
+        else:
+            future = self._pool.submit(self._answer, item)
+            self._flying[future] = item
+            future.add_done_callback(self._landed.put)
+
+    def _answer(self, item: Item) -> object:
+        return _answered(self.generator, {item: self.prompt(item)}, self.parse, self.retries)[item]
+
+    def __iter__(self) -> Iterator[tuple[Item, object]]:
+        try:
+            while self._waiting or self._flying:
+                if self._pool is None:
+                    batch = [self._waiting.popleft() for _ in range(min(self.batch_size, len(self._waiting)))]
+                    results = _answered(self.generator, {i: self.prompt(i) for i in batch}, self.parse, self.retries)
+                    yield from ((i, results[i]) for i in batch)
+                    continue
+                future = self._landed.get()
+                yield self._flying.pop(future), future.result()
+        finally:
+            if self._pool is not None:  # a failure stops what is not sent; what is in flight is cached
+                self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _answered(generator, chats: dict, parse, retries: int) -> dict:
     """Each item's parsed answer: the greedy attempt, then sampled ones for the items that did not parse."""
-    results: dict[int, object] = dict.fromkeys(chats)
+    results: dict = dict.fromkeys(chats)
     counts = getattr(generator, "problems", Counter())  # LLMGenerator's, reported when the stage releases it
     pending = list(chats)
     for attempt in range(retries + 1):
@@ -117,16 +161,6 @@ def _answered(generator, chats: dict[int, Chat], parse, retries: int) -> dict[in
 def _sampling(generator, attempt: int):
     """Greedy first; a retry samples (a greedy retry repeats itself, and the cache would replay it)."""
     return generator.sampling if attempt == 0 else replace(generator.sampling, temperature=0.7, seed=attempt)
-
-
-def _streamed(generator, count: int, prompt, parse, retries: int, slots: int) -> Iterator[tuple[int, object]]:
-    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="stream")
-    try:
-        futures = {pool.submit(lambda i: _answered(generator, {i: prompt(i)}, parse, retries)[i], i): i for i in range(count)}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # a failure stops what is not sent; what is in flight is cached
 
 
 _counting = threading.Lock()  # streamed items are read on several threads
