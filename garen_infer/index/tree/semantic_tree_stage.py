@@ -86,7 +86,7 @@ def _build(folder: IndexFolder, dataset: Dataset, params: SemanticTreeParams) ->
                 "(summarizer: {backend: transformers | vllm | openai, model: ...}); use construction: bottom-up for "
                 "extractive descriptions"
             )
-        builder = TopDownBuilder(texts, vectors, generator, params)
+        builder = TopDownBuilder(texts, vectors, generator, params, log=lambda line: print(line, file=sys.stderr))  # stdout: the summary or --json
         root, levels = builder.build()
         info.update(summarizer=generator.name, **vars(builder.stats))
     info.update(release_stage_generator(generator, "semantic_tree"))
