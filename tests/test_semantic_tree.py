@@ -4,18 +4,15 @@ top-down with a scripted generator, and its counted fallbacks when the generator
 from __future__ import annotations
 
 import json
-import re
 import shutil
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from conftest import DOCS
+from tree_generators import TOPIC, ScriptedGenerator, ScriptedTreeBackend
 
 from garen_infer.errors import GarenError
 from garen_infer.index.tree.semantic_tree import BuiltNode, SemanticTree
 from garen_infer.index.tree.semantic_tree_stage import SemanticTreeParams
-from garen_infer.llm.types import Completion, SamplingParams
 
 
 def small_tree() -> SemanticTree:
@@ -119,46 +116,6 @@ def test_bottom_up_stage_on_the_tiny_corpus(tiny_dataset, tiny_index, tmp_path):
 
 
 # ---- top-down with a scripted generator -------------------------------------------------------------------------
-TOPIC = {d: re.sub(r"\d", "", d) for d, _, _ in DOCS}
-TEXT_TO_DOC = {" ".join(f"{t}\n{x}".split()): d for d, t, x in DOCS}
-_KEY = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
-
-
-@dataclass
-class ScriptedTreeBackend:
-    """Answers the two construction prompts like a tidy LLM: level summaries by topic, clusters by topic (or halves
-    when the keys share one topic). ``broken`` answers nonsense instead."""
-
-    broken: bool = False
-    id: str = "scripted-llm"
-
-    def generate(self, chats, params):
-        return [Completion(text="no idea" if self.broken else self.answer(chat[-1]["content"])) for chat in chats]
-
-    @staticmethod
-    def answer(prompt: str) -> str:
-        if "levels of detail" in prompt:
-            doc = TEXT_TO_DOC[prompt.split("Document:\n", 1)[1].split("\n\nReply", 1)[0]]
-            topic = TOPIC[doc]
-            return json.dumps({"levels": ["science", topic, f"{topic} topics", f"{topic} subtopics", f"{doc} specifics"]})
-        keys = _KEY.findall(prompt)
-        by_topic: dict[str, list[int]] = {}
-        for i, key in keys:
-            by_topic.setdefault(re.sub(r"\d", "", key.split()[0]), []).append(int(i))
-        groups = list(by_topic.values())
-        if len(groups) == 1:
-            half = len(groups[0]) // 2
-            groups = [groups[0][:half], groups[0][half:]]
-        return json.dumps({"clusters": [{"name": f"group {g}", "description": f"keys {members}", "members": members} for g, members in enumerate(groups)]})
-
-
-@dataclass
-class ScriptedGenerator:
-    backend: ScriptedTreeBackend
-    sampling: SamplingParams = SamplingParams()
-    name: str = "scripted-llm"
-
-
 def test_top_down_with_a_generator_partitions_by_its_clusters(tiny_dataset, tiny_index):
     from garen_infer.index.tree.tree_top_down import TopDownBuilder
 

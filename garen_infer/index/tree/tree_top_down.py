@@ -1,14 +1,14 @@
 """Top-down (divisive) semantic tree, LATTICE sec. 2.1 and App. B.3.2:
 
     summaries[d] = the generator's description of document d at L levels, broad to specific (L = 5)
-    queue = [root over every document]
-    while queue holds a node with more than M documents:
-        for each such node (one batch per depth):
-            level = the most specific level whose distinct summaries, over the node's documents, are at least
-                    min_clusters and fit the clustering prompt (the context budget)
-            the generator groups those distinct summaries into [min_clusters, M] clusters, each named and described
-            each document follows its summary into a cluster -> a child node (a one-document cluster is the
-                    document itself, a leaf child)
+    partition(the root over every document), where partition(node) is:
+        level = the most specific level whose distinct summaries, over the node's documents, are at least
+                min_clusters and fit the clustering prompt (the context budget)
+        the generator groups those distinct summaries into [min_clusters, M] clusters, each named and described
+        each document follows its summary into a cluster -> a child node (a one-document cluster is the document
+                itself, a leaf child)
+        each child with more than M documents: partition(child), asked as soon as this answer is in (a node's
+                children depend on its own partition only, so no depth waits for its slowest answer)
     nodes with at most M documents take them as leaves
 
 Failures are explicit and counted in the manifest, never silent:
@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from garen_infer.index.grouping.partition import kmeans_groups
 from garen_infer.index.grouping.summaries import ExtractiveSummarizer, group_text
 from garen_infer.index.tree.semantic_tree import BuiltNode
-from garen_infer.llm.json_generation import generate_json, repaired_json
+from garen_infer.llm.json_generation import JsonStream, generate_json, repaired_json
 
 
 @dataclass
@@ -103,37 +105,74 @@ class TopDownBuilder:
             out.append(answer)
         return out
 
-    # ---- step 2: partition oversized nodes, one depth at a time (one batch of clustering prompts per depth) -------
+    # ---- step 2: partition oversized nodes, each as soon as its parent's partition is in -----------------------
     def build(self) -> tuple[BuiltNode, list[list[str]]]:
+        """A node's children depend only on its own partition, so each oversized node's clustering prompt is sent
+        as soon as its parent is partitioned (``JsonStream``: every one in flight on a server, batches on a local
+        engine) and no depth waits for its slowest answer. The tree does not depend on the order answers arrive:
+        a node's children are fixed, in its clusters' order, when its own partition is in."""
+        from garen_infer.llm.prompts import lattice_cluster
+
         levels = self.document_levels()
         root = BuiltNode("", "root")
-        queue = [(root, list(range(len(self.texts))))]
-        depth = 0
-        while queue:
-            oversized = []
-            for node, rows in queue:
-                if len(rows) <= self.p.max_children:
-                    node.children.extend(rows)
-                else:
-                    oversized.append((node, rows))
-            partitions = self.llm_partitions([rows for _, rows in oversized], levels, depth)
-            queue = []
-            for (node, rows), clusters in zip(oversized, partitions):
-                if clusters is None:
-                    self.stats.partition_fallbacks += 1
-                    clusters = self.kmeans_split(rows)
-                for desc, source, members in clusters:
-                    if len(members) == 1:  # a one-document cluster is the document itself
-                        node.children.append(members[0])
+        asked: list[tuple[BuiltNode, list[int], int, int, list[str]]] = []  # (node, rows, depth, level, keys)
+
+        def parse(item: int, text: str):
+            return parse_clusters(text, len(asked[item][4]), self.p.max_children)
+
+        stream = JsonStream(self.generator, lambda item: lattice_cluster(asked[item][4], self.min_clusters, self.p.max_children),
+                            parse, self.p.retries, self.p.batch_size)
+        tally = _DepthTally(self.log)
+        with tqdm(total=0, desc="tree clustering", unit="node") as bar:
+
+            def place(node: BuiltNode, rows: list[int], depth: int) -> None:
+                """The node's documents as its leaves, or its partition asked of the generator (or, when no level fits
+                the prompt, made by k-means at once, its children placed in turn)."""
+                todo: list = [(node, rows, depth)]
+                while todo:
+                    node, rows, depth = todo.pop()
+                    if node is None:  # a k-means node's children are all placed: it is closed after them
+                        tally.closed(depth, kmeans=True)
                         continue
-                    child = BuiltNode(desc, source)
-                    node.children.append(child)
-                    queue.append((child, members))
-            depth += 1
-            if oversized:
-                self.log(f"[semantic_tree] top-down depth {depth}: {len(oversized)} nodes partitioned, "
-                         f"{self.stats.partition_fallbacks} by k-means so far")
+                    if len(rows) <= self.p.max_children:
+                        node.children.extend(rows)
+                        continue
+                    tally.opened(depth)
+                    plan = self.choose_level(rows, levels)
+                    if plan is None:
+                        self.stats.no_level_fits += 1
+                        todo.append((None, rows, depth))
+                        todo.extend((child, members, depth + 1) for child, members in self.split(node, rows, None))
+                        continue
+                    asked.append((node, rows, depth, *plan))
+                    stream.ask(len(asked) - 1)
+                    bar.total += 1
+
+            place(root, list(range(len(self.texts))), 0)
+            for item, answer in stream:
+                node, rows, depth, level, keys = asked[item]
+                clusters = None if answer is None else self.assign(rows, level, keys, levels, answer)
+                for child, members in self.split(node, rows, clusters):
+                    place(child, members, depth + 1)
+                tally.closed(depth, kmeans=clusters is None)
+                bar.update(1)
         return root, levels
+
+    def split(self, node: BuiltNode, rows: list[int], clusters) -> list[tuple[BuiltNode, list[int]]]:
+        """Fix ``node``'s children from its clusters (None: the k-means fallback, counted): a one-document cluster
+        is the document itself; the others become child nodes, returned with their documents to be placed."""
+        if clusters is None:
+            self.stats.partition_fallbacks += 1
+            clusters = self.kmeans_split(rows)
+        below = []
+        for desc, source, members in clusters:
+            if len(members) == 1:
+                node.children.append(members[0])
+                continue
+            child = BuiltNode(desc, source)
+            node.children.append(child)
+            below.append((child, members))
+        return below
 
     def choose_level(self, rows: list[int], levels: list[list[str]]) -> tuple[int, list[str]] | None:
         """The most specific level whose distinct summaries over ``rows`` number at least min_clusters and fit the
@@ -143,25 +182,6 @@ class TopDownBuilder:
             if len(keys) >= self.min_clusters and sum(len(k.split()) + 1 for k in keys) <= self.p.clustering_context_words:
                 return level, keys
         return None
-
-    def llm_partitions(self, nodes: list[list[int]], levels: list[list[str]], depth: int) -> list:
-        """For each node: [(description, source, documents)] from the generator's clustering, or None."""
-        from garen_infer.llm.prompts import lattice_cluster
-
-        plans = [self.choose_level(rows, levels) for rows in nodes]
-        self.stats.no_level_fits += sum(plan is None for plan in plans)
-        asked = [(i, plan) for i, plan in enumerate(plans) if plan is not None]
-        chats = [lattice_cluster(keys, self.min_clusters, self.p.max_children) for _, (_, keys) in asked]
-        def parse(j: int, text: str):
-            return parse_clusters(text, len(asked[j][1][1]), self.p.max_children)
-
-        answers = generate_json(self.generator, chats, parse, self.p.retries, self.p.batch_size,
-                                f"clustering at depth {depth}")
-        out: list = [None] * len(nodes)
-        for (i, (level, keys)), answer in zip(asked, answers):
-            if answer is not None:
-                out[i] = self.assign(nodes[i], level, keys, levels, answer)
-        return out
 
     def assign(self, rows: list[int], level: int, keys: list[str], levels: list[list[str]], clusters) -> list | None:
         """Documents follow their level summary into its cluster; the ones left out join the nearest centroid."""
@@ -194,3 +214,26 @@ class TopDownBuilder:
             summary = self.extractive.summarize(docs)
             out.append((group_text(summary["concept"], summary["summary"]), "extractive", docs))
         return out
+
+
+class _DepthTally:
+    """Progress by depth: a depth is done when none of its nodes waits for a partition and the depth above is done
+    (only its nodes open nodes below), and then it is logged once."""
+
+    def __init__(self, log):
+        self.log, self.depth = log, 0
+        self.open: Counter = Counter()
+        self.partitioned: Counter = Counter()
+        self.kmeans: Counter = Counter()
+
+    def opened(self, depth: int) -> None:
+        self.open[depth] += 1
+
+    def closed(self, depth: int, kmeans: bool) -> None:
+        self.open[depth] -= 1
+        self.partitioned[depth] += 1
+        self.kmeans[depth] += kmeans
+        while self.partitioned[self.depth] and not self.open[self.depth]:
+            self.log(f"[semantic_tree] top-down depth {self.depth}: {self.partitioned[self.depth]} nodes partitioned, "
+                     f"{self.kmeans[self.depth]} by k-means")
+            self.depth += 1
