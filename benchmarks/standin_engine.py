@@ -11,7 +11,9 @@ is their work over the capacity, and the share of the capacity a client used is 
 
 Answers are a function of the prompt alone, as a greedy model's are: a listwise window gets a permutation of its
 passages in the reasoning prompt's format (``[Document Ranking] [3] > [1] > ...``, which every listwise
-parser reads), a yes/no request P(yes) as the logprobs of "yes" and "no", any other prompt a JSON summary.
+parser reads), a yes/no request P(yes) as the logprobs of "yes" and "no", LATTICE's tree prompts the JSON its
+top-down builder reads (a document's levels: its 1..L most frequent words; a clustering: the topics grouped by
+their first word), any other prompt a JSON summary. ``stats(kind)`` counts one kind of request (``kind_of``).
 """
 
 from __future__ import annotations
@@ -62,18 +64,75 @@ def listwise_passages(prompt: str) -> int:
         n += 1
     return n
 
+
+def kind_of(body: dict, prompt: str) -> str:
+    """What a request asks: yes/no, listwise, levels or clustering (LATTICE's top-down tree), or summary."""
+    if body.get("logprobs"):
+        return "yes/no"
+    if listwise_passages(prompt):
+        return "listwise"
+    if "levels of detail" in prompt and "Document:\n" in prompt:
+        return "levels"
+    if "topic descriptions" in prompt and _TOPIC.search(prompt):
+        return "clustering"
+    return "summary"
+
+
+_TOPIC = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
+_WORD = re.compile(r"[a-z]{4,}")
+_COMMON = set("with that from this which have been were these there their they than also into when where such only "
+              "used some more other both upon will each then what given shown paper results".split())
+
+
+def tree_levels(prompt: str) -> list[str]:
+    """A document's levels, broad to specific: its most frequent word, then the two most frequent, and so on."""
+    levels = int(re.search(r"at (\d+) levels of detail", prompt).group(1))
+    document = prompt.split("Document:\n", 1)[1].split("\n\nReply", 1)[0]
+    counts: dict[str, int] = {}
+    for word in _WORD.findall(document.lower()):
+        if word not in _COMMON:
+            counts[word] = counts.get(word, 0) + 1
+    words = sorted(counts, key=lambda w: (-counts[w], w))[:levels] or ["document"]
+    words += [words[-1]] * (levels - len(words))
+    return [" ".join(words[: k + 1]) for k in range(levels)]
+
+
+def tree_clusters(prompt: str) -> list[dict]:
+    """The numbered topics grouped by their first word, the smallest groups merged down to the most allowed (a
+    single group split in two)."""
+    topics = _TOPIC.findall(prompt)
+    most = int(re.search(r"between \d+ and (\d+) clusters", prompt).group(1))
+    by_word: dict[str, list[int]] = {}
+    for number, topic in topics:
+        by_word.setdefault((topic.split() or [""])[0], []).append(int(number))
+    groups = sorted(by_word.values(), key=lambda g: (len(g), g[0]))
+    while len(groups) > most:
+        groups = sorted([groups[0] + groups[1]] + groups[2:], key=lambda g: (len(g), g[0]))
+    if len(groups) == 1:
+        half = len(groups[0]) // 2
+        groups = [groups[0][:half], groups[0][half:]]
+    words = {int(number): topic for number, topic in topics}
+    return [{"name": words[g[0]].split()[0] if words[g[0]].split() else "topic", "description": f"topics like {words[g[0]]}",
+             "members": sorted(g)} for g in groups]
+
+
 def answer(body: dict, prompt: str) -> dict:
     """The message (and logprobs) a greedy model would give to this prompt."""
-    if body.get("logprobs"):
+    kind = kind_of(body, prompt)
+    if kind == "yes/no":
         p = min(max(digest("yes" + prompt), 1e-6), 1 - 1e-6)
         top = [{"token": "yes", "logprob": math.log(p)}, {"token": "no", "logprob": math.log(1 - p)}]
         return {"message": {"role": "assistant", "content": "yes"}, "logprobs": {"content": [{**top[0], "top_logprobs": top}]}}
-    n = listwise_passages(prompt)
-    if n:
+    if kind == "listwise":
+        n = listwise_passages(prompt)
         order = sorted(range(1, n + 1), key=lambda i: digest(f"{i}:{prompt}"))
         ranking = " > ".join(f"[{i}]" for i in order)
         content = f"[Reasoning Trace] Step 1: compare. [Document Ranking] {ranking}"
         return {"message": {"role": "assistant", "content": content}}
+    if kind == "levels":
+        return {"message": {"role": "assistant", "content": json.dumps({"levels": tree_levels(prompt)})}}
+    if kind == "clustering":
+        return {"message": {"role": "assistant", "content": json.dumps({"clusters": tree_clusters(prompt)})}}
     return {"message": {"role": "assistant", "content": json.dumps({"concept": "topic", "summary": f"documents {digest(prompt):.6f}"})}}
 
 
@@ -88,10 +147,11 @@ class Engine:
         self.requests = self.work = self.longest = 0
         self.first = self.last = None
         self.full_s = 0.0  # time with ``saturation`` requests or more in flight
+        self._done: list[tuple] = []  # (kind, work, start, full_s then, end, full_s then) per answered request
         self._stop = threading.Event()
         threading.Thread(target=self._run, daemon=True).start()
 
-    def serve(self, work: float) -> None:
+    def serve(self, work: float, kind: str = "") -> None:
         """Block until ``work`` tokens of this request are done."""
         done = threading.Event()
         with self._lock:
@@ -101,9 +161,11 @@ class Engine:
             self.work += work
             self.longest = max(self.longest, work)
             self.first = self.first or time.perf_counter()
+            record = [kind, work, time.perf_counter(), self.full_s]
         done.wait()
         with self._lock:
             self.last = time.perf_counter()
+            self._done.append((*record, self.last, self.full_s))
 
     def _run(self) -> None:
         per_request = self.shape.capacity / self.shape.saturation
@@ -125,19 +187,31 @@ class Engine:
                         entry[1].set()
                         del self._flight[key]
 
-    def stats(self) -> dict:
-        """Counts and times since the first request. ``bound_s`` is the least time the work needs at full
+    def stats(self, kind: str | None = None) -> dict:
+        """Counts and times since the first request (``kind``: of the answered requests of that kind alone, from
+        the first one's start to the last one's answer). ``bound_s`` is the least time the work needs at full
         capacity; ``longest_s`` the least time of the longest request (alone it gets ``capacity /
         saturation``), below which no client can go however it sends; ``full`` the share of the span the
         engine was full."""
+        if kind is not None:
+            return self._stats_of([r for r in self._done if r[0] == kind])
         span = (self.last - self.first) if self.first and self.last else 0.0
-        bound = self.work / self.shape.capacity
-        longest = self.longest * self.shape.saturation / self.shape.capacity
-        return {"requests": self.requests, "work_tokens": round(self.work), "span_s": round(span, 2),
+        return self._summary(self.requests, self.work, self.longest, span, self.full_s)
+
+    def _stats_of(self, done: list[tuple]) -> dict:
+        if not done:
+            return self._summary(0, 0.0, 0.0, 0.0, 0.0)
+        first, last = min(done, key=lambda r: r[2]), max(done, key=lambda r: r[4])
+        return self._summary(len(done), sum(r[1] for r in done), max(r[1] for r in done), last[4] - first[2], last[5] - first[3])
+
+    def _summary(self, requests: int, work: float, longest_work: float, span: float, full_s: float) -> dict:
+        bound = work / self.shape.capacity
+        longest = longest_work * self.shape.saturation / self.shape.capacity
+        return {"requests": requests, "work_tokens": round(work), "span_s": round(span, 2),
                 "bound_s": round(bound, 2), "longest_s": round(longest, 2),
                 "capacity_used": round(bound / span, 3) if span else 0.0,
-                "full": round(min(self.full_s / span, 1.0), 3) if span else 0.0,
-                "requests_per_s": round(self.requests / span, 1) if span else 0.0}
+                "full": round(min(full_s / span, 1.0), 3) if span else 0.0,
+                "requests_per_s": round(requests / span, 1) if span else 0.0}
 
     def close(self) -> None:
         self._stop.set()
@@ -155,7 +229,7 @@ def serve(shape: EngineShape, port: int = 0) -> tuple[ThreadingHTTPServer, Engin
             prompt = "\n".join(m.get("content") or "" for m in body.get("messages", []))
             prompt_tokens = len(prompt) // 4 + 1
             out = 1 if body.get("logprobs") else answer_tokens(prompt, int(body.get("max_tokens") or 256), shape)
-            engine.serve(prompt_tokens / shape.prefill_ratio + out)
+            engine.serve(prompt_tokens / shape.prefill_ratio + out, kind_of(body, prompt))
             reply = {"choices": [{"index": 0, "finish_reason": "stop", **answer(body, prompt)}],
                      "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out}}
             data = json.dumps(reply).encode()

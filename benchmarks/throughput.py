@@ -1,9 +1,11 @@
 """Throughput against the engine's own limit: the code before a change and after it, side by side, each running
-the same methods (and the groups stage's summaries) against stand-in continuous-batching engines
-(``standin_engine.py``) behind the OpenAI-compatible backend. By hand, not in CI::
+the same methods (and the index stages that ask a generator: the groups stage's summaries, LATTICE's top-down
+tree) against stand-in continuous-batching engines (``standin_engine.py``) behind the OpenAI-compatible
+backend. By hand, not in CI::
 
     python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR [--before 277f2af] [--limit 225]
-        [--methods rerank,slidegar,rgs,garen,lattice,groups] [--shape 1.0] [--max-active-queries 256]
+        [--methods rerank,slidegar,rgs,garen,lattice,groups,tree] [--shape 1.0] [--max-active-queries 256]
+        [--max-group-size 5] [--max-children 10]
 
 ``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout
 instead; neither: this checkout alone); the after side is this checkout. ``--before-index DIR``: an index the
@@ -11,10 +13,13 @@ code before can open, where the index format changed between the two. Every run 
 uses no response cache. For each (code, method, engine) it prints the requests, requests per second, the
 engine's busy span, the least time the work needs at the engine's capacity (the bound), the least time of its
 longest request alone (no client can finish sooner), the share of the capacity used (bound / span), the share
-of the span the engine was full, the answers the run could not use, and whether the rankings (``run.trec``)
-of before and after are the same. The reranker answers listwise windows with the reasoning prompt;
-GAREN's navigator and LATTICE's slate scorer are yes/no scorers on a second engine; the groups stage summarises
-every group of the index with the generator on the first.
+of the span the engine was full, the answers the run could not use (the tree: and, in brackets, its documents
+with extractive levels / nodes split by k-means), and whether the rankings (``run.trec``; the groups: groups and
+summaries; the tree: its nodes and counts) of before and after are the same. The reranker answers listwise
+windows with the reasoning prompt; GAREN's navigator and LATTICE's slate scorer are yes/no scorers on a second
+engine; the groups stage summarises every group of the index with the generator on the first; ``tree`` builds
+the index's semantic tree top-down with that generator, its two steps in rows of their own: every document's
+levels (one stream), then the clustering of each oversized node (where the build waited between depths).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from standin_engine import EngineShape, serve
 REPO = Path(__file__).resolve().parent.parent
 # the engines each method keeps busy: GAREN's navigator and LATTICE's slate scorer are yes/no scorers on the second
 ENGINES = {"garen": ("reranker", "navigator"), "lattice": ("navigator",), "lattice++": ("navigator",)}
+INDEX_STAGES = ("groups", "tree")  # rebuilt in a copy of the index with the generator on the first engine
 
 
 def checkout(rev: str, work: Path) -> Path:
@@ -46,7 +52,8 @@ def checkout(rev: str, work: Path) -> Path:
     return folder
 
 
-def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: int | None = None) -> Path:
+def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: int | None = None, method: str = "",
+           max_children: int | None = None) -> Path:
     def model(url: str, **extra) -> dict:
         return {"backend": "openai", "base_url": url, "model": "standin", "api_key_env": "STANDIN_KEY", "concurrency": concurrency, **extra}
 
@@ -55,8 +62,12 @@ def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: i
               "models": {"reranker": model(urls["reranker"], prompt="garen-reasoning", sampling=reasoning),
                          "navigator": model(urls["navigator"])},
               "index": {"groups": {"summarizer": model(urls["reranker"], sampling=reasoning)}}}
+    if method == "tree":  # the tree's stage alone asks the generator; the groups stay as the index has them
+        config["index"] = {"semantic_tree": {"construction": "top-down", "summarizer": model(urls["reranker"], sampling=reasoning)}}
+        if max_children:  # a smaller M: a deeper tree, more nodes to partition
+            config["index"]["semantic_tree"]["max_children"] = max_children
     if max_group_size:  # smaller groups: a longer stream of summaries
-        config["index"]["groups"]["max_group_size"] = max_group_size
+        config["index"].setdefault("groups", {})["max_group_size"] = max_group_size
     path.write_text(json.dumps(config))  # JSON is YAML
     return path
 
@@ -76,15 +87,17 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index:
     engines = {role: serve(shape) for role in ("reranker", "navigator")}
     urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
     try:
-        settings = preset(out / "preset.yaml", urls, opts.concurrency, opts.max_group_size)
+        settings = preset(out / "preset.yaml", urls, opts.concurrency, opts.max_group_size, method, opts.max_children)
         common = ["--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings)]
-        if method == "groups":
+        if method in INDEX_STAGES:
             shutil.copytree(index, out / "index")
             garen(code, ["index", *common, "--out", str(out / "index")])
         else:
             garen(code, ["run", *common, "--index", index, "--method", method, "--budget", str(opts.budget),
                          "--limit", str(opts.limit), "--no-cache", "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
         problems = _answer_problems(out, method)
+        if method == "tree":
+            return [{"engine": kind, "problems": problems, **engines["reranker"][1].stats(kind)} for kind in ("levels", "clustering")]
         return [{"engine": "generator" if method == "groups" else role, "problems": problems,
                  **engines[role][1].stats()} for role in ENGINES.get(method, ("reranker",))]
     finally:
@@ -137,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-active-queries", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=256, help="requests in flight per engine")
     ap.add_argument("--max-group-size", type=int, help="the groups stage's largest group")
+    ap.add_argument("--max-children", type=int, help="the top-down tree's M (default: cpu-default's, 20)")
     ap.add_argument("--capacity", type=float, default=EngineShape.capacity)
     ap.add_argument("--saturation", type=int, default=EngineShape.saturation)
     ap.add_argument("--median-answer", type=float, default=EngineShape.median_answer)
@@ -180,6 +194,10 @@ def _answer_problems(out: Path, method: str) -> str:
     stand-in whose answers the parsers cannot read would measure fallbacks, not the method."""
     if method == "groups":
         return "-"
+    if method == "tree":  # the stage's own counts: answers not used, documents and nodes that fell back
+        info = json.loads((out / "index/manifest.json").read_text())["stages"]["semantic_tree"]["info"]
+        fallbacks = {k: info.get(k, 0) for k in ("level_fallbacks", "partition_fallbacks")}
+        return f"{sum(info.get('answer_problems', {}).values())} ({fallbacks['level_fallbacks']}/{fallbacks['partition_fallbacks']})"
     try:
         return str(sum(json.loads((out / "metrics.json").read_text()).get("answer_problems", {}).values()))
     except FileNotFoundError:  # the code before counted none
@@ -193,6 +211,12 @@ def _same(before: Path, after: Path, method: str) -> str:
             lines = (folder / "index/groups/groups.jsonl").read_text().splitlines()
             kept = ("group", "docs", "concept", "summary")
             return [{k: r[k] for k in kept} for r in map(json.loads, lines)]
+        if method == "tree":  # the nodes (the generator's name, which holds the port, left out) and the counts
+            nodes = [{k: v for k, v in r.items() if k != "source"} for r in
+                     map(json.loads, (folder / "index/semantic_tree/nodes.jsonl").read_text().splitlines())]
+            info = json.loads((folder / "index/manifest.json").read_text())["stages"]["semantic_tree"]["info"]
+            counts = ("level_fallbacks", "partition_fallbacks", "no_level_fits", "unassigned", "answer_problems")
+            return nodes, {k: info.get(k) for k in counts}
         return (folder / "run.trec").read_bytes()
 
     try:

@@ -36,3 +36,33 @@ def test_a_yes_no_request_gets_logprobs_and_anything_else_a_summary():
     assert {entry["token"] for entry in yes_no["logprobs"]["content"][0]["top_logprobs"]} == {"yes", "no"}
     assert standin.listwise_passages("summarise these documents") == 0
     assert '"summary"' in standin.answer({}, "summarise these documents")["message"]["content"]
+
+
+def test_the_tree_prompts_get_the_json_the_top_down_builder_reads():
+    from garen_infer.index.tree.tree_top_down import parse_clusters, parse_levels
+    from garen_infer.llm.prompts import lattice_cluster, lattice_levels
+
+    levels_prompt = lattice_levels("Supersonic flow over a wedge: shock angle and flow deflection of the supersonic flow.", 5)[0]["content"]
+    assert standin.kind_of({}, levels_prompt) == "levels"
+    levels = parse_levels(standin.answer({}, levels_prompt)["message"]["content"], 5)
+    assert levels[0] == "flow" and levels[1] == "flow supersonic" and len(levels) == 5  # most frequent words first
+    topics = ["flow supersonic", "flow wedge", "heat transfer", "heat plate", "shock angle", "shock wave", "buckling"]
+    cluster_prompt = lattice_cluster(topics, 2, 3)[0]["content"]
+    assert standin.kind_of({}, cluster_prompt) == "clustering"
+    clusters = parse_clusters(standin.answer({}, cluster_prompt)["message"]["content"], len(topics), 3)
+    assert sorted(sorted(members) for _, members in clusters) == [[0, 1, 6], [2, 3], [4, 5]]  # the two smallest merged
+    same = parse_clusters(standin.answer({}, lattice_cluster(["flow a", "flow b"], 2, 3)[0]["content"])["message"]["content"], 2, 3)
+    assert [members for _, members in same] == [[0], [1]]  # one shared word: split in two
+
+
+def test_the_engine_counts_each_kind_of_request_on_its_own():
+    engine = standin.Engine(standin.EngineShape(capacity=1e6, saturation=1))
+    try:
+        engine.serve(10.0, "levels")
+        engine.serve(30.0, "clustering")
+        engine.serve(20.0, "clustering")
+        assert engine.stats("clustering")["requests"] == 2 and engine.stats("clustering")["work_tokens"] == 50
+        assert engine.stats("levels")["requests"] == 1 and engine.stats()["requests"] == 3
+        assert engine.stats("summary")["requests"] == 0
+    finally:
+        engine.close()
