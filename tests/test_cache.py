@@ -167,6 +167,33 @@ def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_datas
     assert second["mean_model_calls"] == 0 and second["mean_cache_hits"] == first["mean_model_calls"]
 
 
+def test_a_replay_from_the_cache_loads_no_model(tiny_model_dir, tiny_dataset, tiny_index, tmp_path, monkeypatch):
+    """A run the cache answers in full takes its backend's id from the model's configuration and never loads the
+    weights; a prompt the cache cannot answer loads them once."""
+    from transformers import AutoModelForCausalLM
+
+    from garen_infer.running.runner import RunConfig, execute
+
+    loads = []
+    load = AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", lambda *args, **kwargs: loads.append(args[0]) or load(*args, **kwargs))
+    models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt",
+                           "max_words": 20, "sampling": {"max_tokens": 8}}}
+
+    def run(out, limit):
+        config = RunConfig.build(method="rerank", method_options={"budget": 4, "window": 4, "stride": 2}, models=models, limit=limit)
+        return execute(tiny_dataset, tiny_index, config, out, cache=ResponseCache(tmp_path / "c.sqlite"), log=lambda *_: None)
+
+    first = run(tmp_path / "first", 2)
+    assert first["mean_model_calls"] > 0 and loads == [str(tiny_model_dir)]
+    replay = run(tmp_path / "replay", 2)
+    assert replay["mean_model_calls"] == 0 and replay["mean_cache_hits"] == first["mean_model_calls"]
+    assert loads == [str(tiny_model_dir)]  # no second load
+    assert (tmp_path / "replay" / "run.trec").read_bytes() == (tmp_path / "first" / "run.trec").read_bytes()
+    more = run(tmp_path / "more", 3)  # a third query's prompts are not in the cache
+    assert more["mean_model_calls"] > 0 and loads == [str(tiny_model_dir)] * 2
+
+
 def test_a_full_or_damaged_cache_file_is_one_line(tmp_path):
     """A real full disk (RLIMIT_FSIZE: SQLite's next write fails in the kernel) and a file cut short, in a
     process of their own; each ends with one GarenError line naming the cache file."""
