@@ -210,6 +210,31 @@ def test_a_replay_from_the_cache_loads_no_model(backend_name, tiny_model_dir, ti
     assert more["mean_model_calls"] > 0 and loads == [model] * 2
 
 
+def test_an_export_replaced_before_its_weights_load_is_refused(tiny_bert_dir, tmp_path):
+    """The id is read when the backend is built, the weights when the cache first misses: an export written again
+    in between (new weights, new manifest) would answer under the old model's id, so it is refused."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from garen_infer.errors import GarenError
+    from garen_infer.llm.backends.cross_encoder import CrossEncoderBackend
+    from garen_infer.llm.exported_models import KIND
+    from garen_train.scorers.export_folder import write_manifest
+
+    out = _cross_encoder(tiny_bert_dir, tmp_path / "reranker")
+    manifest = {"kind": KIND, "family": "cross-encoder", "format": "hf-sequence-classification", "max_length": 64}
+    write_manifest(out, manifest)
+    backend = CrossEncoderBackend(str(out), device="cpu")
+    net = AutoModelForSequenceClassification.from_pretrained(out)
+    with torch.no_grad():
+        net.classifier.bias += 1.0
+    net.save_pretrained(out)
+    write_manifest(out, manifest)
+    with pytest.raises(GarenError, match=r"the model loaded is not the one its id cross-encoder:.*@[0-9a-f]{12}:max64 names"):
+        backend.score_pairs([("q", "a document")])
+    assert CrossEncoderBackend(str(out), device="cpu").id != backend.id  # built again, it names the new weights
+
+
 def test_a_full_or_damaged_cache_file_is_one_line(tmp_path):
     """A real full disk (RLIMIT_FSIZE: SQLite's next write fails in the kernel) and a file cut short, in a
     process of their own; each ends with one GarenError line naming the cache file."""

@@ -81,7 +81,10 @@ class CrossEncoderBackend:
         if self.max_length is None:
             trained = (read_manifest(self._path) or {}).get("max_length")
             self.max_length = int(trained or min(self.tokenizer.model_max_length, 512))
-        self.id = f"cross-encoder:{self.model}{weights_tag(self.model)}:max{self.max_length}"
+        self.id = self._identity()
+
+    def _identity(self) -> str:
+        return f"cross-encoder:{self.model}{weights_tag(self.model)}:max{self.max_length}"
 
     @property
     def net(self):
@@ -92,6 +95,10 @@ class CrossEncoderBackend:
             if self._net is None:
                 with self._loading_errors():
                     net = AutoModelForSequenceClassification.from_pretrained(self._path, dtype=getattr(self._torch, self.dtype))
+                # the id keys every answer already taken from the cache: the weights loaded must be the ones it names
+                if self._identity() != self.id:
+                    raise GarenError(f"cross-encoder backend: the model loaded is not the one its id {self.id} names "
+                                     "(its files changed during the run?); start the run again")
                 self._net = net.to(self.device).eval()
         return self._net
 

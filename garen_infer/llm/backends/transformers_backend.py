@@ -113,9 +113,7 @@ class TransformersBackend:
             PeftConfig.from_pretrained(self.lora)
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
-        self.id = (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
-                   + backend_settings(min(filter(None, (self.max_length, self._context)), default=None))
-                   + template_args_tag(self.chat_template_kwargs))
+        self.id = self._identity(self._context)
         self._net = None
         self._loading = threading.Lock()
 
@@ -129,11 +127,18 @@ class TransformersBackend:
                     from peft import PeftModel
 
                     net = PeftModel.from_pretrained(net, self.lora)
-                if context_length(net.config) != self._context:  # the id, which keys the cached answers, was built on it
-                    raise GarenError(f"transformers backend ({self.model}): the loaded model allows {context_length(net.config)} "
-                                     f"tokens where its configuration read {self._context}; the backend id is wrong")
+                # the id keys every answer already taken from the cache: the model loaded must be the one it names
+                if self._identity(context_length(net.config)) != self.id:
+                    raise GarenError(f"transformers backend ({self.model}): the model loaded is not the one its id "
+                                     f"{self.id} names (its files changed during the run?); start the run again")
                 self._net = net.to(self.device).eval()
         return self._net
+
+    def _identity(self, context: int | None) -> str:
+        """The backend id: the weights (an export's digest), the prompt limit and the template's arguments."""
+        return (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+                + backend_settings(min(filter(None, (self.max_length, context)), default=None))
+                + template_args_tag(self.chat_template_kwargs))
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _encode(self, texts: list[str], answer_tokens: int):
