@@ -72,6 +72,12 @@ MUTANTS = (
     Mutant("docnos-split-blocks", "garen_infer/index/knn_graph.py",
            "return_self=False, min_block=len(doc_ids))", "return_self=False)",
            ("tests/test_knn_scale.py", "-k", "read_back")),
+    Mutant("cache-wal-switch-once", "garen_infer/llm/cache.py",
+           "if not _busy(err) or time.monotonic() + pause > deadline:", "if True:",
+           ("tests/test_cache_shared.py", "-k", "waits_for_another")),
+    Mutant("replay-loads-weights", "garen_infer/llm/backends/transformers_backend.py",
+           "        self._loading = threading.Lock()\n", "        self._loading = threading.Lock()\n        self.net  # loaded at once\n",
+           ("tests/test_cache.py", "-k", "replay_from_the_cache and transformers")),
 )
 
 

@@ -167,6 +167,74 @@ def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_datas
     assert second["mean_model_calls"] == 0 and second["mean_cache_hits"] == first["mean_model_calls"]
 
 
+def _cross_encoder(tiny_bert_dir, folder):
+    """The tiny BERT with a one-label relevance head, saved as a cross-encoder folder."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=1).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("backend_name", ["transformers", "cross-encoder"])
+def test_a_replay_from_the_cache_loads_no_model(backend_name, tiny_model_dir, tiny_bert_dir, tiny_dataset, tiny_index, tmp_path,
+                                               monkeypatch):
+    """A run the cache answers in full takes its backend's id from the model's configuration and never loads the
+    weights; a prompt the cache cannot answer loads them once."""
+    import transformers
+
+    from garen_infer.running.runner import RunConfig, execute
+
+    if backend_name == "transformers":
+        auto, model = transformers.AutoModelForCausalLM, str(tiny_model_dir)
+        spec = {"prompt": "rankgpt", "max_words": 20, "sampling": {"max_tokens": 8}}
+    else:
+        auto, model = transformers.AutoModelForSequenceClassification, str(_cross_encoder(tiny_bert_dir, tmp_path / "head"))
+        spec = {"mode": "pointwise"}
+    loads = []
+    load = auto.from_pretrained
+    monkeypatch.setattr(auto, "from_pretrained", lambda *args, **kwargs: loads.append(args[0]) or load(*args, **kwargs))
+    models = {"reranker": {"backend": backend_name, "model": model, "device": "cpu", **spec}}
+
+    def run(out, limit):
+        config = RunConfig.build(method="rerank", method_options={"budget": 4, "window": 4, "stride": 2}, models=models, limit=limit)
+        return execute(tiny_dataset, tiny_index, config, out, cache=ResponseCache(tmp_path / "c.sqlite"), log=lambda *_: None)
+
+    first = run(tmp_path / "first", 2)
+    assert first["mean_model_calls"] > 0 and loads == [model]
+    replay = run(tmp_path / "replay", 2)
+    assert replay["mean_model_calls"] == 0 and replay["mean_cache_hits"] == first["mean_model_calls"]
+    assert loads == [model]  # no second load
+    assert (tmp_path / "replay" / "run.trec").read_bytes() == (tmp_path / "first" / "run.trec").read_bytes()
+    more = run(tmp_path / "more", 3)  # a third query's prompts are not in the cache
+    assert more["mean_model_calls"] > 0 and loads == [model] * 2
+
+
+def test_an_export_replaced_before_its_weights_load_is_refused(tiny_bert_dir, tmp_path):
+    """The id is read when the backend is built, the weights when the cache first misses: an export written again
+    in between (new weights, new manifest) would answer under the old model's id, so it is refused."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from garen_infer.errors import GarenError
+    from garen_infer.llm.backends.cross_encoder import CrossEncoderBackend
+    from garen_infer.llm.exported_models import KIND
+    from garen_train.scorers.export_folder import write_manifest
+
+    out = _cross_encoder(tiny_bert_dir, tmp_path / "reranker")
+    manifest = {"kind": KIND, "family": "cross-encoder", "format": "hf-sequence-classification", "max_length": 64}
+    write_manifest(out, manifest)
+    backend = CrossEncoderBackend(str(out), device="cpu")
+    net = AutoModelForSequenceClassification.from_pretrained(out)
+    with torch.no_grad():
+        net.classifier.bias += 1.0
+    net.save_pretrained(out)
+    write_manifest(out, manifest)
+    with pytest.raises(GarenError, match=r"the model loaded is not the one its id cross-encoder:.*@[0-9a-f]{12}:max64 names"):
+        backend.score_pairs([("q", "a document")])
+    assert CrossEncoderBackend(str(out), device="cpu").id != backend.id  # built again, it names the new weights
+
+
 def test_a_full_or_damaged_cache_file_is_one_line(tmp_path):
     """A real full disk (RLIMIT_FSIZE: SQLite's next write fails in the kernel) and a file cut short, in a
     process of their own; each ends with one GarenError line naming the cache file."""

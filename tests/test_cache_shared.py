@@ -7,12 +7,14 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import REPO
 
 from garen_infer.doors.cli import main
 from garen_infer.errors import GarenError
+from garen_infer.llm import cache as cache_module
 from garen_infer.llm.cache import ResponseCache, filesystem_type, journal_for
 
 WRITER = """
@@ -93,3 +95,40 @@ def test_a_cache_named_with_uri_characters_is_merged(name, tmp_path, monkeypatch
     assert "1 answers added" in capsys.readouterr().out
     assert ResponseCache(tmp_path / "all.sqlite").get_many(["a"]) == {"a": {"text": "A"}}
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(("all.sqlite", name))) == []  # no stray file
+
+
+def _held_for(path, seconds: float) -> threading.Timer:
+    """Another process's writer on ``path``: a connection holding SQLite's write lock for ``seconds``."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(seconds, lambda: (other.execute("COMMIT"), other.close()))
+    release.start()
+    return release
+
+
+def test_a_new_cache_switched_to_wal_waits_for_another_writer(tmp_path, monkeypatch):
+    """The race of several processes opening a new cache at once, forced: the switch to WAL reads the file, then
+    needs the write lock another connection holds; SQLite's busy timeout does not cover that step."""
+    monkeypatch.setenv("GAREN_CACHE_JOURNAL", "wal")
+    path = tmp_path / "responses.sqlite"
+    release = _held_for(path, 0.5)
+    cache = ResponseCache(path)
+    release.join()
+    cache.put_many({"k": {"text": "v"}})
+    assert cache.journal == "wal" and sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert cache.get_many(["k"]) == {"k": {"text": "v"}}
+
+
+def test_a_cache_locked_past_the_busy_timeout_is_one_line_saying_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAREN_CACHE_JOURNAL", "wal")
+    monkeypatch.setattr(cache_module, "BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "responses.sqlite"
+    release = _held_for(path, 2.0)
+    try:
+        with pytest.raises(GarenError) as refused:
+            ResponseCache(path)
+    finally:
+        release.join()
+    assert str(refused.value) == (f"response cache {path}: cannot open it (database is locked); another process has held it "
+                                  "locked for over 0.2 s: let it finish (or pass another --cache, or --no-cache) and run the "
+                                  "same command again")

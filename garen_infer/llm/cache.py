@@ -20,6 +20,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,6 +32,8 @@ def default_cache_path() -> Path:
     return Path(root) / "responses.sqlite"
 
 
+# how long a process waits for another that holds the file locked before it gives up
+BUSY_TIMEOUT_S = 60.0
 JOURNAL_ENV = "GAREN_CACHE_JOURNAL"
 JOURNALS = ("wal", "delete")
 # filesystems whose files several hosts open: no shared memory between their processes, so no WAL
@@ -82,11 +85,28 @@ class ResponseCache:
         self._lock = threading.Lock()
         with self._failures("open"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
             self.journal = journal_for(self.path)
-            self._db.execute(f"PRAGMA journal_mode={self.journal.upper()}")
+            self._switch_journal()
             self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             self._db.commit()
+
+    def _switch_journal(self) -> None:
+        """SQLite's busy timeout does not cover this switch: it reads the file's header in a read transaction, then
+        needs the write lock, and a transaction that has read never waits for a writer (two such would wait for each
+        other). So a process that opens a new cache file while another switches it gets "database is locked" at once,
+        which several shards starting together meet. The failed statement holds no lock afterwards: try it again
+        until the busy timeout is spent."""
+        deadline, pause = time.monotonic() + BUSY_TIMEOUT_S, 0.001
+        while True:
+            try:
+                self._db.execute(f"PRAGMA journal_mode={self.journal.upper()}")
+                return
+            except sqlite3.OperationalError as err:
+                if not _busy(err) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.1)
 
     def get_many(self, keys: list[str]) -> dict[str, dict]:
         found = {}
@@ -116,9 +136,17 @@ class ResponseCache:
         except (sqlite3.DatabaseError, OSError) as err:
             if "not a database" in str(err) or "malformed" in str(err):
                 advice = "it holds only cached model answers: move it away (or pass another --cache) and run again"
+            elif isinstance(err, sqlite3.OperationalError) and _busy(err):
+                advice = (f"another process has held it locked for over {BUSY_TIMEOUT_S:g} s: let it finish "
+                          "(or pass another --cache, or --no-cache) and run the same command again")
             else:
                 advice = "free some space or fix the permissions (or pass another --cache, or --no-cache) and run the same command again"
             raise GarenError(f"response cache {self.path}: cannot {doing} it ({err}); {advice}") from None
+
+
+def _busy(err: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds a lock (SQLITE_BUSY and its extended codes)."""
+    return getattr(err, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
 
 
 class NoCache:

