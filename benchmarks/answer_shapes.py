@@ -1,9 +1,9 @@
 """What real models' answer shapes do to each method: every method run on SciFact's first test queries twice, with
 a scripted model that answers every prompt perfectly (plain ranking, plain JSON, native tool calls) and with one
-that draws each answer's shape from the whole catalogue (garen_infer/testing/answers.py). The scripted model has
-no notion of relevance: its "perfect" rankings are a fixed order drawn from the prompt, so the figures show how far
-each method moves when answers turn unusable, not how good a model is. Prints one row per method: nDCG@10 of each
-run, the share of unusable answers and what the ledger counted.
+that draws each answer's shape from the whole catalogue (garen_infer/testing/answers.py). The scripted model's
+notion of relevance is crude (how many of the query's words a passage holds), so the figures show how far each
+method moves when answers turn unusable, not how good a model is. Prints one row per method: nDCG@10 of each run,
+the share of unusable answers and what the ledger counted.
 
     .venv/bin/python benchmarks/answer_shapes.py --data DATA/scifact [--queries 10] [--depth 30] [--budget 20]
 

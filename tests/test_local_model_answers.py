@@ -71,3 +71,30 @@ def test_every_local_answer_says_why_it_ended(backends):
     for answer in quiet.generate([CHAT, [{"role": "user", "content": "yes or no"}]], SamplingParams(max_tokens=3)):
         assert answer.finish_reason in ("stop", "length")
         assert answer.finish_reason == "stop" or answer.output_tokens == 3  # cut: every answer token was used
+
+
+# the tail of Qwen3's thinking models' templates (Qwen3-*-Thinking-2507): the prompt itself opens the thought
+OPENS_THE_THOUGHT = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
+)
+
+
+def test_a_thought_the_template_opened_is_put_back_in_front_of_the_answer(tiny_model_dir):
+    """Was: the answer of such a model began inside its thought without writing <think>, so a thought cut at
+    max_tokens before </think> was read for ids as if it were the ranking."""
+    from garen_infer.llm.backends.chat_format import opened_thought
+    from garen_infer.llm.backends.transformers_backend import TransformersBackend
+    from garen_infer.llm.permutation import read_permutation
+
+    backend = TransformersBackend(str(tiny_model_dir), device="cpu", chat_template=OPENS_THE_THOUGHT)
+    [answer] = backend.generate([CHAT], SamplingParams(max_tokens=3))
+    assert answer.text.startswith("<think>\n")
+    prompt = render_chat(backend.tokenizer, CHAT)
+    cut = opened_thought(prompt) + "Passage [3] seems closer than [1], but"
+    assert read_permutation(cut, 3).problems == ["thought_without_answer"]
+    assert read_permutation(opened_thought(prompt) + "[3] first.</think>\n[2] > [1] > [3]", 3).order == [1, 0, 2]
+    thinking = TransformersBackend(str(tiny_model_dir), device="cpu", chat_template=QWEN3_LIKE)
+    assert opened_thought(render_chat(thinking.tokenizer, [{"role": "user", "content": "quote: <think>"}])) == ""
+    quiet = TransformersBackend(str(tiny_model_dir), device="cpu", chat_template=QWEN3_LIKE, chat_template_kwargs={"enable_thinking": False})
+    assert opened_thought(render_chat(quiet.tokenizer, CHAT)) == ""  # an empty thought, closed: the answer follows it

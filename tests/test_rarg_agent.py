@@ -381,6 +381,33 @@ def test_a_context_that_cannot_fit_ends_the_episode_instead_of_being_cut(agent_i
     assert trace["q1"]["trace"]["agent"]["stop"] == "context_full"
 
 
+def test_a_reply_to_a_chat_the_backend_cut_is_never_used_and_the_turn_is_asked_whole(agent_index, tiny_dataset, tmp_path):
+    """Was: with no context_limit (a transformers agent without max_length, a limit set too high), the backend cut
+    each over-long chat's middle, dropping its newest results, and the agent acted on its reply to what was left."""
+    def tokens(chat):
+        return sum(len(m.get("content") or "") for m in chat) // 4
+
+    searches = [call("bash", command=f"rg -n {w} corpus") for w in ("the", "of", "and", "a", "is", "in", "to", "lava")]
+    policy = ScriptedPolicy(sequence(*searches), cut_at=900)
+    _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1)
+    cut = [k for k, (chat, _) in enumerate(policy.requests) if tokens(chat) > 900]
+    assert cut, "no chat outgrew the backend's limit: the test shows nothing"
+    for k in cut:  # each reply to a cut chat is dropped: the same turn is asked again, whole, with older results cleared
+        again = policy.requests[k + 1][0]
+        assert tokens(again) <= 900 and len(again) == len(policy.requests[k][0])
+        assert "[cleared]" in tool_results(again) and tool_results(again)[-1].startswith("corpus/")
+    agent = trace["q1"]["trace"]["agent"]
+    assert agent["stop"] == "answer" and agent["compactions"] >= 1
+    assert trace["q1"]["ledger"]["truncated_prompts"] == len(cut)  # each cut is still counted
+
+
+def test_a_chat_cut_again_after_clearing_ends_the_episode(agent_index, tiny_dataset, tmp_path):
+    policy = ScriptedPolicy(sequence(call("bash", command="rg -n the corpus")), cut_at=50)  # under the system prompt
+    _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1)
+    assert len(policy.requests) == 1 and trace["q1"]["trace"]["agent"]["stop"] == "context_full"
+    assert trace["q1"]["ranking"] == []
+
+
 def test_the_context_limit_follows_from_the_agent_models_spec():
     from garen_infer.methods.rarg import Rarg, RargConfig
 

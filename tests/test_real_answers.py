@@ -133,6 +133,37 @@ def test_a_run_of_mostly_unusable_answers_says_so_loudly(tiny_index, tiny_datase
     assert by_role["unreadable"] + by_role["thought_without_answer"] == unusable > 0
 
 
+def test_listwise_answers_from_a_served_model_are_read_and_counted_as_the_engines_are(tiny_index, tiny_dataset, tmp_path, server):
+    """The same shapes through the OpenAI-compatible backend and a scripted server (HTTP, finish_reason, a 429
+    without Retry-After first): the run finishes and the ledger counts what the shapes name, and the retry."""
+    from openai_server import chat_answer, quota_exceeded
+
+    from garen_infer.configuration.presets import load_preset, run_config_from
+    from garen_infer.llm.backends.openai_backend import OpenAIBackend
+    from garen_infer.llm.types import SamplingParams
+    from garen_infer.running.runner import execute
+
+    # a server's content is text or null: a number as content is refused as a malformed body (test_openai_faults)
+    model = ScriptedModel({"ranking": tuple(s.name for s in RANKING_SHAPES if s.name != "number_content")})
+
+    def answer(body):
+        [c] = model.generate([body["messages"]], SamplingParams(temperature=body.get("temperature", 0.0)))
+        return chat_answer(c.text, c.input_tokens, c.output_tokens, c.finish_reason)
+
+    server.answer((429, quota_exceeded(0.01)), (200, answer))
+    backend = OpenAIBackend("shaped", base_url=server.base_url, api_key_env=None, max_retries=2, timeout=30)
+    roles = Roles(reranker=LLMListwiseReranker(CachedBackend(backend, NoCache()), [d.full_text for d in tiny_dataset.documents], "garen"))
+    lines: list[str] = []
+    config = run_config_from(load_preset("cpu-default"), "rerank", budget=10)
+    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=roles, log=lines.append)
+    expected = Counter({"retry:429": 1})
+    for (_, name), uses in model.used.items():
+        expected.update({k: uses for k in next(s for s in RANKING_SHAPES if s.name == name).counted})
+    assert len(model.used) > 1 and Counter(metrics["answer_problems"]) == expected
+    assert metrics["answer_problems_by_role"]["reranker"]["answers"] == sum(model.used.values())
+    assert any(line.startswith("[run] answers not used as asked: reranker ") for line in lines)
+
+
 # ---- index stages with a generator -----------------------------------------------------------------------------
 @pytest.mark.parametrize("shape", JSON_SHAPES, ids=lambda s: s.name)
 def test_group_summaries_and_tree_descriptions_survive_each_json_shape(shape, tiny_index, tiny_dataset, tmp_path, monkeypatch):

@@ -10,7 +10,8 @@ entry points are cleared from every result at compaction, recent ones included.
 The model's own limit comes first: a context longer than ``limit`` tokens (what the agent model's prompt may hold,
 its ``max_model_len`` minus the answer's ``max_tokens``) has more of its oldest results cleared, one at a time,
 until it fits. An agent's chat is never sent to be cut in the middle: that would drop its newest results, or, on a
-server, be refused.
+server, be refused. The length below is an estimate, so a local backend may still cut what is sent; the loop then
+drops that reply and clears to the limit the cut shows (``loop.py``).
 
 The context length is the prompt tokens of the last model call plus its answer, plus a quarter of the characters
 added (or minus those cleared) since, about four characters a token; a backend that reports no tokens is estimated

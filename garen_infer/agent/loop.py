@@ -7,6 +7,8 @@ response cache replays a finished conversation without a model (DCI-Agent-Lite's
         compact the context if it is too long (and always until it fits the model's prompt limit)
         still too long for the model (nothing left to clear): stop, never send a chat to be cut
         reply = model(context, tools)              (the last turn is told to answer now)
+        the backend cut the chat's middle anyway: drop the reply, clear to the limit the cut shows, ask once
+            more; cut again: stop
         no tool call in reply: it is the final answer; stop   (optionally: no ranking either -> remind, go on)
         run each tool call, append its result
     return the final answer's text
@@ -46,27 +48,21 @@ def run_agent(
     is_answer: Callable[[str], bool] = bool, nudge: str = "",
 ) -> Generator[ChatWithTools, AssistantTurn, AgentResult]:
     """``config`` gives max_turns, compaction_threshold, keep_tool_results, context_limit (tokens the model's prompt
-    may hold; None: no limit) and nudges; a reply without a tool
+    may hold; None: none until a backend's cut shows one) and nudges; a reply without a tool
     call for which ``is_answer`` is false is replaced in the context by ``nudge`` instead of ending the episode,
     ``config.nudges`` times (the transcript keeps the reply)."""
     context = Context(system, user)
     result = AgentResult(answer="", stop="turn_cap", turns=0)
     schemas = tuple(tools)
-    nudges_left = config.nudges
+    nudges_left, limit = config.nudges, config.context_limit
     for turn in range(1, config.max_turns + 1):
         last = turn == config.max_turns
         if last:
             context.add_user(TURN_LIMIT_NOTE)
-        if context.compact_if_long(config.compaction_threshold, config.keep_tool_results, config.context_limit):
-            transcript.compaction(turn, context.length_estimate())
-        if config.context_limit is not None and context.length_estimate() > config.context_limit:
+        reply, limit = yield from _reply_to_a_whole_chat(context, schemas, config, limit, transcript, turn)
+        if reply is None:
             result.stop = "context_full"
-            transcript.note(turn, f"the context holds about {context.length_estimate()} tokens with every older tool "
-                                  f"result cleared, more than the model's {config.context_limit}: the episode ends here")
             break
-        sent, chars = context.snapshot(), context.chars()
-        reply = yield ChatWithTools(sent, schemas)
-        context.saw_model_call(reply.input_tokens, reply.output_tokens, chars)
         result.turns = turn
         calls = [replace(c, id=f"call_{turn}_{k}") for k, c in enumerate(reply.tool_calls)]
         readable = [c for c in calls if not c.error]
@@ -99,3 +95,31 @@ def run_agent(
             transcript.note(turn, note)
     result.compactions = context.compactions
     return result
+
+
+def _reply_to_a_whole_chat(
+    context: Context, schemas: tuple, config, limit: int | None, transcript: Transcript, turn: int,
+) -> Generator[ChatWithTools, AssistantTurn, tuple[AssistantTurn | None, int | None]]:
+    """The model's reply to the context compacted to fit ``limit``, and the limit as now known; None for the reply
+    when the context cannot fit. The context's length is an estimate between model calls, so a backend may still cut
+    the middle of what is sent (its newest results): such a reply is not used, and the turn is asked once more with
+    the context measured by that call and cleared to the backend's limit, which the cut shows (its prompt's kept
+    tokens); when even that is cut, or nothing is left to clear, there is no reply."""
+    for _ in range(2):
+        if context.compact_if_long(config.compaction_threshold, config.keep_tool_results, limit):
+            transcript.compaction(turn, context.length_estimate())
+        if limit is not None and context.length_estimate() > limit:
+            transcript.note(turn, f"the context holds about {context.length_estimate()} tokens with every older tool "
+                                  f"result cleared, more than the model's {limit}: the episode ends here")
+            return None, limit
+        sent, chars = context.snapshot(), context.chars()
+        reply = yield ChatWithTools(sent, schemas)
+        if not reply.truncated_tokens:
+            context.saw_model_call(reply.input_tokens, reply.output_tokens, chars)
+            return reply, limit
+        context.saw_model_call(reply.input_tokens + reply.truncated_tokens, 0, chars)
+        limit = reply.input_tokens if limit is None else min(limit, reply.input_tokens)
+        transcript.note(turn, f"the model's limit cut {reply.truncated_tokens} tokens from the middle of this chat: its "
+                              f"reply is not used, and older tool results are cleared to fit {limit} tokens")
+    transcript.note(turn, "the chat was cut again: the episode ends here")
+    return None, limit

@@ -32,7 +32,8 @@ class EmbeddingParams:
     document_prompt: str = ""  # put before each document, e.g. ReasonIR's "<|embed|>\n"
     pool_prompt: bool = True  # False: a prompt's tokens stay out of the mean (ReasonIR's pooling)
     trust_remote_code: bool = False  # a model whose architecture ships as code in its folder (ReasonIR-8B)
-    dtype: str = ""  # the weights' torch dtype ("auto": the checkpoint's, bf16 for ReasonIR); "" = float32
+    dtype: str = ""  # the weights' torch dtype, e.g. "float32"; "" or "auto": the checkpoint's own (transformers 5),
+    #   bf16 for Qwen3-Embedding-4B and ReasonIR
     # Bring your own: document vectors computed elsewhere with `model` (a .npy or .safetensors file with their
     # ids; index/imported_vectors.py). `model` still encodes the queries. "" = encode the documents here.
     vectors: str = ""

@@ -45,11 +45,12 @@ class AssistantTurn:
     tool_calls: tuple[ToolCall, ...] = ()
     input_tokens: int = 0  # the prompt's length as the backend counted it (0 = not reported)
     output_tokens: int = 0
+    truncated_tokens: int = 0  # tokens the backend cut from the prompt's middle to fit its limit
 
     @classmethod
     def from_completion(cls, completion) -> AssistantTurn:
         calls = tuple(ToolCall.from_dict(c) for c in (completion.extra or {}).get("tool_calls") or ())
-        return cls(completion.text or "", calls, completion.input_tokens, completion.output_tokens)
+        return cls(completion.text or "", calls, completion.input_tokens, completion.output_tokens, completion.truncated_tokens)
 
 
 def assistant_message(text: str, calls: list[ToolCall]) -> dict:

@@ -3,6 +3,11 @@
 A backend's ``chat_template_kwargs`` (e.g. ``{enable_thinking: false}`` for Qwen3, whose template thinks by
 default) go to every rendering of its chats: plain, with tools, and the yes/no prompt. The tokenizer carries them
 (``use_chat_template``), so each of those paths renders through ``apply_template`` with the same arguments.
+
+A template may open the model's thought itself (Qwen3's thinking models end the prompt with ``<think>``): the
+answer then starts inside the thought and never writes ``<think>``. Backends put the opening back in front of such
+an answer (``opened_thought``), so the parsers know what is thought: one cut before ``</think>`` is a thought
+without an answer, never a ranking read from the thought.
 """
 
 from __future__ import annotations
@@ -55,6 +60,11 @@ def apply_template(tokenizer, chat: Chat, **rendering) -> str:
     """The chat template's text for ``chat`` with the generation prompt and the backend's template arguments."""
     args = getattr(tokenizer, "garen_template_args", None) or {}
     return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, **rendering, **args)
+
+
+def opened_thought(prompt: str) -> str:
+    """``"<think>\n"`` when the rendered prompt ends by opening a thought (the answer continues it), else ``""``."""
+    return "<think>\n" if prompt.rstrip().endswith("<think>") else ""
 
 
 def use_chat_template(tokenizer, model: str, chat_template: str | None, template_args: dict | None = None) -> None:

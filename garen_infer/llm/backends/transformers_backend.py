@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import (
     check_template_args,
+    opened_thought,
     render_chat,
     template_args_tag,
     use_chat_template,
@@ -172,12 +173,12 @@ class TransformersBackend:
                     input_ids=input_ids, attention_mask=mask, max_new_tokens=params.max_tokens,
                     pad_token_id=self.tokenizer.pad_token_id, **sampling,
                 )
-            for row, n_in, cut in zip(generated[:, input_ids.shape[1] :], lengths, cuts):
+            for prompt, row, n_in, cut in zip(batch, generated[:, input_ids.shape[1] :], lengths, cuts):
                 tokens = [t for t in row.tolist() if t != self.tokenizer.pad_token_id]
                 stopped = self.tokenizer.eos_token_id in tokens  # else it ran out of answer tokens
                 if stopped:
                     tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
-                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                text = opened_thought(prompt) + self.tokenizer.decode(tokens, skip_special_tokens=True)
                 out.append(Completion(text=text, input_tokens=n_in, output_tokens=len(tokens), truncated_tokens=cut,
                                       finish_reason="stop" if stopped else "length"))
         return out

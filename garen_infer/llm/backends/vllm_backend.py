@@ -31,6 +31,7 @@ from pathlib import Path
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import (
     check_template_args,
+    opened_thought,
     render_chat,
     template_args_tag,
     use_chat_template,
@@ -171,7 +172,7 @@ class VllmBackend:
         )
         prompts = self._prompts(texts, params.max_tokens)
         out = []
-        for (prompt, cut), result in zip(prompts, self._run(prompts, sampling)):
+        for rendered, (prompt, cut), result in zip(texts, prompts, self._run(prompts, sampling)):
             answer = result.outputs[0]
             tokens = list(answer.token_ids)
             if tokens and answer.finish_reason == "stop" and answer.stop_reason is None:
@@ -180,7 +181,7 @@ class VllmBackend:
                 tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
             # decoded as the transformers backend decodes, so equal tokens give equal text
             with self._tokenizing:
-                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                text = opened_thought(rendered) + self.tokenizer.decode(tokens, skip_special_tokens=True)
             out.append(Completion(text=text, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=len(tokens),
                                   truncated_tokens=cut, finish_reason=answer.finish_reason or ""))
         return out
