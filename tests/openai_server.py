@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 (stdlib only) and the answers real servers give, for tests of
 the openai backend: each request takes the next scripted (status, body, delay, headers) and the last one keeps
-answering. A body is a JSON value, a function of the request's body, ``Raw`` bytes sent as they are, or
-``Trickle`` bytes sent one at a time after the headers, as a stalled proxy or an overloaded server does.
+answering. A body is a JSON value, a function of the request's body (which may return ``Status(code, body)`` to
+answer with another status), ``Raw`` bytes sent as they are, or ``Trickle`` bytes sent one at a time after the
+headers, as a stalled proxy or an overloaded server does. ``GET /v1/models`` answers with ``models`` (status,
+body): by default a 404, as a server without a model list; ``model_list`` is vLLM's and SGLang's.
 
 The shapes below are what vLLM, OpenAI and Gemini answer (their documented error bodies): a 429 whose body names
 the wait (Gemini's RetryInfo) and no Retry-After header, vLLM's 400 for a prompt over the context length, an
@@ -25,6 +27,14 @@ class Raw:
 
 
 @dataclass(frozen=True)
+class Status:
+    """What a body function answers with when it is not a 200."""
+
+    code: int
+    body: object
+
+
+@dataclass(frozen=True)
 class Trickle:
     """A body sent one byte every ``seconds`` after the headers (its length announced, so the client waits)."""
 
@@ -43,6 +53,14 @@ def thought_cut_at_max_tokens(max_tokens=256):
     answer = chat_answer(None, 40, max_tokens, "length")
     answer["choices"][0]["message"]["reasoning_content"] = "Okay, let me think about which passage"
     return answer
+
+
+def model_list(*cards):
+    """vLLM's and SGLang's ``GET /v1/models``: one card per (id, max_model_len, parent) served; a LoRA adapter's
+    card lists no ``max_model_len`` and names its base model as ``parent``."""
+    return {"object": "list", "data": [
+        {"id": name, "object": "model", "owned_by": "vllm", "root": name, "parent": parent, "max_model_len": length}
+        for name, length, parent in cards]}
 
 
 def quota_exceeded(seconds=0.05):
@@ -66,11 +84,24 @@ class ScriptedServer:
 
     def __init__(self, kill_at: int | None = None):
         self.requests, self.script, self.in_flight, self.max_in_flight, self.answered = [], [], 0, 0, 0
+        self.models: tuple[int, object] = (404, {"error": {"message": "Not Found"}})
+        self.gets: list[str] = []
         self.kill_at, self.killed = kill_at, threading.Event()
         self.lock = threading.Lock()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # http.server's naming
+                with owner.lock:
+                    owner.gets.append(self.path)
+                    status, answer = owner.models if self.path.rstrip("/").endswith("/models") else (404, {})
+                raw = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
             def do_POST(self):  # http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with owner.lock:
@@ -84,6 +115,8 @@ class ScriptedServer:
                 time.sleep(delay)
                 if callable(answer):
                     answer = answer(body)
+                if isinstance(answer, Status):
+                    status, answer = answer.code, answer.body
                 raw = answer.data if isinstance(answer, (Raw, Trickle)) else json.dumps(answer).encode()
                 # leave the count before the answer goes out: once the client has it, it may send its next request
                 # before this thread runs again, and a count left afterwards would then read one too many

@@ -1,4 +1,4 @@
-"""One HTTP POST to an OpenAI-compatible server, bounded by one deadline for the whole request (stdlib only).
+"""One HTTP request (a POST, or a GET) to an OpenAI-compatible server, bounded by one deadline for the whole request (stdlib only).
 
 - Deadline: ``seconds`` from sending the request to the answer's last byte. A socket's own timeout bounds each
   read only, so a server that sends its headers and then one byte a second would hold the request forever; a
@@ -38,7 +38,16 @@ class NoAnswer(Exception):
 
 def post(url: str, payload: bytes, headers: dict, seconds: float) -> bytes:
     """The body of the answer to one POST, within ``seconds`` in all; ``ServerStatus`` or ``NoAnswer`` otherwise."""
-    request = urllib.request.Request(url, data=payload, headers=headers, method="POST")
+    return _send(urllib.request.Request(url, data=payload, headers=headers, method="POST"), seconds)
+
+
+def get(url: str, headers: dict, seconds: float) -> bytes:
+    """The body of the answer to one GET, bounded and failing as ``post``."""
+    return _send(urllib.request.Request(url, headers=headers, method="GET"), seconds)
+
+
+def _send(request: urllib.request.Request, seconds: float) -> bytes:
+    url = request.full_url
     proxy = proxy_for(url)
     with Deadline(seconds) as deadline:
         opener = urllib.request.build_opener(
