@@ -21,6 +21,7 @@ from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend
 from garen_infer.llm.backends.openai_backend import OpenAIBackend, retry_delay
 from garen_infer.llm.cache import ResponseCache
+from garen_infer.llm.ledger import QueryLedger
 from garen_infer.llm.types import SamplingParams
 
 CHAT = [{"role": "user", "content": "Rank the passages."}]
@@ -125,6 +126,50 @@ def test_a_malformed_body_is_one_line_and_never_cached(server, backend, tmp_path
         cached.generate([CHAT], SamplingParams())
     assert says in str(err.value) and "\n" not in str(err.value)
     assert len(cached.cache) == 0
+
+
+def parts_answer(*parts, finish_reason="stop"):
+    return {"choices": [{"message": {"role": "assistant", "content": list(parts)}, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 4}}
+
+
+def test_content_parts_are_read_as_their_text_without_the_thought_and_counted_on_every_reading(server, backend, tmp_path):
+    """Was: a ``content`` of parts (as some reasoning APIs answer) was refused as a malformed body and stopped the run."""
+    server.answer((200, parts_answer({"type": "reasoning", "text": "[1] is about lava, so"},
+                                     {"type": "thinking", "thinking": "maybe [3]"},
+                                     {"type": "text", "text": "[2] > "}, {"type": "text", "text": "[1]"})))
+    cached = CachedBackend(backend, ResponseCache(tmp_path / "cache.sqlite"))
+    first = cached.generate([CHAT], SamplingParams())[0]
+    again = cached.generate([CHAT], SamplingParams())[0]
+    for answer in (first, again):
+        assert answer.text == "[2] > [1]"
+        ledger = QueryLedger()
+        ledger.record("reranker", answer)
+        assert ledger.summary()["problems"] == {"content_not_text": 1}
+    assert again.cached and len(server.requests) == 1
+    server.answer((200, chat_answer("[1]")))  # text as content: nothing counted
+    ledger = QueryLedger()
+    ledger.record("reranker", backend.generate([CHAT], SamplingParams())[0])
+    assert ledger.summary()["problems"] == {}
+
+
+def test_content_parts_on_an_agent_turn_keep_the_tool_calls(server, backend):
+    answer = parts_answer({"type": "text", "text": "Searching."}, finish_reason="tool_calls")
+    answer["choices"][0]["message"]["tool_calls"] = [
+        {"id": "x", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"rg lava\"}"}}]
+    server.answer((200, answer))
+    [out] = backend.chat_with_tools([(CHAT, [])], SamplingParams())
+    assert out.text == "Searching." and out.extra["content_not_text"] is True
+    assert [(c["name"], c["arguments"]) for c in out.extra["tool_calls"]] == [("bash", {"command": "rg lava"})]
+
+
+@pytest.mark.parametrize("part", [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": 3}, "[1] > [2]"])
+def test_a_content_part_that_is_not_text_or_a_thought_is_one_line_and_never_cached(server, backend, tmp_path, part):
+    server.answer((200, parts_answer({"type": "text", "text": "[1]"}, part)))
+    cached = CachedBackend(backend, ResponseCache(tmp_path / "cache.sqlite"))
+    with pytest.raises(GarenError, match="a content part that is not text") as err:
+        cached.generate([CHAT], SamplingParams())
+    assert "\n" not in str(err.value) and len(cached.cache) == 0
 
 
 def test_token_counts_a_server_leaves_out_or_nulls_count_as_zero(server, backend):

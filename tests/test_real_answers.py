@@ -58,7 +58,8 @@ def test_the_catalogue_names_every_kind_the_ledger_knows():
 
     kinds = {getattr(problems, name) for name in dir(problems) if name.isupper() and isinstance(getattr(problems, name), str)}
     named = {kind for shapes in CATALOGUE.values() for shape in shapes for kind in shape.counted}
-    assert named == kinds  # a new kind of problem gets a shape that produces it
+    # a new kind of problem gets a shape that produces it, unless only a server's answer can (test_openai_faults)
+    assert named == kinds - set(problems.SERVER_ONLY) and set(problems.SERVER_ONLY) <= kinds
 
 
 # ---- every method end to end ------------------------------------------------------------------------------------

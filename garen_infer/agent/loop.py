@@ -9,6 +9,8 @@ response cache replays a finished conversation without a model (DCI-Agent-Lite's
         reply = model(context, tools)              (the last turn is told to answer now)
         the backend cut the chat's middle anyway: drop the reply, clear to the limit the cut shows, ask once
             more; cut again: stop
+        the server refused the chat as too long (no limit was known): stop
+        the reply names the model's prompt limit (a served max_model_len): keep later chats under it
         no tool call in reply: it is the final answer; stop   (optionally: no ranking either -> remind, go on)
         run each tool call, append its result
     return the final answer's text
@@ -104,7 +106,10 @@ def _reply_to_a_whole_chat(
     when the context cannot fit. The context's length is an estimate between model calls, so a backend may still cut
     the middle of what is sent (its newest results): such a reply is not used, and the turn is asked once more with
     the context measured by that call and cleared to the backend's limit, which the cut shows (its prompt's kept
-    tokens); when even that is cut, or nothing is left to clear, there is no reply."""
+    tokens); when even that is cut, or nothing is left to clear, there is no reply. A server does not cut: it refuses
+    an over-long chat, and there is no reply either. A reply that names the model's prompt limit (``prompt_limit``:
+    a served model's context length minus the turn's max_tokens) is the limit of every later turn, or caps the one
+    configured."""
     for _ in range(2):
         if context.compact_if_long(config.compaction_threshold, config.keep_tool_results, limit):
             transcript.compaction(turn, context.length_estimate())
@@ -114,6 +119,12 @@ def _reply_to_a_whole_chat(
             return None, limit
         sent, chars = context.snapshot(), context.chars()
         reply = yield ChatWithTools(sent, schemas)
+        if reply.refused:
+            transcript.note(turn, f"the server refused this chat of about {context.length_estimate()} tokens as longer "
+                                  "than the model's context: the episode ends here")
+            return None, limit
+        if reply.prompt_limit:  # a limit set above what the server holds would only get chats refused
+            limit = reply.prompt_limit if limit is None else min(limit, reply.prompt_limit)
         if not reply.truncated_tokens:
             context.saw_model_call(reply.input_tokens, reply.output_tokens, chars)
             return reply, limit

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.problems import CUT_AT_MAX_TOKENS
+from garen_infer.llm.problems import CONTENT_NOT_TEXT, CUT_AT_MAX_TOKENS
 from garen_infer.llm.types import Completion
 
 
@@ -86,8 +86,11 @@ class QueryLedger:
 
 
 def answer_problems(completion: Completion) -> list[str]:
-    """What the ledger counts for one answer: the problems its parser named, and ``cut_at_max_tokens`` when the
-    engine stopped it at ``max_tokens`` (a cut answer may still parse: it is counted either way)."""
+    """What the ledger counts for one answer: the problems its parser named, ``cut_at_max_tokens`` when the
+    engine stopped it at ``max_tokens`` (a cut answer may still parse: it is counted either way), and
+    ``content_not_text`` when a server sent its text as content parts. The last two are read from what the cache
+    keeps (``finish_reason``, ``extra``), so a replayed answer counts the same."""
     cut = completion.finish_reason == "length" and CUT_AT_MAX_TOKENS not in completion.problems
-    return [*completion.problems, *([CUT_AT_MAX_TOKENS] if cut else [])]
+    parts = bool((completion.extra or {}).get("content_not_text")) and CONTENT_NOT_TEXT not in completion.problems
+    return [*completion.problems, *([CUT_AT_MAX_TOKENS] if cut else []), *([CONTENT_NOT_TEXT] if parts else [])]
 

@@ -46,11 +46,15 @@ class AssistantTurn:
     input_tokens: int = 0  # the prompt's length as the backend counted it (0 = not reported)
     output_tokens: int = 0
     truncated_tokens: int = 0  # tokens the backend cut from the prompt's middle to fit its limit
+    prompt_limit: int | None = None  # the prompt tokens the model may hold, where its server says (a served max_model_len)
+    refused: bool = False  # the server refused the chat as longer than the model's context: there is no reply
 
     @classmethod
     def from_completion(cls, completion) -> AssistantTurn:
-        calls = tuple(ToolCall.from_dict(c) for c in (completion.extra or {}).get("tool_calls") or ())
-        return cls(completion.text or "", calls, completion.input_tokens, completion.output_tokens, completion.truncated_tokens)
+        extra = completion.extra or {}
+        calls = tuple(ToolCall.from_dict(c) for c in extra.get("tool_calls") or ())
+        return cls(completion.text or "", calls, completion.input_tokens, completion.output_tokens, completion.truncated_tokens,
+                   extra.get("prompt_limit"), bool(extra.get("refused")))
 
 
 def assistant_message(text: str, calls: list[ToolCall]) -> dict:

@@ -70,7 +70,8 @@ class RargConfig:
     keep_tool_results: Count = 40  # results of the 40 most recent tool calls survive compaction
     compaction_threshold: Count = 230_000  # tokens of context before compaction starts
     context_limit: Count | None = None  # tokens the agent's prompt may hold: compaction always keeps the context under
-    #   it; None: models.agent's max_length, else its max_model_len minus its sampling.max_tokens (settle), else none
+    #   it; None: models.agent's max_length, else its max_model_len minus its sampling.max_tokens (settle), else what
+    #   a served agent's server lists (GET /models, read by the openai backend at the first turn), else none
     # ---- harness (not in the paper) ----
     command_seconds: Positive = 20.0  # wall-clock (and CPU) limit of one bash command
     backfill: Literal["none", "scope"] = "none"  # "scope": after the agent's list, the latest scope's order

@@ -74,8 +74,8 @@ class CachedBackend:
                 fresh[key] = answer
                 stored[key] = _to_json(answer)
                 # kept even if a later request fails; a NaN score is never kept: a replay would rank on it,
-                # and a rerun should ask the model again
-                if not _is_nan(answer.score):
+                # and a rerun should ask the model again; nor is a chat the server refused (its limit may grow)
+                if not _is_nan(answer.score) and not (answer.extra or {}).get("refused"):
                     self.cache.put_many({key: stored[key]})
                 self._on_the_way.give(key, sending[key], stored[key])
         finally:

@@ -25,8 +25,22 @@
   count; when the server still does not answer, GarenError says so, and the runner keeps the queries finished
   so far.
 - Every answer is checked before it becomes a Completion (and so before it is cached): one GarenError line for a
-  body that is not an OpenAI chat completion (``choices`` not a list of objects, ``content`` not text, token
-  counts in ``usage`` that are not whole numbers). ``finish_reason`` is kept on every Completion.
+  body that is not an OpenAI chat completion (``choices`` not a list of objects, ``content`` neither text nor a
+  list of content parts, token counts in ``usage`` that are not whole numbers). ``finish_reason`` is kept on
+  every Completion. A ``content`` of parts (as some reasoning APIs answer) is read as its text parts joined, its
+  ``reasoning``/``thinking`` parts left out as a thought is; the answer is marked ``extra["content_not_text"]``,
+  which the ledger counts as ``content_not_text`` (again when it is replayed from the cache). A part of any other
+  kind is one GarenError line.
+- The context length of an agent's model (``chat_with_tools``): vLLM's and SGLang's ``GET {base_url}/models``
+  list each served model with ``max_model_len`` (a LoRA adapter's card names its base model as ``parent``). It is
+  asked once, at the first agent turn (never when the backend is built: a preset is checked with no server up),
+  and kept on the backend; each agent answer then carries the prompt tokens the model may hold next to that
+  turn's ``max_tokens`` (``extra["prompt_limit"]``), which the agent's compaction keeps its chat under when
+  ``methods.rarg.context_limit`` is unset. A server that lists no such field (hosted APIs) leaves it unknown.
+- A chat refused as longer than the model's context (HTTP 400 naming the "maximum context length", OpenAI's
+  ``context_length_exceeded``) is one GarenError line, except for an agent turn: there it is an answer marked
+  ``extra["refused"]`` and counted ``context_refused``, which ends that query's episode (``stop: context_full``),
+  and is never cached, since a server's limit may grow.
 - ``reasoning_effort`` (OpenAI's and Gemini's field; Gemini 2.5 counts its thinking against ``max_tokens``) and
   ``extra_body`` (e.g. ``chat_template_kwargs: {enable_thinking: false}`` for a Qwen3 model behind ``vllm
   serve``) go into every request and into the backend id, since both change the answers.
@@ -49,6 +63,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -56,7 +71,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.backends.openai_http import NoAnswer, ServerStatus, post
+from garen_infer.llm.backends.openai_http import NoAnswer, ServerStatus, get, post
 from garen_infer.llm.backends.replicas import ReplicaPool
 from garen_infer.llm.backends.vllm_backend import (  # no vllm import
     MISSING_LOGPROB,
@@ -64,6 +79,7 @@ from garen_infer.llm.backends.vllm_backend import (  # no vllm import
     unlisted_logprob,
     yes_probability,
 )
+from garen_infer.llm.problems import CONTEXT_REFUSED
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import NonNegative, NonNegativeFloat, Positive, execution_only
 
@@ -80,6 +96,14 @@ KIND_WORDS = {str: "text", int: "a whole number", dict: "an object", list: "a li
 # OpenAI's "Please try again in 1.5s" or "in 120ms")
 RETRY_DELAY_FIELD = re.compile(r'"retryDelay"\s*:\s*"([0-9.]+)s"')
 RETRY_DELAY_TEXT = re.compile(r"(?:retry|try again) in ([0-9.]+)\s*(ms|s)\b", re.IGNORECASE)
+# an HTTP 400 for a chat longer than the model's context: vLLM's, SGLang's and OpenAI's messages, OpenAI's error code
+CONTEXT_REFUSAL = re.compile(r"maximum context length|context_length_exceeded", re.IGNORECASE)
+THOUGHT_PARTS = ("reasoning", "thinking")  # content parts that hold a thought, never the answer
+_UNASKED = object()  # the served context length before the server was asked
+
+
+class ContextRefused(GarenError):
+    """The server refused a chat as longer than the model's context (HTTP 400)."""
 
 
 class _Retryable(Exception):
@@ -118,6 +142,7 @@ class OpenAIBackend:
         where = self.base_url if len(urls) == 1 else "replicas"
         self.id = f"openai:{where}:{self.model}" + self._answer_settings()
         self._pool, self._pool_settings = None, None
+        self._context_length, self._asking = _UNASKED, threading.Lock()
 
     @property
     def replicas(self) -> ReplicaPool:
@@ -155,7 +180,31 @@ class OpenAIBackend:
         """One agent turn per (chat, tools) through the server's own function calling (``tools``, ``tool_calls``;
         vLLM serves it with ``--enable-auto-tool-choice --tool-call-parser ...``)."""
         body = self._sampling(params)
-        return self._map(lambda request: self._tool_turn(request[0], request[1], body), requests)
+        served = self.served_context_length()
+        limit = served - params.max_tokens if served is not None and served > params.max_tokens else None
+        return self._map(lambda request: self._tool_turn(request[0], request[1], body, limit), requests)
+
+    def served_context_length(self) -> int | None:
+        """The served model's context length (prompt and answer) as its server lists it, asked once and kept; None
+        where no server lists it. A server that cannot be reached now is asked again next time."""
+        with self._asking:
+            if self._context_length is _UNASKED:
+                headers = {"Accept": "application/json"} | self._authorization()
+                for url in replica_urls(self.base_url):  # replicas serve one model: the first that answers tells
+                    try:
+                        self._context_length = listed_context_length(get(url + "/models", headers, self.timeout), self.model)
+                        break
+                    except ServerStatus:  # no model list here (some hosted APIs)
+                        self._context_length = None
+                        break
+                    except NoAnswer:
+                        continue
+                else:
+                    return None
+                if self._context_length is None:
+                    log.info("the server at %s lists no context length for model '%s': an agent's chat is kept under "
+                             "methods.rarg.context_limit only", self.where, self.model)
+            return self._context_length  # type: ignore[return-value]
 
     def _sampling(self, params: SamplingParams) -> dict:
         body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
@@ -166,13 +215,18 @@ class OpenAIBackend:
         answer, retries = self._post("/chat/completions", {"messages": chat, **body})
         return self._completion(answer, retries)
 
-    def _tool_turn(self, chat: Chat, tools: list[dict], body: dict) -> Completion:
-        answer, retries = self._post("/chat/completions", {"messages": openai_messages(chat), "tools": tools, **body})
+    def _tool_turn(self, chat: Chat, tools: list[dict], body: dict, prompt_limit: int | None) -> Completion:
+        try:
+            answer, retries = self._post("/chat/completions", {"messages": openai_messages(chat), "tools": tools, **body})
+        except ContextRefused as refusal:  # that query's episode ends; the run goes on
+            return Completion(extra={"tool_calls": [], "refused": str(refusal)}, problems=[CONTEXT_REFUSED])
         completion = self._completion(answer, retries)
         calls = _field(_message(answer, self.where), "tool_calls", list, self.where) or []
         if not all(isinstance(call, dict) for call in calls):
             raise GarenError(f"the server at {self.where} answered with tool_calls that are not objects: {str(calls)[:200]}")
-        completion.extra = {"tool_calls": [call_from_openai(c) for c in calls]}
+        completion.extra = {**completion.extra, "tool_calls": [call_from_openai(c) for c in calls]}
+        if prompt_limit is not None:
+            completion.extra["prompt_limit"] = prompt_limit
         return completion
 
     def _score_one(self, chat: Chat, assistant_prefix: str) -> Completion:
@@ -200,10 +254,11 @@ class OpenAIBackend:
         """The checked parts every role reads: the text, why it ended, what it cost, and the retries it took."""
         message = _message(answer, self.where)
         prompt_tokens, answer_tokens = _usage(answer, self.where)
+        text, in_parts = _content_text(message, self.where)
         return Completion(
-            text=_field(message, "content", str, self.where) or "", input_tokens=prompt_tokens, output_tokens=answer_tokens,
+            text=text, input_tokens=prompt_tokens, output_tokens=answer_tokens,
             finish_reason=_field(_first_choice(answer, self.where), "finish_reason", str, self.where) or "",
-            problems=[f"retry:{cause}" for cause in retries],
+            problems=[f"retry:{cause}" for cause in retries], extra={"content_not_text": True} if in_parts else {},
         )
 
     # ---- transport --------------------------------------------------------------------------------------------
@@ -257,11 +312,13 @@ class OpenAIBackend:
                     pool.release(replica, failed=False)
         raise AssertionError("unreachable")
 
-    def _post_once(self, base_url: str, path: str, payload: bytes) -> dict:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    def _authorization(self) -> dict:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _post_once(self, base_url: str, path: str, payload: bytes) -> dict:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"} | self._authorization()
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
         try:
             raw = post(base_url + path, payload, headers, self.timeout)
         except ServerStatus as err:
@@ -269,7 +326,8 @@ class OpenAIBackend:
             if err.code in RETRY_STATUS:
                 wait = err.retry_after if err.retry_after is not None else retry_delay(err.body)
                 raise _Retryable(f"HTTP {err.code}: {detail}", str(err.code), unreachable=False, retry_after=wait) from None
-            raise GarenError(f"the server at {base_url} refused the request for model '{self.model}': HTTP {err.code}: {detail}") from None
+            refused = ContextRefused if err.code == 400 and CONTEXT_REFUSAL.search(err.body) else GarenError
+            raise refused(f"the server at {base_url} refused the request for model '{self.model}': HTTP {err.code}: {detail}") from None
         except NoAnswer as err:
             raise _Retryable(redact(err.reason, key), "timeout" if err.timed_out else "connection", unreachable=True) from None
         try:
@@ -348,6 +406,39 @@ def call_from_openai(raw: dict) -> dict:
     if not isinstance(parsed, dict):
         return {"id": raw.get("id", ""), "name": name, "arguments": {}, "error": f"the arguments are not a JSON object: {str(arguments)[:200]}"}
     return {"id": raw.get("id", ""), "name": name, "arguments": parsed, "error": None}
+
+
+def listed_context_length(raw: bytes, model: str) -> int | None:
+    """``max_model_len`` of ``model`` in a ``/models`` list (vLLM's and SGLang's model cards), or of the base model
+    its card names as ``parent`` (a LoRA adapter's card lists none); None when the list does not say."""
+    try:
+        listed = json.loads(raw).get("data")
+    except (ValueError, AttributeError):
+        return None
+    cards = {c.get("id"): c for c in listed if isinstance(c, dict)} if isinstance(listed, list) else {}
+    card = cards.get(model) or {}
+    for entry in (card, cards.get(card.get("parent")) or {}):
+        length = entry.get("max_model_len")
+        if isinstance(length, int) and not isinstance(length, bool) and length > 0:
+            return length
+    return None
+
+
+def _content_text(message: dict, where: str) -> tuple[str, bool]:
+    """The answer's text, and whether the server sent it as a list of content parts: their text parts joined, the
+    parts that hold a thought left out; anything else is one GarenError line."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return _field(message, "content", str, where) or "", False
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in THOUGHT_PARTS:
+            continue
+        if kind != "text" or not isinstance(part.get("text"), str):
+            raise GarenError(f"the server at {where} answered with a content part that is not text: {str(part)[:200]!r}")
+        texts.append(part["text"])
+    return "".join(texts), True
 
 
 def _first_choice(answer, where: str) -> dict:
