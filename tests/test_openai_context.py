@@ -63,6 +63,18 @@ def test_a_server_that_lists_no_context_length_is_asked_once_and_leaves_it_unkno
     assert server.gets == ["/v1/models"]
 
 
+def test_a_server_still_starting_is_asked_again_at_the_next_turn(server):
+    server.models = (503, {"error": {"message": "Service Unavailable"}})
+    server.answer((200, chat_answer("done")))
+    backend = make_backend(server)
+    [early] = backend.chat_with_tools([(CHAT, [])], SamplingParams(max_tokens=96))
+    server.models = (200, model_list(("m", 4096, None)))
+    [later] = backend.chat_with_tools([(CHAT, [])], SamplingParams(max_tokens=96))
+    backend.chat_with_tools([(CHAT, [])], SamplingParams(max_tokens=96))
+    assert "prompt_limit" not in early.extra and later.extra["prompt_limit"] == 4000
+    assert server.gets == ["/v1/models", "/v1/models"]
+
+
 def test_an_agent_turn_refused_as_too_long_is_an_answer_marked_refused_and_never_cached(server, tmp_path):
     server.answer((400, context_too_long(4096, 5000)))
     cached = CachedBackend(make_backend(server), ResponseCache(tmp_path / "cache.sqlite"))

@@ -99,7 +99,6 @@ RETRY_DELAY_TEXT = re.compile(r"(?:retry|try again) in ([0-9.]+)\s*(ms|s)\b", re
 # an HTTP 400 for a chat longer than the model's context: vLLM's, SGLang's and OpenAI's messages, OpenAI's error code
 CONTEXT_REFUSAL = re.compile(r"maximum context length|context_length_exceeded", re.IGNORECASE)
 THOUGHT_PARTS = ("reasoning", "thinking")  # content parts that hold a thought, never the answer
-_UNASKED = object()  # the served context length before the server was asked
 
 
 class ContextRefused(GarenError):
@@ -142,7 +141,8 @@ class OpenAIBackend:
         where = self.base_url if len(urls) == 1 else "replicas"
         self.id = f"openai:{where}:{self.model}" + self._answer_settings()
         self._pool, self._pool_settings = None, None
-        self._context_length, self._asking = _UNASKED, threading.Lock()
+        self._context_length: int | None = None
+        self._asked, self._asking = False, threading.Lock()
 
     @property
     def replicas(self) -> ReplicaPool:
@@ -188,23 +188,23 @@ class OpenAIBackend:
         """The served model's context length (prompt and answer) as its server lists it, asked once and kept; None
         where no server lists it. A server that cannot be reached now is asked again next time."""
         with self._asking:
-            if self._context_length is _UNASKED:
+            if not self._asked:
                 headers = {"Accept": "application/json"} | self._authorization()
                 for url in replica_urls(self.base_url):  # replicas serve one model: the first that answers tells
                     try:
                         self._context_length = listed_context_length(get(url + "/models", headers, self.timeout), self.model)
-                        break
-                    except ServerStatus:  # no model list here (some hosted APIs)
-                        self._context_length = None
-                        break
+                    except ServerStatus as err:
+                        if err.code in RETRY_STATUS:  # starting or overloaded: it may list one next time
+                            continue
+                        self._context_length = None  # no model list here (some hosted APIs)
                     except NoAnswer:
                         continue
-                else:
-                    return None
-                if self._context_length is None:
+                    self._asked = True
+                    break
+                if self._asked and self._context_length is None:
                     log.info("the server at %s lists no context length for model '%s': an agent's chat is kept under "
                              "methods.rarg.context_limit only", self.where, self.model)
-            return self._context_length  # type: ignore[return-value]
+            return self._context_length
 
     def _sampling(self, params: SamplingParams) -> dict:
         body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
