@@ -78,6 +78,15 @@ MUTANTS = (
     Mutant("replay-loads-weights", "garen_infer/llm/backends/transformers_backend.py",
            "        self._loading = threading.Lock()\n", "        self._loading = threading.Lock()\n        self.net  # loaded at once\n",
            ("tests/test_cache.py", "-k", "replay_from_the_cache and transformers")),
+    Mutant("served-limit-ignored", "garen_infer/agent/loop.py",
+           "        if reply.prompt_limit:", "        if False:",
+           ("tests/test_openai_context.py", "-k", "served_agent_keeps")),
+    Mutant("context-refusal-stops-run", "garen_infer/llm/backends/openai_backend.py",
+           "refused = ContextRefused if err.code == 400", "refused = GarenError if err.code == 400",
+           ("tests/test_openai_context.py", "-k", "refused")),
+    Mutant("content-parts-uncounted-on-replay", "garen_infer/llm/ledger.py",
+           "parts = bool((completion.extra or {}).get(\"content_not_text\"))", "parts = False",
+           ("tests/test_openai_faults.py", "-k", "content_parts")),
 )
 
 
