@@ -85,7 +85,7 @@ MUTANTS = (
            "refused = ContextRefused if err.code == 400", "refused = GarenError if err.code == 400",
            ("tests/test_openai_context.py", "-k", "refused")),
     Mutant("content-parts-uncounted-on-replay", "garen_infer/llm/ledger.py",
-           "parts = bool((completion.extra or {}).get(\"content_not_text\"))", "parts = False",
+           "(bool(extra.get(\"content_not_text\")), CONTENT_NOT_TEXT)", "(False, CONTENT_NOT_TEXT)",
            ("tests/test_openai_faults.py", "-k", "content_parts")),
 )
 

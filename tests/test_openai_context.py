@@ -16,8 +16,9 @@ from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend
 from garen_infer.llm.backends.openai_backend import OpenAIBackend
 from garen_infer.llm.cache import NoCache, ResponseCache
+from garen_infer.llm.ledger import QueryLedger
 from garen_infer.llm.roles import LLMToolChat, Roles
-from garen_infer.llm.types import SamplingParams
+from garen_infer.llm.types import Completion, SamplingParams
 from garen_infer.running.runner import RunConfig, execute
 
 CHAT = [{"role": "system", "content": "Search."}, {"role": "user", "content": "Query: lava"}]
@@ -81,6 +82,10 @@ def test_an_agent_turn_refused_as_too_long_is_an_answer_marked_refused_and_never
     [out] = cached.chat_with_tools([(CHAT, [])], SamplingParams())
     assert out.extra["refused"].startswith("the server at ") and "maximum context length is 4096" in out.extra["refused"]
     assert out.problems == ["context_refused"] and out.extra["tool_calls"] == [] and len(cached.cache) == 0
+    for given in (out, Completion(extra=dict(out.extra))):  # as the backend gave it; as a waiting asker shares it
+        ledger = QueryLedger()
+        ledger.record("agent", given)
+        assert ledger.summary()["problems"] == {"context_refused": 1}
     server.answer((400, {"error": {"message": "Invalid 'tools' format", "type": "invalid_request_error"}}))
     with pytest.raises(GarenError, match="HTTP 400: Invalid 'tools' format"):  # any other refusal stops the run
         cached.chat_with_tools([(CHAT, [])], SamplingParams())

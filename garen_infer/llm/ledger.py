@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.problems import CONTENT_NOT_TEXT, CUT_AT_MAX_TOKENS
+from garen_infer.llm.problems import CONTENT_NOT_TEXT, CONTEXT_REFUSED, CUT_AT_MAX_TOKENS
 from garen_infer.llm.types import Completion
 
 
@@ -88,9 +88,11 @@ class QueryLedger:
 def answer_problems(completion: Completion) -> list[str]:
     """What the ledger counts for one answer: the problems its parser named, ``cut_at_max_tokens`` when the
     engine stopped it at ``max_tokens`` (a cut answer may still parse: it is counted either way), and
-    ``content_not_text`` when a server sent its text as content parts. The last two are read from what the cache
-    keeps (``finish_reason``, ``extra``), so a replayed answer counts the same."""
-    cut = completion.finish_reason == "length" and CUT_AT_MAX_TOKENS not in completion.problems
-    parts = bool((completion.extra or {}).get("content_not_text")) and CONTENT_NOT_TEXT not in completion.problems
-    return [*completion.problems, *([CUT_AT_MAX_TOKENS] if cut else []), *([CONTENT_NOT_TEXT] if parts else [])]
+    ``content_not_text`` when a server sent its text as content parts, ``context_refused`` when it refused the
+    chat. These are read from what the cache and its waiting askers share (``finish_reason``, ``extra``), so a
+    replayed answer, or one another query's identical request took, counts the same."""
+    extra = completion.extra or {}
+    marked = [(completion.finish_reason == "length", CUT_AT_MAX_TOKENS),
+              (bool(extra.get("content_not_text")), CONTENT_NOT_TEXT), (bool(extra.get("refused")), CONTEXT_REFUSED)]
+    return [*completion.problems, *(kind for found, kind in marked if found and kind not in completion.problems)]
 
