@@ -41,7 +41,9 @@
   so far.
 - Every answer is checked before it becomes a Completion (and so before it is cached): one GarenError line for a
   body that is not an OpenAI chat completion (``choices`` not a list of objects, ``content`` not text, token
-  counts in ``usage`` that are not whole numbers). ``finish_reason`` is kept on every Completion.
+  counts in ``usage`` that are not whole numbers). ``finish_reason`` is kept on every Completion but a yes/no
+  score's: its one token, read from the logprobs, ends at ``max_tokens`` ("length" from vLLM) by design, and
+  is no answer cut short (the offline backends leave it empty too).
 - ``reasoning_effort`` (OpenAI's and Gemini's field; Gemini 2.5 counts its thinking against ``max_tokens``) and
   ``extra_body`` (e.g. ``chat_template_kwargs: {enable_thinking: false}`` for a Qwen3 model behind ``vllm
   serve``) go into every request and into the backend id, since both change the answers.
@@ -244,7 +246,9 @@ class OpenAIBackend:
         listed = [e for e in _field(first, "top_logprobs", list, self.where) or [] if isinstance(e, dict)]
         entries = [_logprob_entry(e, self.where) for e in [*listed, first]]  # the alternatives, then the answer itself
         completion.score = yes_probability(label_logprob(entries, "yes"), label_logprob(entries, "no"))
-        completion.text, completion.output_tokens = "", 1
+        # one token by design, read from its logprobs: vLLM's "length" for it is no cut answer (the ledger would count
+        # one), and the offline backends leave finish_reason empty for a score too
+        completion.text, completion.output_tokens, completion.finish_reason = "", 1, ""
         return completion
 
     def _score_batch(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
@@ -270,7 +274,7 @@ class OpenAIBackend:
             entries = self._completion_logprobs(choice)
             out.append(Completion(
                 text="", score=yes_probability(label_logprob(entries, "yes"), label_logprob(entries, "no")),
-                input_tokens=count, output_tokens=1, finish_reason=_field(choice, "finish_reason", str, self.where) or "",
+                input_tokens=count, output_tokens=1, finish_reason="",  # as _score_one: one token is no cut
                 problems=[f"retry:{cause}" for cause in retries],  # each prompt waited for every retry
             ))
         return out
