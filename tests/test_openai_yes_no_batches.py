@@ -188,3 +188,13 @@ def test_a_garen_run_ranks_alike_with_and_without_batches(vllm_like, tokenizer_d
     untimed = ("model_seconds", "roles")
     assert {q: {k: v for k, v in r["ledger"].items() if k not in untimed} for q, r in batched.items()} == \
         {q: {k: v for k, v in r["ledger"].items() if k not in untimed} for q, r in one.items()}
+
+
+def test_garen_infer_options_documents_the_setting(capsys):
+    from garen_infer.doors.cli import main
+
+    assert main(["options", "openai"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("models.<role>: ") and "yes_no_per_request = 1    an integer >= 1\n      yes/no prompts" in out
+    assert "tokenizer = None    a string or null\n      the served model's tokenizer" in out
+

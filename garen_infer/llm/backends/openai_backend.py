@@ -128,9 +128,11 @@ class OpenAIBackend:
     extra_body: dict = field(default_factory=dict)  # merged into every request, e.g. chat_template_kwargs
     # OpenAI's and Gemini's thinking budget, sent where set (Gemini 2.5 Flash thinks by default, counted in max_tokens)
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
-    # yes/no prompts in one request to /completions (a prompt list): a request's fixed cost shared; 1: one chat each
+    # yes/no prompts sent in one request, as a prompt list to /completions (vLLM, SGLang), each rendered here by
+    # the model's chat template as the server renders a chat: a request's fixed cost shared; 1: one chat request each
     yes_no_per_request: Count = execution_only(1)
-    # the served model's tokenizer, which renders the chats of yes_no_per_request > 1 (None: model); a hub id, a folder
+    # the served model's tokenizer and chat template, for yes_no_per_request > 1: a hub id (fetched beforehand), a
+    # local folder or a packaged model's name; null: model
     tokenizer: str | None = execution_only(None)
 
     def __post_init__(self):
