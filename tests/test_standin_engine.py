@@ -66,3 +66,39 @@ def test_the_engine_counts_each_kind_of_request_on_its_own():
         assert engine.stats("summary")["requests"] == 0
     finally:
         engine.close()
+
+
+def post(url: str, body: dict) -> dict:
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_a_prompt_list_on_completions_is_answered_as_vllm_answers_the_same_chats(tiny_model_dir):
+    """Each prompt of the list is a sequence of its own (its work that of the chat), answered by its ``index`` with
+    the answer the chat gets when rendered by the model's template as vLLM renders it."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    server, engine = standin.serve(standin.EngineShape(capacity=1e9, saturation=1), tokenizer=tokenizer)
+    url = f"http://127.0.0.1:{server.server_port}/v1"
+    try:
+        chats = [[{"role": "user", "content": f"is passage {i} about wings relevant?"}, {"role": "assistant", "content": "<think>\n\n</think>\n\n"}]
+                 for i in range(3)]
+        continued = {"add_generation_prompt": False, "continue_final_message": True, "logprobs": True, "top_logprobs": 20, "max_tokens": 1}
+        by_chat = [post(url + "/chat/completions", {"messages": chat, **continued}) for chat in chats]
+        rendered = [tokenizer.apply_chat_template(chat, tokenize=False, continue_final_message=True) for chat in chats]
+        listed = post(url + "/completions", {"prompt": rendered, "max_tokens": 1, "logprobs": 20, "add_special_tokens": False})
+    finally:
+        server.shutdown()
+        engine.close()
+    assert [c["index"] for c in listed["choices"]] == [0, 1, 2]
+    for chat_answer, choice in zip(by_chat, listed["choices"]):
+        top = {e["token"]: e["logprob"] for e in chat_answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]}
+        assert choice["logprobs"]["top_logprobs"][0] == top
+    assert len({choice["logprobs"]["top_logprobs"][0]["yes"] for choice in listed["choices"]}) == 3
+    assert listed["usage"]["prompt_tokens"] == sum(a["usage"]["prompt_tokens"] for a in by_chat)
+    assert (engine.stats()["requests"], engine.stats()["calls"]) == (6, 4)  # three chats, then three prompts in one call

@@ -101,17 +101,21 @@ def paper_source(comment: str) -> str:
 
 
 def config_for(name: str):
-    """The config class ``garen-infer options NAME`` documents: a method's, or a preset section's."""
+    """The config class ``garen-infer options NAME`` documents: a method's, a preset section's, or a model
+    backend's (the settings of a role's model spec)."""
     from garen_infer.configuration.run_config import RunConfig
     from garen_infer.index.first_stage import FirstStageConfig
+    from garen_infer.llm.backends import BACKENDS, backend_class
     from garen_infer.methods.base import METHODS, get_method
 
     sections = {"run": RunConfig, "first_stage": FirstStageConfig}
     if name in sections:
         return sections[name]
+    if name in BACKENDS:
+        return backend_class(name)
     if name not in METHODS:
-        raise GarenError(f"no options for '{name}': name a method ({', '.join(METHODS)}) or a preset "
-                         f"section ({', '.join(sections)})")
+        raise GarenError(f"no options for '{name}': name a method ({', '.join(METHODS)}), a preset "
+                         f"section ({', '.join(sections)}) or a model backend ({', '.join(BACKENDS)})")
     return get_method(name).Config
 
 
@@ -125,8 +129,10 @@ def documented_options(name: str) -> list[OptionDoc]:
 
 def options_text(name: str) -> str:
     """The options of ``name`` as a reader scans them: one block per field."""
+    from garen_infer.llm.backends import BACKENDS
+
     docs = documented_options(name)
-    where = f"methods.{name}" if name not in ("run", "first_stage") else name
+    where = name if name in ("run", "first_stage") else "models.<role>" if name in BACKENDS else f"methods.{name}"
     blocks = [f"{where}: {len(docs)} options (set them in a preset, or with --set {where}.<option>=<value>)"]
     for doc in docs:
         source = f"    [{doc.source}]" if doc.source else ""

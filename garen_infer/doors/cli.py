@@ -116,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     options = sub.add_parser("options", help="a method's options (or the preset's run or first_stage "
-                             "section): each one's type, default, paper source and meaning")
-    options.add_argument("name", metavar="METHOD", help="a method's name, or run, or first_stage")
+                             "section, or a model backend's settings): each one's type, default, paper source and meaning")
+    options.add_argument("name", metavar="METHOD", help="a method's name, or run, or first_stage, or a backend (openai, vllm, ...)")
     options.add_argument("--json", action="store_true", help="print them as JSON")
     tree = sub.add_parser("tree", help="print the outline of an index's semantic tree (LATTICE)")
     tree.add_argument("--index", required=True)

@@ -3,8 +3,9 @@ back the moment its call returns.
 
 An engine takes up to ``lanes`` calls at once, each carrying at most ``items_per_call`` requests: a local model
 (transformers, a cross-encoder, the index's embedder) has one lane and batches whatever is pending when it is free;
-a server (the OpenAI-compatible backend) has one lane per request it may keep in flight, each carrying one request,
-so a slot is refilled as soon as its answer returns. Engines that share one local model share one lock, so its
+a server (the OpenAI-compatible backend) has one lane per request it may keep in flight, each carrying one request
+(or, for yes/no scores, as many as the backend sends in one: ``yes_no_per_request``), so a slot is refilled as
+soon as its answer returns. Engines that share one local model share one lock, so its
 calls never overlap (a tokenizer or a GPU stream is not for two threads at once).
 """
 
@@ -15,6 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from garen_infer.llm.backends.dispatch import yes_no_per_request
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -22,11 +25,15 @@ class Shape:
     items_per_call: int
 
 
-def engine_shape(model, max_batch: int) -> Shape:
+def engine_shape(model, max_batch: int, call: str = "") -> Shape:
     """How a role's model is fed: a backend that declares ``requests_at_once`` (a server's slots) gets one lane per
-    slot and one request per call; any other model one lane with calls of up to ``max_batch``."""
-    slots = getattr(backend_of(model), "requests_at_once", None)
-    return Shape(slots, 1) if slots and slots > 1 else Shape(1, max(max_batch, 1))
+    slot and one request per call, except yes/no scores (``call`` "score"), of which one request carries the
+    backend's ``yes_no_per_request``; any other model one lane with calls of up to ``max_batch``."""
+    backend = backend_of(model)
+    slots = getattr(backend, "requests_at_once", None)
+    if not slots or slots <= 1:
+        return Shape(1, max(max_batch, 1))
+    return Shape(slots, yes_no_per_request(backend) if call == "score" else 1)
 
 
 def backend_of(model):

@@ -221,7 +221,7 @@ class _Engines:
     def queue(self, model, call: str) -> EngineQueue:
         key = (id(model), call)
         if key not in self._queues:
-            shape = engine_shape(model, self.max_batch)
+            shape = engine_shape(model, self.max_batch, call)
             engine = backend_of(model)
             # a local engine is called by one thread at a time; models without a backend of their own (the index's
             # embedder, the oracle, a scripted policy) count as one engine

@@ -48,6 +48,25 @@ def test_yes_no_logprob_scores_equal_offline_vllm(client, offline_answers):
     assert [c.input_tokens for c in served] == [c.input_tokens for c in local]
 
 
+@pytest.mark.parametrize("prefix_mode", ["continue", "drop"])
+def test_yes_no_prompts_batched_on_completions_score_as_chat_requests(client, chat_model_dir, prefix_mode):
+    """yes_no_per_request: the chats rendered here by the served model's tokenizer and template (the one the server
+    is given), sent as prompt lists to /v1/completions, score as one chat request each and count the same prompt
+    tokens; 3 per request over the pairs leaves one request short, which must still be read in order."""
+    client.prefix_mode = prefix_mode
+    batched = OpenAIBackend(SERVED_NAME, base_url=client.base_url, api_key_env=None, concurrency=2, max_retries=1,
+                            backoff=0.2, timeout=120, prefix_mode=prefix_mode, yes_no_per_request=3,
+                            tokenizer=str(chat_model_dir))
+    assert batched.id == client.id  # the same cache entries
+    by_chat = client.score_yes_no(YES_NO_CHATS, JSON_PREFIX)
+    by_batch = batched.score_yes_no(YES_NO_CHATS, JSON_PREFIX)
+    gap = max(abs(a.score - b.score) for a, b in zip(by_batch, by_chat))
+    print(f"max |dP(yes)| batched vs chat requests, prefix {prefix_mode} ({len(YES_NO_CHATS)} prompts) = {gap:.6f}")
+    assert len(by_batch) == len(YES_NO_CHATS) and gap <= TOLERANCE
+    assert [c.input_tokens for c in by_batch] == [c.input_tokens for c in by_chat]
+    assert len({round(c.score, 4) for c in by_chat}) > 1  # the pairs are told apart, so the order is checked
+
+
 def test_dropping_the_prefix_still_scores(client):
     client.prefix_mode = "drop"
     [answer] = client.score_yes_no([plain_yes_no(*PAIRS[0])], JSON_PREFIX)

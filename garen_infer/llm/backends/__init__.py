@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from garen_infer.llm.backends.dispatch import as_answered, requests_at_once
+from garen_infer.llm.backends.dispatch import as_answered, requests_at_once, yes_no_per_request
 from garen_infer.llm.cache import cache_key
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 
@@ -46,13 +46,19 @@ class CachedBackend:
         """The backend's, so whoever feeds this wrapper feeds the engine behind it."""
         return requests_at_once(self.backend)
 
+    @property
+    def yes_no_per_request(self) -> int:
+        """The backend's: yes/no prompts it sends in one request."""
+        return yes_no_per_request(self.backend)
+
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
         keys = [cache_key(self.id, "generate", chat, vars(params)) for chat in chats]
         return self._cached(keys, chats, lambda misses: self.backend.generate(misses, params))
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
         keys = [cache_key(self.id, "yes_no", chat, assistant_prefix) for chat in chats]
-        return self._cached(keys, chats, lambda misses: self.backend.score_yes_no(misses, assistant_prefix))
+        return self._cached(keys, chats, lambda misses: self.backend.score_yes_no(misses, assistant_prefix),
+                            yes_no_per_request(self.backend))
 
     def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
         keys = [cache_key(self.id, "tools", chat, tools, vars(params)) for chat, tools in requests]
@@ -62,14 +68,14 @@ class CachedBackend:
         keys = [cache_key(self.id, "pair", query, text) for query, text in pairs]
         return self._cached(keys, pairs, self.backend.score_pairs)
 
-    def _cached(self, keys, requests, call) -> list[Completion]:
+    def _cached(self, keys, requests, call, per_call: int = 1) -> list[Completion]:
         unique = list(dict.fromkeys(keys))  # a prompt asked twice in one batch is computed once
         stored = self.cache.get_many(unique)
         fresh: dict[str, Completion] = {}
         sending, awaited = self._on_the_way.claim([k for k in unique if k not in stored])
         try:  # this call's own prompts go first: another call may be waiting for them
             sent = list(sending)
-            for position, answer in as_answered(self.backend, call, [requests[keys.index(k)] for k in sent]):
+            for position, answer in as_answered(self.backend, call, [requests[keys.index(k)] for k in sent], per_call):
                 key = sent[position]
                 fresh[key] = answer
                 stored[key] = _to_json(answer)
@@ -83,7 +89,7 @@ class CachedBackend:
         for key in awaited:
             answer = self._on_the_way.wait(awaited[key])
             if answer is None:  # its sender failed
-                fresh[key] = self._cached([key], [requests[keys.index(key)]], call)[0]
+                fresh[key] = self._cached([key], [requests[keys.index(key)]], call, per_call)[0]
                 stored[key] = _to_json(fresh[key])
             else:
                 stored[key] = answer

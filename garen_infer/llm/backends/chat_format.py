@@ -57,9 +57,10 @@ def template_args_tag(args: dict) -> str:
 
 
 def apply_template(tokenizer, chat: Chat, **rendering) -> str:
-    """The chat template's text for ``chat`` with the generation prompt and the backend's template arguments."""
+    """The chat template's text for ``chat`` with the generation prompt (unless ``rendering`` says otherwise) and the
+    backend's template arguments."""
     args = getattr(tokenizer, "garen_template_args", None) or {}
-    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, **rendering, **args)
+    return tokenizer.apply_chat_template(chat, tokenize=False, **{"add_generation_prompt": True, **rendering}, **args)
 
 
 def opened_thought(prompt: str) -> str:
@@ -93,6 +94,22 @@ def render_chat(tokenizer, chat: Chat) -> str:
             failure = err
     raise GarenError(f"the chat template of model '{tokenizer.name_or_path}' cannot render this chat ({type(failure).__name__}: "
                      f"{str(failure)[:200]}); give the model spec a chat_template that can")
+
+
+def render_as_served(tokenizer, chat: Chat, assistant_prefix: str = "") -> str:
+    """The prompt text an OpenAI-compatible server (vLLM, SGLang) renders on its chat path: the template with the
+    generation prompt or, with a prefix, the chat ending in an assistant turn that holds it, continued
+    (``continue_final_message``, ``add_generation_prompt`` false). Not ``render_chat`` + prefix: a template that
+    writes its own think block after the generation prompt (Qwen3 with enable_thinking false) would get two. A
+    system turn is not folded, as the server does not fold it; a chat the template cannot render is an error."""
+    try:
+        if assistant_prefix:
+            continued = [*chat, {"role": "assistant", "content": assistant_prefix}]
+            return apply_template(tokenizer, continued, add_generation_prompt=False, continue_final_message=True)
+        return apply_template(tokenizer, chat)
+    except Exception as err:  # the template's own refusal (an unknown role), or a template that drops the prefix
+        raise GarenError(f"the chat template of model '{tokenizer.name_or_path}' cannot render this chat as a server would "
+                         f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
 
 
 def yes_no_token_ids(tokenizer) -> tuple[int, int]:

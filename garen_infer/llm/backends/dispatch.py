@@ -2,7 +2,9 @@
 
 A server (a backend that declares ``requests_at_once``: the OpenAI-compatible backend's slots over its replicas)
 is sent one request per call, ``requests_at_once`` of them in flight, and a slot is refilled as soon as its answer
-returns: no request waits for a slower one. A local engine (transformers, a cross-encoder) is called with one of its
+returns: no request waits for a slower one. Yes/no prompts go ``yes_no_per_request`` to a call where the backend
+declares it (the OpenAI-compatible backend's prompt lists): one request then carries several, and its answers
+arrive together. A local engine (transformers, a cross-encoder) is called with one of its
 own batches (``batch_size``) at a time. Either way the caller (the response cache's wrapper) stores each answer as
 it arrives, so a failure loses only the answers not yet given.
 """
@@ -21,13 +23,19 @@ def requests_at_once(backend) -> int:
     return max(int(getattr(backend, "requests_at_once", 1) or 1), 1)
 
 
-def as_answered(backend, call: Callable[[list], list[Completion]], requests: list) -> Iterator[tuple[int, Completion]]:
+def yes_no_per_request(backend) -> int:
+    """Yes/no prompts the backend sends in one request (1: one each)."""
+    return max(int(getattr(backend, "yes_no_per_request", 1) or 1), 1)
+
+
+def as_answered(backend, call: Callable[[list], list[Completion]], requests: list, per_call: int = 1) -> Iterator[tuple[int, Completion]]:
     """(position in ``requests``, its answer) for every request, in the order they are answered; each answer's
-    ``seconds`` is its own time (a server's) or its share of its batch's. When a call fails, the answers already
-    on their way are still given, then the first failure is raised."""
+    ``seconds`` is its own time (a server's) or its share of its batch's (a server's call of ``per_call``
+    requests, a local engine's batch). When a call fails, the answers already on their way are still given, then
+    the first failure is raised."""
     slots = requests_at_once(backend)
     if slots > 1 and len(requests) > 1:
-        yield from _in_flight(call, requests, slots)
+        yield from _in_flight(call, requests, slots, max(per_call, 1))
         return
     size = getattr(backend, "batch_size", None) or len(requests) or 1
     for start in range(0, len(requests), size):
@@ -39,15 +47,18 @@ def as_answered(backend, call: Callable[[list], list[Completion]], requests: lis
             yield start + offset, answer
 
 
-def _in_flight(call, requests: list, slots: int) -> Iterator[tuple[int, Completion]]:
-    def one(position: int) -> tuple[int, Completion]:
+def _in_flight(call, requests: list, slots: int, per_call: int) -> Iterator[tuple[int, Completion]]:
+    def one(start: int) -> list[tuple[int, Completion]]:
         begun = time.perf_counter()
-        (answer,) = call([requests[position]])
-        answer.seconds = time.perf_counter() - begun
-        return position, answer
+        answers = call(requests[start : start + per_call])
+        share = (time.perf_counter() - begun) / max(len(answers), 1)
+        for answer in answers:
+            answer.seconds = share
+        return list(enumerate(answers, start))
 
-    pool = ThreadPoolExecutor(max_workers=min(slots, len(requests)), thread_name_prefix="in-flight")
-    waiting = {pool.submit(one, position) for position in range(len(requests))}  # the pool keeps ``slots`` running
+    starts = range(0, len(requests), per_call)
+    pool = ThreadPoolExecutor(max_workers=min(slots, len(starts)), thread_name_prefix="in-flight")
+    waiting = {pool.submit(one, start) for start in starts}  # the pool keeps ``slots`` running
     failure = None
     try:
         while waiting:
@@ -61,7 +72,7 @@ def _in_flight(call, requests: list, slots: int) -> Iterator[tuple[int, Completi
                         for queued in waiting:
                             queued.cancel()  # those not started yet; the ones in flight finish and are given
                     continue
-                yield future.result()
+                yield from future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     if failure is not None:

