@@ -7,7 +7,7 @@ same prompts, the same sampling, tokens per second side by side in one run. By h
     .venv-vllm/bin/python benchmarks/vllm_throughput.py --workload garen --dataset beir:DIR --index INDEX_DIR \
         [--queries 8] [--budget 20] [--window 10] [--keep 5] [--passage-words 60] [--max-tokens 64]
     .venv-vllm/bin/python benchmarks/vllm_throughput.py --workload groups --dataset beir:DIR --index INDEX_DIR \
-        [--summary-words 40] [--max-tokens 128]
+        [--summary-words 40] [--max-tokens 64]
 
 Workloads (``--workload``):
 
