@@ -69,7 +69,8 @@ def test_weights_that_do_not_gain_on_held_out_queries_export_as_the_zero_shot_na
     zero-shot embedding navigator does."""
     from test_train_bi_encoder import MODEL, PAIRS, _navigator_scores
 
-    model = bi_encoder_model(objective={"loss": "listwise", "lr": 0.0, "warmup_ratio": 0.0, "non_regression": True})
+    model = bi_encoder_model(objective={"loss": "listwise", "lr": 0.0, "warmup_ratio": 0.0, "non_regression": True,
+                                        "positive_weight": "iteration"})  # the weighted loss runs in a real fit
     manifest = fit_and_export(model, synthetic_pairs, tmp_path)
     guard = manifest["non_regression"]
     assert guard["queries"] >= 1 and guard["gain"] == 0.0 and guard["auc_trained"] == guard["auc_untrained"]

@@ -20,8 +20,17 @@ from lightning.pytorch.utilities import rank_zero_only
 from garen_infer.errors import GarenError
 from garen_infer.llm.roles import ScoreJob
 from garen_train.scorers.guard import decide
-from garen_train.scorers.losses import LOSSES, distillation_loss, pointwise_loss, training_loss
+from garen_train.scorers.losses import (
+    LOSSES,
+    distillation_loss,
+    iteration_weights,
+    pointwise_loss,
+    training_loss,
+)
 from garen_train.scorers.metrics import per_query_auc, scorer_metrics
+
+POSITIVE_WEIGHTS = ("uniform", "iteration")
+UNREACHED_ITERATION = 10  # beyond GAREN's last iteration at budget 100 (9 windows, sec. 5): a gold group never scored
 
 
 @dataclass
@@ -43,10 +52,17 @@ class Objective:
     # Score the validation queries with the untrained weights before the first step, and export those weights
     # unless the trained ones rank the validation queries better beyond noise (garen_train/scorers/guard.py).
     non_regression: bool = False
+    # "uniform", or "iteration": each training list's listwise loss weighs 1 + the GAREN iteration that scored its
+    # positive group (never scored: 1 + UNREACHED_ITERATION), so the positives far from the first stage count most.
+    positive_weight: str = "uniform"
 
     def __post_init__(self):
         if self.loss not in LOSSES:
             raise GarenError(f"objective.loss must be one of {', '.join(LOSSES)}, not '{self.loss}'")
+        if self.positive_weight not in POSITIVE_WEIGHTS:
+            raise GarenError(f"objective.positive_weight must be one of {', '.join(POSITIVE_WEIGHTS)}, not '{self.positive_weight}'")
+        if self.positive_weight != "uniform" and self.loss != "listwise":
+            raise GarenError(f"objective.positive_weight '{self.positive_weight}' weighs lists: it needs objective.loss listwise")
         if self.distill_weight and not self.distill_from:
             raise GarenError("objective.distill_weight needs objective.distill_from (an embedding model)")
 
@@ -84,7 +100,8 @@ class PairScorer(pl.LightningModule):
     # ---- training -------------------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         logits = self.relevance_logits(batch["queries"], batch["texts"])
-        loss = training_loss(self.objective.loss, logits, batch["labels"], batch["groups"], self.objective.pointwise_weight)
+        weights = iteration_weights(batch["iterations"], UNREACHED_ITERATION) if self.objective.positive_weight == "iteration" else None
+        loss = training_loss(self.objective.loss, logits, batch["labels"], batch["groups"], self.objective.pointwise_weight, weights)
         if self.objective.distill_weight:
             self.log("train/label_loss", loss, batch_size=len(logits))
             distill = distillation_loss(logits, self._teacher_logits(batch), batch["groups"])
