@@ -118,7 +118,8 @@ def test_the_benchmark_reports_the_share_of_the_oracle_gap_the_adapted_navigator
 
 
 def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
-    """scripts/adapt_navigator.sh on the tiny corpus (a smoke run: two training steps): index, mine, fit, export."""
+    """scripts/adapt_navigator.sh on the tiny corpus (a smoke run: two training steps): index, mine, fit, export,
+    with the non-regression guard deciding which weights the export holds."""
     import os
     import subprocess
 
@@ -127,7 +128,7 @@ def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
     corpus = tmp_path / "tiny"
     corpus.mkdir()
     shutil.copy(beir_dir / "corpus.jsonl", corpus / "corpus.jsonl")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "BIN": str(Path(sys.executable).parent), "QUERIES": "6",
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BIN": str(Path(sys.executable).parent), "QUERIES": "6", "NON_REGRESSION": "1",
            "INDEX": str(tmp_path / "index"), "MINED": str(tmp_path / "mined"), "JOB": str(tmp_path / "job"), "OUT": str(tmp_path / "export"),
            "MINE_ARGS": "--budget 8 --set methods.garen.window=4 --set methods.garen.keep=2 "
                         "--set methods.garen.k_groups=2",
@@ -136,6 +137,8 @@ def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
     done = subprocess.run(["bash", str(REPO / "scripts" / "adapt_navigator.sh"), str(corpus)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("adapting to tiny: 6 queries to mine, 1 training steps; estimate")
-    assert json.loads((tmp_path / "export" / "manifest.json").read_text())["family"] == "bi-encoder"
+    manifest = json.loads((tmp_path / "export" / "manifest.json").read_text())
+    assert manifest["family"] == "bi-encoder" and manifest["non_regression"]["keep"] in ("trained", "untrained")
+    assert "non-regression guard: " in done.stdout
     assert read_mined(tmp_path / "mined").manifest["inputs"]["judgments"].startswith("none read")
     assert f"--set models.navigator.model={tmp_path / 'export'}" in done.stdout
