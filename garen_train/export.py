@@ -111,4 +111,8 @@ def how_to_load(manifest: dict, args: argparse.Namespace) -> str:
     for name, spec in manifest.get("use", {}).items():
         text = spec if isinstance(spec, str) else yaml.safe_dump(spec, default_flow_style=True, width=10**6, sort_keys=False).strip()
         lines.append(f"  {name}: {text}")
+    if manifest.get("non_regression"):
+        from garen_train.scorers.guard import describe
+
+        lines.append(describe(manifest["non_regression"]))
     return "\n".join(lines)

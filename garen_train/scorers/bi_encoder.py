@@ -25,10 +25,12 @@ from garen_infer.llm.packaged_models import resolve
 from garen_infer.storage.atomic import atomic_path
 from garen_train.scorers.base import Objective, PairScorer
 from garen_train.scorers.export_folder import export_target, write_manifest
+from garen_train.scorers.guard import TRAINED
 
 
 class BiEncoderScorer(PairScorer):
     family = "bi-encoder"
+    untrained_is_zero_shot = True  # before its first step it is the embedding navigator of its base model
 
     def __init__(
         self,
@@ -76,12 +78,24 @@ class BiEncoderScorer(PairScorer):
     # ---- export ---------------------------------------------------------------------------------------------
     def export(self, args: argparse.Namespace) -> dict:
         out = export_target(args.out)
-        self.encoder.eval()
+        decision = self.non_regression_decision()
+        encoder = self.encoder if decision is None or decision["keep"] == TRAINED else self.untrained_encoder()
+        encoder.eval()
         with atomic_path(out) as tmp:
-            self.encoder.save(str(tmp))
+            encoder.save(str(tmp))
             use = {"navigator": {"backend": "embedding", "model": str(out)}}
+            guard = {"non_regression": decision} if decision is not None else {}
             manifest = write_manifest(tmp, self.export_manifest(
                 format="sentence-transformers", base_model=self.hparams.model, max_length=self.hparams.max_length,
-                query_prompt=self.hparams.query_prompt, use=use,
+                query_prompt=self.hparams.query_prompt, use=use, **guard,
             ))
         return manifest
+
+    def untrained_encoder(self):
+        """The base model as the job loaded it before its first step: the zero-shot navigator."""
+        from sentence_transformers import SentenceTransformer
+
+        path, _ = resolve(self.hparams.model)
+        encoder = SentenceTransformer(path, device="cpu")
+        encoder.max_seq_length = self.hparams.max_length
+        return encoder

@@ -28,20 +28,28 @@ def _ranking_measures(qrels: dict, run: dict, measures: list[str]) -> dict[str, 
     return {name: float(np.mean(list(values.values()))) if values else 0.0 for name, values in per_query.items()}
 
 
+def per_query_auc(queries: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> dict[int, float]:
+    """Query number -> ROC AUC of its scores, for every query with a positive and a negative pair."""
+    out = {}
+    for q in np.unique(queries):
+        at = np.flatnonzero(queries == q)
+        if 0 < labels[at].sum() < len(at):
+            out[int(q)] = roc_auc(labels[at], scores[at])
+    return out
+
+
 def scorer_metrics(queries: np.ndarray, labels: np.ndarray, scores: np.ndarray, ranks: np.ndarray, recall_at: int = 20) -> dict[str, float]:
     """Metrics of one validation pass; arrays are per pair (query number, 0/1 label, score, first-stage rank or -1)."""
     out: dict[str, float] = {"pairs": float(len(labels)), "positive_rate": float(labels.mean()) if len(labels) else 0.0}
     if len(set(labels.tolist())) == 2:
         out["auc_pooled"] = roc_auc(labels, scores)
-    per_query_auc = []
+    aucs = list(per_query_auc(queries, labels, scores).values())
     qrels: dict[str, dict[str, int]] = {}
     run: dict[str, dict[str, float]] = {}
     first_stage: dict[str, dict[str, float]] = {}
     for q in np.unique(queries):
         at = np.flatnonzero(queries == q)
         qid = str(int(q))
-        if 0 < labels[at].sum() < len(at):
-            per_query_auc.append(roc_auc(labels[at], scores[at]))
         if labels[at].sum() == 0:
             continue
         qrels[qid] = {str(i): int(labels[i]) for i in at}
@@ -49,8 +57,8 @@ def scorer_metrics(queries: np.ndarray, labels: np.ndarray, scores: np.ndarray, 
         if (ranks[at] >= 0).any():
             unranked = float(ranks[at].max() + 1)
             first_stage[qid] = {str(i): -float(ranks[i] if ranks[i] >= 0 else unranked) for i in at}
-    if per_query_auc:
-        out["auc"] = float(np.mean(per_query_auc))
+    if aucs:
+        out["auc"] = float(np.mean(aucs))
     measures = [f"R@{recall_at}", "nDCG@10"]
     if qrels:
         out.update(_ranking_measures(qrels, run, measures))
