@@ -212,13 +212,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def load_tokenizer(name: str):
-    """The stand-in model's tokenizer, from a local folder or a packaged model (nothing is fetched)."""
-    from transformers import AutoTokenizer
-
+    """The stand-in model's tokenizer, from a local folder or a packaged model (nothing is fetched), loaded as the
+    openai backend loads it for batched yes/no prompts."""
+    from garen_infer.llm.backends.transformers_backend import load_tokenizer as load
     from garen_infer.llm.packaged_models import resolve
 
-    source, gguf_file = resolve(name)
-    return AutoTokenizer.from_pretrained(source, **({"gguf_file": gguf_file} if gguf_file else {}))
+    return load(*resolve(name))
 
 
 def _answer_problems(out: Path, method: str) -> str:

