@@ -35,10 +35,10 @@ class Mutant:
 
 
 MUTANTS = (
-    Mutant("engine-call-unbounded", "garen_infer/llm/engine_queue.py",
+    Mutant("engine-call-unbounded", "garen_infer/running/engine_queue.py",
            "size = min(len(self.pending), self.shape.items_per_call)", "size = len(self.pending)",
            ("tests/test_scheduler.py", "-k", "max_batch")),
-    Mutant("server-one-lane", "garen_infer/llm/engine_queue.py",
+    Mutant("server-one-lane", "garen_infer/running/engine_queue.py",
            "return Shape(slots, 1) if slots and slots > 1 else", "return Shape(1, max(max_batch, 1)) if slots else",
            ("tests/test_scheduler.py", "-k", "one_request_per_slot")),
     Mutant("summary-budget-ge", "garen_infer/index/grouping/summaries.py",
@@ -47,7 +47,7 @@ MUTANTS = (
     Mutant("export-identity-name-inode", "garen_infer/llm/exported_models.py",
            "tuple((p.name, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)", "tuple((p.name, s.st_ino)",
            ("tests/test_checkpoint_loading.py", "-k", "in_place")),
-    Mutant("shards-sha1", "garen_infer/running/shards.py",
+    Mutant("shards-sha1", "garen_infer/configuration/shards.py",
            "hashlib.sha256(qid.encode(\"utf-8\"))", "hashlib.sha1(qid.encode(\"utf-8\"))",
            ("tests/test_shards.py", "-k", "sha256_deal or depends_on_query_ids")),
     Mutant("merge-no-fingerprint", "garen_infer/running/merge.py",

@@ -14,6 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
+from garen_infer.configuration.shards import Shard
 from garen_infer.data import load_dataset
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
@@ -25,7 +26,6 @@ from garen_infer.running.merge import (
     missing_shards,
     what_it_computes,
 )
-from garen_infer.running.shards import Shard
 from garen_infer.storage.append_log import read_finished
 from garen_infer.storage.writer_lock import writer_lock
 from garen_train.mine import count_pairs

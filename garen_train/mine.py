@@ -19,13 +19,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from garen_infer.configuration.presets import load_preset
+from garen_infer.configuration.shards import parse_shard
 from garen_infer.data import load_dataset
 from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError
 from garen_infer.index.first_stage import first_stage
 from garen_infer.index.folder import IndexFolder
 from garen_infer.running.runner import run_queries
-from garen_infer.running.shards import parse_shard
 from garen_infer.storage.writer_lock import writer_lock
 from garen_train.mining import guard
 from garen_train.mining.folder import write_mined

@@ -12,8 +12,8 @@ import sys
 import pytest
 from conftest import QRELS, QUERIES, REPO, one_error_line, write_beir
 
+from garen_infer.configuration.shards import assign, parse_shard
 from garen_infer.doors.cli import main
-from garen_infer.running.shards import assign, parse_shard
 
 # measured times: the shards' own clocks, not part of what a merge reproduces
 TIMES_IN_METRICS = {"mean_model_seconds", "mean_seconds_in_flight", "wall_seconds_per_query"}

@@ -20,7 +20,7 @@ import numpy as np
 from garen_infer.agent.excerpts import excerpt_text, focus_keywords, split_paragraphs
 
 if TYPE_CHECKING:
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.llm.embedded_corpus import EmbeddedCorpus
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Paragraph:
 
 
 class Relevance:
-    def __init__(self, index: IndexFolder, doc_texts: list[str], match_embedder=None):
+    def __init__(self, index: EmbeddedCorpus, doc_texts: list[str], match_embedder=None):
         self.index, self.doc_texts = index, doc_texts
         self.match_embedder = match_embedder  # None = the index's own embedder
         self._paragraph_vectors: dict[int, tuple[list[str], np.ndarray]] = {}  # by row: documents recur across queries

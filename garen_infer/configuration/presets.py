@@ -12,6 +12,7 @@ import yaml
 
 from garen_infer.configuration.run_config import RUN_SECTION, RunConfig
 from garen_infer.configuration.safe_yaml import load_yaml
+from garen_infer.configuration.shards import parse_shard
 from garen_infer.errors import GarenError
 
 PACKAGE = Path(str(resources.files("garen_infer"))).resolve()  # the package folder, wherever this module sits in it
@@ -93,8 +94,6 @@ def run_config_from(preset: dict, method: str, budget: int | None = None, limit:
     """The one way a preset becomes a run's configuration, whichever door asked (CLI, Python API, PyTerrier,
     bench, demo): the method's options, the first stage, the models and the preset's run section, with
     ``budget``, ``limit``, ``max_active`` (queries in flight) and ``shard`` ("I/N") overriding the preset where given."""
-    from garen_infer.running.shards import parse_shard
-
     run_opts = dict(preset.get("run") or {})
     if max_active is not None:
         run_opts["max_active_queries"] = max_active

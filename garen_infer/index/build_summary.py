@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.open_index import OpenIndex
 
 
 def stage_bytes(folder: Path, stage: str) -> int:
@@ -28,8 +28,8 @@ def size_text(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def summary(index: IndexFolder) -> dict:
-    """The facts behind the table: ``index`` is the IndexFolder that ``IndexFolder.build`` returned."""
+def summary(index: OpenIndex) -> dict:
+    """The facts behind the table: ``index`` is the index folder that ``IndexFolder.build`` returned."""
     stages = {}
     for name, entry in index.manifest["stages"].items():
         action, seconds = index.build_actions.get(name, ("kept", None))

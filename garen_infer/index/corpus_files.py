@@ -34,7 +34,7 @@ from garen_infer.storage.atomic import atomic_path
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.open_index import OpenIndex
 
 
 STAGE = "corpus_files"
@@ -74,7 +74,7 @@ def _hashed_name(doc_id: str) -> str:
     return f"{slug}~{hashlib.sha256(doc_id.encode('utf-8')).hexdigest()[:HASH_HEX]}"
 
 
-def _build(folder: IndexFolder, dataset: Dataset, params: CorpusFilesParams) -> dict:
+def _build(folder: OpenIndex, dataset: Dataset, params: CorpusFilesParams) -> dict:
     start = time.perf_counter()
     ids = dataset.doc_ids
     names = file_names(ids, params.extension)
@@ -103,7 +103,7 @@ class CorpusFiles:
         self.paths = [path for _, path in table]  # relative to root, by corpus row
 
     @classmethod
-    def open(cls, index: IndexFolder) -> CorpusFiles:
+    def open(cls, index: OpenIndex) -> CorpusFiles:
         index.require(STAGE, "the RARG agent (ripgrep over the corpus)")
         root = index.path / STAGE
         table = json.loads((root / "table.json").read_text(encoding="utf-8"))

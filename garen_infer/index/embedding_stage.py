@@ -32,10 +32,10 @@ from garen_infer.storage.faults import fault_point
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.open_index import OpenIndex
 
 
-def build_embeddings(folder: IndexFolder, dataset: Dataset, params: EmbeddingParams, name: str = "embeddings") -> dict:
+def build_embeddings(folder: OpenIndex, dataset: Dataset, params: EmbeddingParams, name: str = "embeddings") -> dict:
     start = time.perf_counter()
     if params.vectors:
         from garen_infer.index.imported_vectors import import_vectors
@@ -47,7 +47,7 @@ def build_embeddings(folder: IndexFolder, dataset: Dataset, params: EmbeddingPar
     return {**info, "seconds": round(time.perf_counter() - start, 2)}
 
 
-def build_first_stage_embeddings(folder: IndexFolder, dataset: Dataset, params: EmbeddingParams) -> dict:
+def build_first_stage_embeddings(folder: OpenIndex, dataset: Dataset, params: EmbeddingParams) -> dict:
     return build_embeddings(folder, dataset, params, "first_stage_embeddings")
 
 

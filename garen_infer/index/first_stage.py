@@ -17,7 +17,7 @@ from garen_infer.errors import GarenError
 from garen_infer.settings import Count
 
 if TYPE_CHECKING:
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.open_index import OpenIndex
 
 
 REWRITE = "rewrite"  # first_stage.query
@@ -45,7 +45,7 @@ class FirstStageConfig:
         return self.vectors if self.kind == "dense" else "bm25"
 
 
-def first_stage(index: IndexFolder, query_texts: list[str], config: FirstStageConfig,
+def first_stage(index: OpenIndex, query_texts: list[str], config: FirstStageConfig,
                 exclude: list[set[int]] | None = None) -> list[list[int]]:
     """Corpus rows per query, best first: the top ``depth`` once each query's ``exclude`` rows are dropped."""
     depth = config.depth + max((len(e) for e in exclude), default=0) if exclude else config.depth
@@ -84,7 +84,7 @@ def excluded_rows(query, doc_index: dict[str, int]) -> set[int]:
     return {doc_index[d] for d in query.excluded_ids if d in doc_index}
 
 
-def all_scores(index: IndexFolder, kind: str, query_text: str, vectors: str = "embeddings") -> np.ndarray:
+def all_scores(index: OpenIndex, kind: str, query_text: str, vectors: str = "embeddings") -> np.ndarray:
     """The first stage's score of every document for one query (BM25, or the dense inner product)."""
     if kind == "bm25":
         return index.bm25.scores(query_text)

@@ -42,7 +42,7 @@ from garen_infer.storage.atomic import atomic_path
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.open_index import OpenIndex
 
 
 DISKANN_PREFIX = "ann"  # diskannpy's default index_prefix; the files are ann (graph) and ann.data (vectors)
@@ -240,7 +240,7 @@ def native_stdout_to_stderr():
         os.close(saved)
 
 
-def _build_proximity_graph(folder: IndexFolder, dataset: Dataset, params: ProximityGraphParams) -> dict:
+def _build_proximity_graph(folder: OpenIndex, dataset: Dataset, params: ProximityGraphParams) -> dict:
     vectors = np.load(folder.path / "embeddings.npy")
     return ProximityGraph.build(vectors, params, folder.path / "proximity_graph")
 

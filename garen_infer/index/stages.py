@@ -1,7 +1,7 @@
 """The stages an index folder can hold. Each is a params dataclass plus a build function; later features
 (groups, the proximity graph, the semantic tree) register themselves here with ``register``.
 
-A stage's build function receives the open IndexFolder (to read stages it depends on), the dataset and its
+A stage's build function receives the open index (``OpenIndex``: it reads the stages it depends on), the dataset and its
 params, writes its files atomically under ``folder.path / name`` (or the ``outputs`` it declares) and returns a
 small dict of facts that goes into the manifest (sizes, timings, which model was used). The manifest records
 every output file's size and digest (``stage_files.py``).
@@ -23,7 +23,7 @@ from garen_infer.llm.embeddings import EmbeddingParams
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.open_index import OpenIndex
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,14 @@ def stage_outputs(name: str) -> tuple[str, ...]:
     return (STAGES[name].outputs if name in STAGES else ()) or (name,)
 
 
-def _build_bm25(folder: IndexFolder, dataset: Dataset, params: Bm25Params) -> dict:
+def _build_bm25(folder: OpenIndex, dataset: Dataset, params: Bm25Params) -> dict:
     start = time.perf_counter()
     index = Bm25Index.build([d.full_text for d in dataset.documents], params)
     index.save(folder.path / "bm25")
     return {"seconds": round(time.perf_counter() - start, 2)}
 
 
-def _build_knn_graph(folder: IndexFolder, dataset: Dataset, params: KnnGraphParams) -> dict:
+def _build_knn_graph(folder: OpenIndex, dataset: Dataset, params: KnnGraphParams) -> dict:
     graph, info = build_knn_graph(np.load(folder.path / "embeddings.npy", mmap_mode="r"), params)
     graph.save(folder.path / "knn_graph", dataset.doc_ids)
     return info

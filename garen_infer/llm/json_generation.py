@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from tqdm.auto import tqdm
 
@@ -28,6 +28,9 @@ from garen_infer.llm.ledger import answer_problems
 from garen_infer.llm.permutation import answer_part
 from garen_infer.llm.problems import CUT_AT_MAX_TOKENS, UNREADABLE
 from garen_infer.llm.types import Chat
+
+if TYPE_CHECKING:
+    from garen_infer.llm.embedded_corpus import EmbeddedCorpus
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +50,15 @@ def repaired_json(text: str):
         return None
 
 
-def stage_generator(spec: dict, folder, doc_texts: list[str]):
-    """The generator role for an index stage's ``spec``, or None for ``{"backend": "extractive"}``."""
+def stage_generator(spec: dict, corpus: EmbeddedCorpus | None, doc_texts: list[str]):
+    """The generator role for an index stage's ``spec``, or None for ``{"backend": "extractive"}``. ``corpus`` is
+    the index being built, seen only through its vectors (a simulated generator may correlate with them)."""
     if spec.get("backend", "extractive") == "extractive":
         return None
     from garen_infer.llm.cache import ResponseCache
     from garen_infer.llm.roles import build_roles
 
-    return build_roles({"generator": spec}, doc_texts, folder, ResponseCache()).generator
+    return build_roles({"generator": spec}, doc_texts, corpus, ResponseCache()).generator
 
 
 def release_stage_generator(generator, stage: str) -> dict:

@@ -47,7 +47,7 @@ from garen_infer.llm.types import Chat, Completion, RerankJob, SamplingParams, S
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.llm.embedded_corpus import EmbeddedCorpus
 
 
 class EmbeddingReranker:
@@ -76,7 +76,7 @@ class QueryEncoder:
     """Query vectors from the index's embedding model, each with its share of the batch's time: a method's own
     encoding (RGS's graph first stage) is model time like any other role's."""
 
-    def __init__(self, index: IndexFolder):
+    def __init__(self, index: EmbeddedCorpus):
         self.index = index  # the embedder loads on the first query, not when the roles are built
 
     def encode(self, texts: list[str]) -> list[tuple[np.ndarray, Completion]]:
@@ -255,7 +255,7 @@ class Roles:
         return self.scorers[role]
 
 
-def build_scorer(spec: dict, doc_texts: list[str], index: IndexFolder | None, backend_for,
+def build_scorer(spec: dict, doc_texts: list[str], index: EmbeddedCorpus | None, backend_for,
                  role: str = "navigator"):
     """A yes/no scorer from a role spec. Every scorer role and the pointwise reranker build theirs here, so a
     scorer backend added here serves both."""
@@ -291,7 +291,7 @@ def _short(value: str) -> str:
     return repr(value if len(value) <= 40 else value[:37] + "...")
 
 
-def own_embedder(model: str, index: IndexFolder | None):
+def own_embedder(model: str, index: EmbeddedCorpus | None):
     """An embedding model of the role's own, not the index's (a bi-encoder ``garen-train export`` wrote, or any
     sentence-transformers model): it encodes the query and every text it scores, so the index's document vectors
     are not used. An export is encoded at the max length and with the query prompt it was trained with."""
@@ -308,7 +308,7 @@ def own_embedder(model: str, index: IndexFolder | None):
                                     query_prompt=manifest.get("query_prompt", defaults.query_prompt)))
 
 
-def build_reranker(spec: dict, doc_texts: list[str], index: IndexFolder | None, backend_for,
+def build_reranker(spec: dict, doc_texts: list[str], index: EmbeddedCorpus | None, backend_for,
                    dataset_name: str = ""):
     mode = spec.get("mode", "listwise")
     if mode == "pointwise":
@@ -334,7 +334,7 @@ def _sampling(spec: dict) -> SamplingParams | None:
     return SamplingParams(**spec["sampling"]) if "sampling" in spec else None
 
 
-def build_roles(models: dict, doc_texts: list[str], index: IndexFolder | None, cache, dataset_name: str = "",
+def build_roles(models: dict, doc_texts: list[str], index: EmbeddedCorpus | None, cache, dataset_name: str = "",
                 dataset: Dataset | None=None) -> Roles:
     """``models`` maps role names to specs, e.g. {"reranker": {"backend": "vllm", "model": ...}, "navigator": ...}.
     Role ``reranker`` is listwise (or ``mode: pointwise``), ``generator`` generates, every other role is a yes/no

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from garen_infer.configuration.shards import Shard
 from garen_infer.errors import GarenError
-from garen_infer.running.shards import Shard
 from garen_infer.storage.append_log import read_finished
 from garen_infer.storage.atomic import remove_stale_temporaries, write_json
 from garen_infer.storage.writer_lock import LOCK_NAME, writer_lock

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from garen_infer.configuration.run_config import RunConfig
+from garen_infer.configuration.shards import parse_shard
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.evaluation.costs import mean_cost, prices_for
@@ -40,7 +41,6 @@ from garen_infer.llm.problems import UNUSABLE
 from garen_infer.methods.base import QueryState
 from garen_infer.running.query_rewrite import rewrite_then_search
 from garen_infer.running.scheduler import Scheduler
-from garen_infer.running.shards import parse_shard
 from garen_infer.storage.append_log import read_finished
 from garen_infer.storage.atomic import atomic_path, write_json
 from garen_infer.storage.trec import write_run

@@ -2,7 +2,7 @@
 
 Each method's logic stays sequential inside a query: it yields a request (or a tuple of them) and waits for the
 answers. The scheduler cuts every request into items (a window, a text to score, a chat) and puts them on the
-queue of the engine that answers them (``llm/engine_queue.py``); every engine works at once, and a query advances
+queue of the engine that answers them (``running/engine_queue.py``); every engine works at once, and a query advances
 as soon as its own answers are in, not when the slowest answer of a round is. A new query starts as soon as one
 finishes, so up to ``max_active`` queries are in flight. Answers are recorded in the asking query's ledger in the
 order a query run alone would record them, so with models whose answers do not depend on the batch (the oracle,
@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from garen_infer.llm.engine_queue import EngineQueue, backend_of, engine_shape
 from garen_infer.llm.ledger import QueryLedger
 from garen_infer.llm.requests import ChatWithTools, EncodeQuery, Generate, Rerank, ScoreYesNo, shown_documents
 from garen_infer.llm.roles import RerankJob, Roles, ScoreJob
 from garen_infer.llm.tool_calls import AssistantTurn
 from garen_infer.methods.base import QueryState, Search
+from garen_infer.running.engine_queue import EngineQueue, backend_of, engine_shape
 
 # the order a query's answers are recorded in when one yield asks several things (the order of the ledger's roles)
 KINDS = (EncodeQuery, Rerank, ScoreYesNo, Generate, ChatWithTools)

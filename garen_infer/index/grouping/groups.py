@@ -37,7 +37,7 @@ from garen_infer.storage.faults import fault_point
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.open_index import OpenIndex
 
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class GroupParams:
     batch_size: Count = execution_only(32)  # groups per call to a local generator; a server is given them all at once
 
 
-def _partition(folder: IndexFolder, dataset: Dataset, params: GroupParams) -> list[list[int]]:
+def _partition(folder: OpenIndex, dataset: Dataset, params: GroupParams) -> list[list[int]]:
     graph = folder.knn_graph
     if params.construction == "leiden":
         return leiden_groups(graph.neighbours, graph.weights, max_group_size=params.max_group_size, resolution=params.resolution,
@@ -78,7 +78,7 @@ def _partition(folder: IndexFolder, dataset: Dataset, params: GroupParams) -> li
     raise GarenError(f"unknown group construction '{params.construction}' (leiden, kmeans or random)")
 
 
-def _summarize(folder: IndexFolder, dataset: Dataset, params: GroupParams, groups: list[list[int]],
+def _summarize(folder: OpenIndex, dataset: Dataset, params: GroupParams, groups: list[list[int]],
                partial: Path, stage_name: str) -> tuple[list[dict], dict]:
     texts = [d.full_text for d in dataset.documents]
     extractive = ExtractiveSummarizer(texts, folder.embeddings)
@@ -123,7 +123,7 @@ def _llm_summaries(generator, todo: list[int], groups, texts,
         yield todo[k], answer
 
 
-def summarize_groups(folder: IndexFolder, dataset: Dataset, params: GroupParams, stage_name: str,
+def summarize_groups(folder: OpenIndex, dataset: Dataset, params: GroupParams, stage_name: str,
                      groups: list[list[int]]) -> tuple[list[dict], dict]:
     """Summaries of ``groups`` (rows per group) for stage ``stage_name``, resuming an interrupted run of the
     same partition; returns one record per group and the manifest facts about the summarizer."""
@@ -143,7 +143,7 @@ def finish_summaries(folder, stage_name: str) -> None:
 
 
 def _build(stage_name: str):
-    def build(folder: IndexFolder, dataset: Dataset, params: GroupParams) -> dict:
+    def build(folder: OpenIndex, dataset: Dataset, params: GroupParams) -> dict:
         if stage_name != "groups":
             params = replace(params, construction=stage_name.removeprefix("groups_"))
         start = time.perf_counter()
@@ -169,7 +169,7 @@ class SoftGroupParams:
     summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)
 
 
-def _learned_elsewhere(folder: IndexFolder, dataset: Dataset, params) -> dict:
+def _learned_elsewhere(folder: OpenIndex, dataset: Dataset, params) -> dict:
     raise GarenError("index stage 'groups_soft' is learned, not built: train it with 'garen-train fit --config "
                      "configs/train/partition-dmon.yaml' and write it with 'garen-train export --checkpoint CKPT --index DIR'")
 

@@ -24,7 +24,7 @@ from garen_infer.storage.atomic import atomic_path
 
 if TYPE_CHECKING:
     from garen_infer.data.dataset import Dataset
-    from garen_infer.index.folder import IndexFolder
+    from garen_infer.index.open_index import OpenIndex
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class SemanticTreeParams:
     seed: int = 42  # k-means
 
 
-def _build(folder: IndexFolder, dataset: Dataset, params: SemanticTreeParams) -> dict:
+def _build(folder: OpenIndex, dataset: Dataset, params: SemanticTreeParams) -> dict:
     from garen_infer.index.tree.tree_describe import NodeDescriber
     from garen_infer.llm.json_generation import release_stage_generator, stage_generator
 
