@@ -260,50 +260,69 @@ def _convert(hint, value, where: str):
         except _Refused:
             raise _Refused(describe(hint)) from None
     if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arm in args:
-            if arm is type(None):
-                continue
-            try:
-                return _convert(arm, value, where)
-            except _Refused:
-                continue
-        raise _Refused(describe(hint))
+        return _convert_union(hint, args, value, where)
     if origin is Literal:
         if value in args and not (isinstance(value, bool) and not any(a is value for a in args)):
             return value
         raise _Refused(_kind(hint))
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise _Refused(describe(hint))
-    if hint is int:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise _Refused(describe(hint))
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
-            return float(value)
-        raise _Refused(describe(hint))
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise _Refused(describe(hint))
+    if hint in _SCALARS:
+        return _SCALARS[hint](hint, value)
     if hint is dict or origin is dict:
         if isinstance(value, dict):
             return value
         raise _Refused(describe(hint))
     if hint in (list, tuple) or origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise _Refused(describe(hint))
-        item = args[0] if args and (origin is list or (len(args) == 2 and args[1] is Ellipsis)) else Any
-        items = [_convert(item, v, where) for v in value]
-        return tuple(items) if (hint is tuple or origin is tuple) else items
+        return _convert_sequence(hint, origin, args, value, where)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        if isinstance(value, hint):
-            return value
-        return build(hint, value, where)
+        return value if isinstance(value, hint) else build(hint, value, where)
     return value  # Any, object or a type this checker does not know: the config takes it as is
+
+
+def _convert_union(hint, arms, value, where: str):
+    if value is None and type(None) in arms:
+        return None
+    for arm in arms:
+        if arm is type(None):
+            continue
+        try:
+            return _convert(arm, value, where)
+        except _Refused:
+            continue
+    raise _Refused(describe(hint))
+
+
+def _convert_sequence(hint, origin, args, value, where: str):
+    if not isinstance(value, (list, tuple)):
+        raise _Refused(describe(hint))
+    item = args[0] if args and (origin is list or (len(args) == 2 and args[1] is Ellipsis)) else Any
+    items = [_convert(item, v, where) for v in value]
+    return tuple(items) if (hint is tuple or origin is tuple) else items
+
+
+def _to_bool(hint, value):
+    if isinstance(value, bool):
+        return value
+    raise _Refused(describe(hint))
+
+
+def _to_int(hint, value):
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise _Refused(describe(hint))
+
+
+def _to_float(hint, value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+        return float(value)
+    raise _Refused(describe(hint))
+
+
+def _to_str(hint, value):
+    if isinstance(value, str):
+        return value
+    raise _Refused(describe(hint))
+
+
+_SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
