@@ -26,7 +26,7 @@ from garen_infer.index.stages import IndexConfig
 from garen_infer.llm.backends import CachedBackend
 from garen_infer.llm.cache import NoCache
 from garen_infer.llm.roles import LLMGenerator, LLMListwiseReranker, LLMToolChat, LLMYesNoScorer, Roles
-from garen_infer.running.runner import execute
+from garen_infer.running.session import execute
 from garen_infer.testing.answers import ScriptedModel
 
 METHODS = {"bm25": {}, "rerank": {}, "slidegar": {}, "rgs": {}, "garen": {"navigator": "model"}, "lattice": {"slate_scorer": "generator"},

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from garen_infer.llm.cache import NoCache
     from garen_infer.llm.roles import build_roles
     from garen_infer.methods.base import get_method
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     dataset = load_dataset(args.dataset)
     index = IndexFolder.open(args.index, dataset)

@@ -129,7 +129,7 @@ class Sweep:
         from garen_infer.configuration.presets import run_config_from
         from garen_infer.evaluation.evaluate import per_query
         from garen_infer.llm.roles import Roles
-        from garen_infer.running.runner import execute
+        from garen_infer.running.session import execute
         from garen_infer.storage.trec import read_run
 
         column = name if nav is None else f"{name}[nav={navigator_label(nav)}]"

@@ -164,7 +164,7 @@ def ours_garen(opts, params) -> tuple[Recorded, dict]:
     from garen_infer.index.folder import IndexFolder
     from garen_infer.llm.cache import NoCache
     from garen_infer.llm.roles import build_roles
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     spec = engine_spec(opts, "async")
     reranker = {**spec, "prompt": "garen", "max_words": opts.passage_words,

@@ -178,7 +178,8 @@ def test_storage_failures_are_garen_errors(tiny_index, tiny_dataset, tmp_path, m
 
 def test_import_garen_infer_stays_cheap():
     """``import garen_infer`` loads neither pandas nor numpy nor the engine: the API comes on first use."""
-    heavy = "('pandas', 'numpy', 'torch', 'garen_infer.doors.api', 'garen_infer.running.runner')"
+    heavy = ("('pandas', 'numpy', 'torch', 'garen_infer.doors.api', 'garen_infer.running.runner', "
+             "'garen_infer.running.session')")
     code = f"import sys, garen_infer; print(sorted(m for m in {heavy} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout.strip()
     assert loaded == "[]"

@@ -130,7 +130,8 @@ def test_no_cache_always_calls_the_model(backend):
 
 def test_rerun_of_a_whole_run_makes_no_model_call(backend, tiny_dataset, tiny_index, tmp_path):
     from garen_infer.llm.roles import LLMListwiseReranker, Roles
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     cache = ResponseCache(tmp_path / "c.sqlite")
     config = RunConfig.build(method="rerank", method_options={"budget": 6, "window": 4, "stride": 2})
@@ -153,7 +154,8 @@ def test_rerun_of_a_whole_run_makes_no_model_call(backend, tiny_dataset, tiny_in
 
 def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_dataset, tiny_index, tmp_path):
     """The runner builds its roles from ``models:`` and uses the cache it is given, even while that is empty."""
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     cache = ResponseCache(tmp_path / "fresh.sqlite")
     models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt",
@@ -183,7 +185,8 @@ def test_a_replay_from_the_cache_loads_no_model(backend_name, tiny_model_dir, ti
     weights; a prompt the cache cannot answer loads them once."""
     import transformers
 
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     if backend_name == "transformers":
         auto, model = transformers.AutoModelForCausalLM, str(tiny_model_dir)

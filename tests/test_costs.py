@@ -56,7 +56,8 @@ def test_hit_at_100_by_hop_distance():
 def test_a_run_reports_cost_and_reachability(tiny_dataset, tiny_index, tmp_path):
     from garen_infer.llm.roles import Roles
     from garen_infer.llm.types import Completion
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     class PricedReranker:
         def rerank(self, jobs):

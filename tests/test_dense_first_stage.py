@@ -68,7 +68,8 @@ def test_a_first_stage_with_its_own_vectors(tiny_dataset, tiny_index, tiny_bert_
     assert all_scores(index, "dense", query, "first_stage_embeddings") == pytest.approx(scores)
 
     # a run reads its pool from those vectors, and its config records the stage it searched
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     stage = {"kind": "dense", "vectors": "first_stage_embeddings", "depth": 4}
     reranker = {"reranker": {"backend": "embedding"}}

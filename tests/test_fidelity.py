@@ -9,7 +9,8 @@ import pytest
 
 from garen_infer.llm.roles import Roles
 from garen_infer.llm.types import Completion
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 
 class RecordingReranker:

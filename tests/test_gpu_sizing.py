@@ -8,7 +8,8 @@ import pytest
 from garen_infer.configuration.presets import load_preset
 from garen_infer.errors import GarenError
 from garen_infer.llm.roles import EmbeddingReranker, Roles
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 RUN_PRESETS = ("garen-paper", "rgs-paper", "lattice-paper", "rarg-paper")
 ALL_OF_A_BRIGHT_TASK = 194  # theoremqa_questions, the largest of BRIGHT's twelve tasks

@@ -58,7 +58,8 @@ def test_another_index_folders_embeddings_work_as_they_are(tiny_index, tiny_data
 
 def test_every_stage_and_a_run_come_out_as_from_vectors_encoded_here(tiny_index, tiny_dataset, tmp_path):
     from garen_infer.llm.cache import NoCache
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     stages = {"bm25": {}, "embeddings": {"vectors": str(tiny_index.path / "embeddings.npy")}, "knn_graph": {}}
     index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(stages), log=lambda *_: None)

@@ -74,7 +74,7 @@ def test_record_counts_each_answer_problem_per_role():
 
 
 def test_run_metrics_and_end_line_count_answers_and_warn_over_the_share():
-    from garen_infer.running.runner import answer_problems, answer_problems_report
+    from garen_infer.running.results import answer_problems, answer_problems_report
 
     ledgers = [{"roles": {"reranker": {"requests": 4, "problems": {"unreadable": 1}}, "navigator": {"requests": 9}}},
                {"roles": {"reranker": {"requests": 6, "problems": {"ids_missing": 2, "unreadable": 1}}}}]
@@ -148,7 +148,7 @@ def run_method(name, budget, dataset, index, out):
     from garen_infer.configuration.presets import run_config_from
     from garen_infer.llm.cache import NoCache
     from garen_infer.llm.roles import build_roles
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     preset = load_preset("cpu-default")
     config = run_config_from(preset, name, budget)
@@ -201,7 +201,7 @@ def test_garen_with_the_connectivity_navigator_needs_no_navigator_model(full_ind
     """A variant that makes no navigator calls runs with only a reranker configured."""
     from garen_infer.configuration.presets import run_config_from
     from garen_infer.llm.cache import NoCache
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     preset = load_preset("cpu-default", ["methods.garen.navigator=connectivity"])
     del preset["models"]["navigator"]

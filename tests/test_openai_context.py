@@ -19,7 +19,8 @@ from garen_infer.llm.cache import NoCache, ResponseCache
 from garen_infer.llm.ledger import QueryLedger
 from garen_infer.llm.roles import LLMToolChat, Roles
 from garen_infer.llm.types import Completion, SamplingParams
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 CHAT = [{"role": "system", "content": "Search."}, {"role": "user", "content": "Query: lava"}]
 SERVED = 1000  # the served model's max_model_len in the runs below

@@ -12,7 +12,8 @@ from openai_server import ScriptedServer, chat_answer
 from garen_infer.llm.backends.openai_backend import OpenAIBackend
 from garen_infer.llm.cache import NoCache, ResponseCache
 from garen_infer.llm.types import SamplingParams
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 
 def ranking_answer(body):

@@ -18,7 +18,8 @@ from garen_infer.llm.cache import NoCache, ResponseCache, cache_key
 from garen_infer.llm.prompts import QWEN3_ASSISTANT_PREFIX, yes_no
 from garen_infer.llm.roles import LLMGenerator, LLMYesNoScorer
 from garen_infer.running.engine_queue import Shape, engine_shape
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 # Qwen3's way: with enable_thinking false, the generation prompt itself holds an empty think block
 THINKING_TEMPLATE = (

@@ -156,7 +156,7 @@ def test_the_pointwise_oracle_reranker_orders_windows_as_the_listwise_one(tiny_d
     """``mode: pointwise`` scores each document with the reranker's own draws, so past sigma 0 both modes agree."""
     from garen_infer.configuration.presets import load_preset, run_config_from
     from garen_infer.llm.pointwise import PointwiseReranker
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     def reranker(mode):
         spec = {"backend": "oracle", "sigma": 0.7, "seed": 3, "mode": mode}
@@ -219,7 +219,7 @@ def test_batching_across_queries_does_not_change_an_oracle_run(tiny_dataset, ful
 def run(dataset, index, method, out, **run_options):
     from garen_infer.configuration.presets import load_preset, run_config_from
     from garen_infer.llm.cache import NoCache
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     preset = load_preset("cpu-default")
     preset["models"] = ORACLE
@@ -350,7 +350,7 @@ def test_every_output_of_a_simulated_run_says_so(tiny_dataset, full_index, beir_
 
 def test_roles_passed_in_label_the_run_even_when_the_config_does_not_name_them(tiny_dataset, tiny_index, tmp_path):
     from garen_infer.configuration.presets import load_preset, run_config_from
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     roles = build_roles({"reranker": ORACLE["reranker"]}, [], None, None, dataset=tiny_dataset)
     config = run_config_from(load_preset("cpu-default"), "rerank", 8)  # says models.reranker: embedding

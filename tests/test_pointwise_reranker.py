@@ -84,7 +84,7 @@ def test_answers_from_the_response_cache_count_as_cache_hits_with_their_tokens()
 # ---- through the scheduler, the ledger and every method that reranks ------------------------------------------
 def run(method, dataset, index, out, models=None, roles=None, budget=8, overrides=()):
     from garen_infer.configuration.presets import run_config_from
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     preset = load_preset("cpu-default", list(overrides))
     if models:
@@ -179,7 +179,7 @@ def test_cut_prompts_are_counted_in_the_ledger_and_metrics_and_reported_once(tin
     roles = build_roles({"reranker": spec}, [d.full_text for d in tiny_dataset.documents], tiny_index, NoCache())
     lines: list[str] = []
     from garen_infer.doors.cli import run_config_from
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     config = run_config_from(load_preset("cpu-default", []), "rerank", 4)
     metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=roles, cache=NoCache(), log=lines.append)

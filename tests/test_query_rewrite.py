@@ -11,7 +11,8 @@ from openai_server import chat_answer
 
 from garen_infer.llm.cache import ResponseCache
 from garen_infer.running.query_rewrite import read_rewrite, reasoning_query_chat
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 REWRITES = {  # the scripted writer sends every query towards the Python documents, but one it cannot answer
     "volcanoes": "<think>lava?</think>python generator yield values lazily",

@@ -23,7 +23,8 @@ from garen_infer.errors import GarenError
 from garen_infer.index.stages import IndexConfig
 from garen_infer.llm.roles import Roles
 from garen_infer.methods.base import get_method
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 SCOPED = "cat scopes/scope_1.txt | xargs -d '\\n' rg -n -i '{}'"
 

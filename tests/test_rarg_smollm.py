@@ -12,7 +12,8 @@ import pytest
 
 from garen_infer.index.stages import IndexConfig
 from garen_infer.llm.cache import NoCache
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 pytestmark = pytest.mark.slow
 

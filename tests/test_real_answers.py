@@ -88,7 +88,7 @@ METHOD_OPTIONS = {"bm25": {}, "rerank": {}, "slidegar": {}, "rgs": {}, "garen": 
 @pytest.mark.parametrize("name", METHOD_OPTIONS)
 def test_every_method_finishes_and_counts_each_shape(name, answers_index, tiny_dataset, tmp_path):
     from garen_infer.configuration.presets import load_preset, run_config_from
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     preset = load_preset("cpu-default")
     preset.setdefault("methods", {})[name] = {**(preset["methods"].get(name) or {}), **METHOD_OPTIONS[name]}
@@ -121,7 +121,7 @@ def test_every_method_finishes_and_counts_each_shape(name, answers_index, tiny_d
 
 def test_a_run_of_mostly_unusable_answers_says_so_loudly(tiny_index, tiny_dataset, tmp_path):
     from garen_infer.configuration.presets import load_preset, run_config_from
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     model = ScriptedModel({"ranking": ("refusal", "think_unclosed", "plain")})
     lines: list[str] = []
@@ -142,7 +142,7 @@ def test_listwise_answers_from_a_served_model_are_read_and_counted_as_the_engine
     from garen_infer.configuration.presets import load_preset, run_config_from
     from garen_infer.llm.backends.openai_backend import OpenAIBackend
     from garen_infer.llm.types import SamplingParams
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     # a server's content is text or null: a number as content is refused as a malformed body (test_openai_faults)
     model = ScriptedModel({"ranking": tuple(s.name for s in RANKING_SHAPES if s.name != "number_content")})

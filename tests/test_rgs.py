@@ -293,7 +293,8 @@ def test_rgs_end_to_end_on_the_tiny_corpus(tiny_dataset, tmp_path):
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
     from garen_infer.llm.cache import NoCache
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     preset = load_preset("cpu-default")
     stages = {k: preset["index"][k] for k in ("bm25", "embeddings", "proximity_graph")}

@@ -20,7 +20,7 @@ from garen_infer.index.first_stage import FirstStageConfig
 from garen_infer.llm.roles import Roles
 from garen_infer.methods.base import METHODS, Method
 from garen_infer.methods.garen import GarenConfig
-from garen_infer.running.runner import execute
+from garen_infer.running.session import execute
 from garen_infer.testing.methods import ScriptedReranker
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.roles import EmbeddingReranker, Roles
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 
 QIDS = ["q1", "q2", "q3", "q4"]
 

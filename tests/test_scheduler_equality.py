@@ -18,7 +18,8 @@ from garen_infer.configuration.presets import load_preset, run_config_from
 from garen_infer.llm.cache import NoCache
 from garen_infer.llm.roles import Roles
 from garen_infer.methods.base import METHODS
-from garen_infer.running.runner import execute, model_roles
+from garen_infer.running.runner import model_roles
+from garen_infer.running.session import execute
 
 ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
 # REPAIR's planner writes text: the simulated one (the oracle's order) plays it beside either reranker

@@ -213,7 +213,8 @@ def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_
     """An anchor far above any cosine logit keeps every document in its Leiden group; with one group per document
     the exported stage is the Leiden stage, and GAREN's run on it is the Leiden run, byte for byte."""
     from garen_infer.index.folder import IndexFolder
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     monkeypatch.setenv("GAREN_CACHE_DIR", str(tmp_path / "cache"))
     index = tmp_path / "index"
@@ -237,7 +238,8 @@ def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_
 
 def test_partition_report_gives_quality_and_c3_counts_from_a_run(leiden_index, tiny_dataset, tmp_path, monkeypatch, capsys):
     from garen_infer.index.folder import IndexFolder
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     monkeypatch.setenv("GAREN_CACHE_DIR", str(tmp_path / "cache"))
     models = {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}}

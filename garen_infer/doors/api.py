@@ -20,6 +20,7 @@ from pathlib import Path
 from garen_infer.configuration.presets import DEFAULT_PRESET, load_preset, run_config_from
 from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError, storage_refusal
+from garen_infer.running.session import Session
 from garen_infer.settings import Count
 
 RESULT_COLUMNS = ["qid", "docno", "rank", "score"]
@@ -148,7 +149,7 @@ class Retriever:
         self.index, self.method = index, method
         self.config = run_config_from(load_preset(preset, overrides or {}), method, budget, max_active=max_active_queries)
         self.cache = _cache(cache)
-        self._roles = None
+        self.session = Session(index.dataset, index.folder, self.config, self.cache)
         self.ledger = _frame([], LEDGER_COLUMNS)
 
     @refusals_as_garen_errors
@@ -169,38 +170,16 @@ class Retriever:
     def run(self, out: str | Path, limit: int | None = None) -> dict:
         """``garen-infer run``: every judged query of the index's dataset into the resumable run folder ``out``
         (run.trec, metrics.json, trace.jsonl); returns the metrics."""
-        from dataclasses import replace
-
-        from garen_infer.running.runner import execute, model_roles, require_stages
-
         self.index.require_folder()
-        config = replace(self.config, limit=limit) if limit is not None else self.config
-        if self._roles is None:
-            require_stages(self.index.folder, config)  # before a model loads
-            self._roles = model_roles(config, self.index.dataset, self.index.folder, self.cache)
-        return execute(self.index.dataset, self.index.folder, config, out, roles=self._roles, cache=self.cache)
+        self.session.models()
+        return (self.session if limit is None else self.session.limited(limit)).run(out)
 
     def _answer(self, queries: list[Query], first):
-        from garen_infer.running.runner import (
-            answer_queries,
-            configure_method,
-            model_roles,
-            query_states,
-            scored_rankings,
-        )
-
         self.index.require_folder()
-        asked = Dataset(self.index.dataset.name, self.index.dataset.documents, queries)  # no judgements: none leak in
-        _, _, method, budget = configure_method(asked, self.index.folder, self.config)
-        if self._roles is None:
-            self._roles = model_roles(self.config, self.index.dataset, self.index.folder, self.cache)
-        states = query_states(asked, self.index.folder, self.config, method, budget, queries, first)
-        records = {r["qid"]: r for r in answer_queries(asked, self.index.folder, self.config, method, states, self._roles)}
-        scored = scored_rankings({q.id: records[q.id]["ranking"] for q in queries}, asked)
-        rows = [(qid, docno, rank, score) for qid, docs in scored.items() for rank, (docno, score) in enumerate(docs.items())]
-        self.ledger = _frame([[q.id, *(records[q.id]["ledger"][k] for k in LEDGER_COLUMNS[1:-1]), records[q.id]["seconds"]]
-                              for q in queries], LEDGER_COLUMNS)
-        return _frame(rows, RESULT_COLUMNS)
+        found = self.session.search(queries, first)
+        self.ledger = _frame([[q.id, *(found.records[q.id]["ledger"][k] for k in LEDGER_COLUMNS[1:-1]),
+                               found.records[q.id]["seconds"]] for q in queries], LEDGER_COLUMNS)
+        return _frame(found.ranked_rows(), RESULT_COLUMNS)
 
     def __repr__(self) -> str:
         return f"Retriever(method={self.method!r}, budget={self.config.budget!r}, index={str(self.index.path)!r})"

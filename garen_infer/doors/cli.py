@@ -159,7 +159,7 @@ def cmd_run(args) -> int:
     from garen_infer.data import load_dataset
     from garen_infer.index.folder import IndexFolder
     from garen_infer.llm.cache import NoCache, ResponseCache
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import Session
 
     preset = load_preset(args.preset, args.overrides)
     # checked before the data loads
@@ -175,7 +175,7 @@ def cmd_run(args) -> int:
 
         metrics = run_seeds(dataset, index, config, args.out, args.seeds, cache=cache)
     else:
-        metrics = execute(dataset, index, config, args.out, cache=cache)
+        metrics = Session(dataset, index, config, cache).run(args.out)
     print(json.dumps(metrics, indent=2))
     if "simulation" in metrics:  # repeated under the numbers, where a reader's eye lands
         from garen_infer.llm.oracle import banner

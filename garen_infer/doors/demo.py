@@ -30,7 +30,7 @@ Next steps
 
 
 def run_demo(out: Path | None = None, method: str = "garen") -> int:
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import Session
 
     out = out or default_folder()
     preset = load_preset("cpu-default")
@@ -39,7 +39,7 @@ def run_demo(out: Path | None = None, method: str = "garen") -> int:
     index = IndexFolder.build(dataset, out / "index", IndexConfig.from_dict(preset["index"]), log=lambda m: print(m))
     run_dir = out / f"run-{method}"
     config = run_config_from(preset, method, budget=None)
-    metrics = execute(dataset, index, config, run_dir, cache=ResponseCache(out / "responses.sqlite"), log=print)
+    metrics = Session(dataset, index, config, ResponseCache(out / "responses.sqlite"), log=print).run(run_dir)
     _show(dataset, index, run_dir, method)
     print(f"\nPer query: {metrics['mean_budget_used']:.0f} documents reranked, {metrics['mean_requests']:.1f} model requests "
           f"({metrics['mean_model_calls']:.1f} computed, {metrics['mean_cache_hits']:.1f} from the cache)")

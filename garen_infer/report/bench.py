@@ -253,12 +253,12 @@ def _run_cell(dataset: Dataset, index: IndexFolder, plan: CellPlan, cache, log) 
     the index and loads its models afresh, exactly as ``garen-infer run`` would: no cell inherits another's warm
     caches (query embeddings, group-summary vectors), so its seconds do not depend on the order cells ran in."""
     from garen_infer.index.folder import IndexFolder
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import Session
 
     trace = plan.folder / "trace.jsonl"
     before = set(read_finished(trace, "qid"))
     start = time.perf_counter()
-    metrics = execute(dataset, IndexFolder.open(index.path, dataset), plan.run_config, plan.folder, cache=cache, log=log)
+    metrics = Session(dataset, IndexFolder.open(index.path, dataset), plan.run_config, cache, log=log).run(plan.folder)
     wall = time.perf_counter() - start
     records = read_finished(trace, "qid")
     new = [r for qid, r in records.items() if qid not in before]

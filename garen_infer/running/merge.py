@@ -110,7 +110,9 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
                log=print) -> dict:
     """Merge the shard run folders ``folders`` into ``out``; returns the merged metrics."""
     from garen_infer.methods.base import get_method
-    from garen_infer.running.runner import RunConfig, run_queries, write_results, write_trace_in_order
+    from garen_infer.running.results import RunResults
+    from garen_infer.running.runner import RunConfig, run_queries, to_stderr
+    from garen_infer.running.session import write_trace_in_order
 
     folders, out = [Path(f) for f in folders], Path(out)
     check_out_folder(out, folders)
@@ -152,8 +154,9 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
         mark_merging(out, folders)
         write_json(out / "config.json", config)
         write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
-        metrics = write_results(dataset, config["method"], out, queries, done, wall, len(queries) if timed_all else 0,
-                                get_method(config["method"]), config.get("simulation"), config["models"], label)
+        results = RunResults(dataset, config["method"], queries, done, get_method(config["method"]), config.get("simulation"),
+                             config["models"], wall, len(queries) if timed_all else 0, label)
+        metrics = results.write(out, log=to_stderr)
         write_json(out / MERGE_RECORD, {
             "shards": [{"shard": str(p.shard), "folder": str(p.folder), "queries": len(p.records), "finished": p.finished} for p in shards],
             "missing": [str(s) for s in missing], "partial": label is not None,

@@ -35,7 +35,7 @@ def with_seed(models: dict, seed: int) -> dict:
 def run_seeds(dataset: Dataset, index: IndexFolder, config, out: str | Path, seeds: int, run=None,
               **kwargs) -> dict:
     """Execute ``config`` once per seed 0..seeds-1 and write the mean; returns the averaged metrics."""
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
 
     run = run or execute
     out = Path(out)

@@ -117,7 +117,7 @@ def check_method_contract(dataset, index, config, out: str | Path, roles=None,
     ``drops_excluded``: the method's own ranking holds no excluded id either (False for a method that may
     return one, a graph neighbour or an agent's answer: the runner removes it before ``run.trec``)."""
     from garen_infer.llm.cache import NoCache
-    from garen_infer.running.runner import execute
+    from garen_infer.running.session import execute
     from garen_infer.storage.trec import read_run
 
     out = Path(out)

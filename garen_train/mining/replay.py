@@ -1,4 +1,4 @@
-"""GAREN replayed through garen_infer's own runner: the method, scheduler, ledger, response cache and resumable
+"""GAREN replayed through garen_infer's own run session: the method, scheduler, ledger, response cache and resumable
 run folder of ``garen-infer run --method garen``, so the groups mined are the groups inference scores. The
 navigator's answers are kept as they go by, so mining does not ask for them twice."""
 
@@ -16,7 +16,8 @@ from garen_infer.configuration.presets import run_config_from
 from garen_infer.data.dataset import Dataset
 from garen_infer.llm.roles import ScoreJob, build_roles
 from garen_infer.methods.base import Method, get_method, make_config
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import Session
 from garen_infer.storage.append_log import read_finished
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def replay_garen(dataset: Dataset, index: IndexFolder, preset: dict, out: Path, 
     if "navigator" in roles.scorers:
         navigator = roles.scorers["navigator"] = RecordingScorer(roles.scorers["navigator"])
     start = time.perf_counter()
-    metrics = execute(dataset, index, config, out, roles=roles, cache=cache)
+    metrics = Session(dataset, index, config, cache, roles).run(out)
     seconds = time.perf_counter() - start
     saved = json.loads((out / "config.json").read_text(encoding="utf-8"))
     method = method_cls(make_config(method_cls, saved["method_options"]), index, dataset)
