@@ -92,7 +92,7 @@ from garen_infer.llm.backends.chat_format import check_template_args, render_as_
 from garen_infer.llm.backends.openai_http import NoAnswer, ServerStatus, get, post
 from garen_infer.llm.backends.replicas import ReplicaPool
 from garen_infer.llm.backends.transformers_backend import load_tokenizer  # no model weights
-from garen_infer.llm.backends.vllm_backend import (  # no vllm import
+from garen_infer.llm.backends.yes_no_scoring import (
     MISSING_LOGPROB,
     TOP_LOGPROBS,
     unlisted_logprob,

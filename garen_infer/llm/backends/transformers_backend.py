@@ -28,7 +28,7 @@ from garen_infer.llm.backends.yes_no_scoring import (
     prompt_limit,
     prompt_text,
     yes_no_logits,
-    yes_probability,
+    yes_probabilities,
 )
 from garen_infer.llm.exported_models import trained_prompt_length, weights_tag
 from garen_infer.llm.packaged_models import resolve
@@ -190,6 +190,6 @@ class TransformersBackend:
         for batch in self._batches([prompt_text(self.tokenizer, c, assistant_prefix) for c in chats]):
             input_ids, mask, lengths, cuts = self._encode(batch, 1)
             with torch.inference_mode():
-                p_yes = yes_probability(yes_no_logits(self.net, input_ids, mask, yes, no)).tolist()
+                p_yes = yes_probabilities(yes_no_logits(self.net, input_ids, mask, yes, no)).tolist()
             out.extend(Completion(text="", score=p, input_tokens=n, output_tokens=1, truncated_tokens=c) for p, n, c in zip(p_yes, lengths, cuts))
         return out

