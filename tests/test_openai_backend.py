@@ -11,7 +11,8 @@ import pytest
 from openai_server import chat_answer
 
 from garen_infer.errors import GarenError
-from garen_infer.llm.backends.openai_backend import OpenAIBackend, label_logprob
+from garen_infer.llm.backends.openai_answers import label_logprob
+from garen_infer.llm.backends.openai_backend import OpenAIBackend
 from garen_infer.llm.types import SamplingParams
 
 KEY = "sk-test-SECRET-0123456789"
@@ -158,7 +159,7 @@ def test_an_answer_that_echoes_the_key_is_redacted_before_it_is_cached(server, b
 
 
 def test_redaction_leaves_text_without_the_key_alone():
-    from garen_infer.llm.backends.openai_backend import redact
+    from garen_infer.llm.backends.openai_requests import redact
 
     # pieces shorter than 8 characters ("sk-test", "SECRET") stay; a run of 8 ("01234567") is an echo
     assert redact("sk-test and SECRET are words; 01234567 is not", KEY) == "sk-test and SECRET are words; *** is not"
@@ -192,7 +193,7 @@ def test_a_key_given_as_api_key_env_is_refused_before_anything_is_written(value,
 
 @pytest.mark.parametrize("name", ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY_WESTEUROPE_2", "my_key", "EMPTY"])
 def test_ordinary_variable_names_are_accepted_set_or_not(name, monkeypatch):
-    from garen_infer.llm.backends.openai_backend import check_api_key_env
+    from garen_infer.llm.backends.openai_requests import check_api_key_env
 
     monkeypatch.delenv(name, raising=False)
     check_api_key_env(name, "api_key_env")

@@ -19,7 +19,8 @@ from openai_server import (
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends import CachedBackend
-from garen_infer.llm.backends.openai_backend import OpenAIBackend, retry_delay
+from garen_infer.llm.backends.openai_answers import retry_delay
+from garen_infer.llm.backends.openai_backend import OpenAIBackend
 from garen_infer.llm.cache import ResponseCache
 from garen_infer.llm.ledger import QueryLedger
 from garen_infer.llm.types import SamplingParams

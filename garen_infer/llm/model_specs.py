@@ -58,7 +58,7 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
             raise GarenError(f"invalid setting {where}: backend '{kind}' needs {where}.{missing[0]}")
         validate(cls, {k: v for k, v in spec.items() if k != "backend" and k not in ROLE_KEYS}, where)
         if kind == "openai":  # before a key or a password reaches config.json
-            from garen_infer.llm.backends.openai_backend import check_secrets
+            from garen_infer.llm.backends.openai_requests import check_secrets
 
             check_secrets(spec, where)
     if "sampling" in spec:
