@@ -115,8 +115,8 @@ def _execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str |
     config_path = out / "config.json"
     resolved = json.loads(json.dumps(resolved))  # as it reads back from disk (tuples become lists)
     trace_path = out / "trace.jsonl"
-    done = read_finished(trace_path, "qid")
-    saved = json.loads(config_path.read_text()) if config_path.exists() else None
+    done = read_finished(trace_path, "qid", log)
+    saved = saved_config(config_path, done)
     if done and saved is not None:
         before, now = what_answers(saved), what_answers(resolved)
         if before != now:
@@ -153,9 +153,31 @@ def _execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str |
     return _finish(dataset, config, out, queries, done, wall, len(todo), method_cls, simulation, log)
 
 
+def saved_config(config_path: Path, done: dict) -> dict | None:
+    """The configuration a run folder was started with; None for a new folder. Finished queries without it are
+    refused: nothing says which configuration answered them, so they could be neither trusted nor relabelled."""
+    if not config_path.exists():
+        if done:
+            raise GarenError(f"{config_path}: missing, yet {config_path.parent / 'trace.jsonl'} holds {len(done)} "
+                             f"finished queries of an unknown configuration; use another --out folder (or delete "
+                             f"that trace.jsonl to start this one afresh)")
+        return None
+    try:
+        saved = json.loads(config_path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:
+        raise GarenError(f"{config_path}: unreadable ({err}); use another --out folder") from None
+    if not isinstance(saved, dict):
+        raise GarenError(f"{config_path}: not a run configuration; use another --out folder")
+    return saved
+
+
 def run_queries(dataset: Dataset, config: RunConfig) -> list:
-    """The judged queries a run answers, in the dataset's order: the first ``limit``, then this shard of them."""
+    """The judged queries a run answers, in the dataset's order: the first ``limit``, then this shard of them. A
+    dataset without any is refused: a run of nothing would write an empty run.trec that reads as a result."""
     queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
+    if not queries:
+        raise GarenError(f"dataset '{dataset.name}' has no queries to run (none given, or none judged); give it queries, "
+                         f"e.g. jsonl:<corpus>,<queries>[,<qrels>]")
     return parse_shard(config.shard).select(queries) if config.shard else queries
 
 
