@@ -20,7 +20,7 @@ import pytest
 
 from garen_infer.data import validate
 from garen_infer.data.dataset import Dataset
-from garen_infer.data.validate import read_jsonl, read_qrels_tsv, read_text
+from garen_infer.data.validate import read_jsonl, read_text
 from garen_infer.errors import DataError, GarenError, storage_refusal
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.grouping.groups_format import Groups, write_groups
@@ -187,24 +187,6 @@ def test_a_score_that_is_not_a_finite_number_is_refused_naming_the_line(tmp_path
 
 
 RUN_LINES = "q1 Q0 vol1 1 2.5 t\nq1 Q0 vol2 2 1.5 t\n"
-
-
-@pytest.mark.parametrize("name", ["run.trec", "run.trec.gz", "run.txt", "run"])
-def test_a_gzipped_run_is_read_by_its_bytes_whatever_its_name(tmp_path, name):
-    (tmp_path / name).write_bytes(gzip.compress(RUN_LINES.encode()))
-    assert read_run(tmp_path / name) == {"q1": {"vol1": 2.5, "vol2": 1.5}}
-
-
-def test_a_plain_run_named_gz_is_read_as_plain_text(tmp_path):
-    (tmp_path / "run.trec.gz").write_text(RUN_LINES)
-    assert read_run(tmp_path / "run.trec.gz") == {"q1": {"vol1": 2.5, "vol2": 1.5}}
-
-
-@pytest.mark.parametrize("name", ["qrels.tsv", "qrels.tsv.gz", "qrels"])
-def test_gzipped_qrels_are_read_by_their_bytes(tmp_path, name):
-    data = b"query-id\tcorpus-id\tscore\nq1\tvol1\t2\n"
-    (tmp_path / name).write_bytes(gzip.compress(data) if name != "qrels.tsv.gz" else data)
-    assert read_qrels_tsv(tmp_path / name, None, {"q1"}) == {"q1": {"vol1": 2}}
 
 
 def test_a_cut_gzip_file_is_refused_naming_it(tmp_path):
