@@ -4,6 +4,7 @@ specs the CLI takes. Every bad input raises one DataError whose message names th
 from __future__ import annotations
 
 import codecs
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -15,7 +16,9 @@ from garen_infer.data import load_dataset, load_judgments
 from garen_infer.data.beir import load_beir
 from garen_infer.data.bright import load_bright
 from garen_infer.data.jsonl import load_jsonl
+from garen_infer.data.validate import read_qrels_tsv
 from garen_infer.errors import DataError
+from garen_infer.storage.trec import read_run
 
 
 def assert_names(err: DataError, path, line=None, field=None):
@@ -555,3 +558,25 @@ def test_judgments_are_read_without_the_corpus(tmp_path, bright_root):
         assert judgments.judgments_only and judgments.documents == []
         assert (judgments.name, judgments.queries, judgments.qrels) == (full.name, full.queries, full.qrels)
     assert any(q.excluded_ids for q in load_judgments(f"bright:biology@{bright_root}").queries)
+
+
+# ---- gzip is recognised by its bytes, never by the name: a run or qrels file of any name reads the same ----------
+RUN_LINES = "q1 Q0 vol1 1 2.5 t\nq1 Q0 vol2 2 1.5 t\n"
+
+
+@pytest.mark.parametrize("name", ["run.trec", "run.trec.gz", "run.txt", "run"])
+def test_a_gzipped_run_is_read_by_its_bytes_whatever_its_name(tmp_path, name):
+    (tmp_path / name).write_bytes(gzip.compress(RUN_LINES.encode()))
+    assert read_run(tmp_path / name) == {"q1": {"vol1": 2.5, "vol2": 1.5}}
+
+
+def test_a_plain_run_named_gz_is_read_as_plain_text(tmp_path):
+    (tmp_path / "run.trec.gz").write_text(RUN_LINES)
+    assert read_run(tmp_path / "run.trec.gz") == {"q1": {"vol1": 2.5, "vol2": 1.5}}
+
+
+@pytest.mark.parametrize("name", ["qrels.tsv", "qrels.tsv.gz", "qrels"])
+def test_gzipped_qrels_are_read_by_their_bytes(tmp_path, name):
+    data = b"query-id\tcorpus-id\tscore\nq1\tvol1\t2\n"
+    (tmp_path / name).write_bytes(gzip.compress(data) if name != "qrels.tsv.gz" else data)
+    assert read_qrels_tsv(tmp_path / name, None, {"q1"}) == {"q1": {"vol1": 2}}

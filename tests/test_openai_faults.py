@@ -260,3 +260,32 @@ def test_a_logprob_that_is_not_a_number_is_one_line_and_never_cached(server, bac
     with pytest.raises(GarenError, match="a logprob that is not a number at most 0"):
         cached.score_yes_no([CHAT], "")
     assert len(cached.cache) == 0
+
+
+def named(model: str, text: str = "[1]") -> dict:
+    return {**chat_answer(text), "model": model}
+
+
+def test_an_answer_naming_another_model_is_counted_each_time_and_said_once(server, backend, capsys):
+    server.answer((200, named("other-7b")), (200, named("other-7b")), (200, named("m")))
+    problems = [backend.generate([CHAT], SamplingParams())[0].problems for _ in range(3)]
+    assert problems == [["other_model"], ["other_model"], []]
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "other-7b" in line]
+    assert len(warnings) == 1 and "not 'm' as asked" in warnings[0]
+
+
+@pytest.mark.parametrize("served, same", [("m", True), ("m-2024-08-06", True), ("google/m", True),
+                                          ("mm", False), ("m2", False), ("other/m-x", False)])
+def test_a_dated_or_vendor_prefixed_name_is_the_model_asked_for(served, same):
+    from garen_infer.llm.backends.openai_backend import same_model
+
+    assert same_model(served, "m") is same
+
+
+@pytest.mark.parametrize("max_tokens", [0, -1, 10**12, (1 << 20) + 1])
+def test_max_tokens_outside_any_context_is_refused_before_a_request(max_tokens):
+    from garen_infer.llm.model_specs import check_model_spec
+
+    with pytest.raises(GarenError, match="max_tokens") as err:
+        check_model_spec({"backend": "openai", "model": "m", "sampling": {"max_tokens": max_tokens}}, "models.reranker")
+    assert "\n" not in str(err.value)

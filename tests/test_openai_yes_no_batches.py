@@ -139,9 +139,10 @@ def test_an_answer_without_logprobs_is_one_error_line(server, tokenizer_dir):
     assert "returned no logprobs for model 'm' on /completions" in error_line(server, tokenizer_dir, completions(bare))
 
 
-def test_a_server_with_another_tokenizer_is_refused(server, tokenizer_dir):
-    message = error_line(server, tokenizer_dir, completions([choice(0), choice(1)], prompt_tokens=3))
-    assert "counted 3 prompt tokens" in message and "not the served model's tokenizer" in message
+@pytest.mark.parametrize("served", [3, 10**5])  # fewer tokens than the tokenizer counts, and more
+def test_a_server_with_another_tokenizer_is_refused(server, tokenizer_dir, served):
+    message = error_line(server, tokenizer_dir, completions([choice(0), choice(1)], prompt_tokens=served))
+    assert f"counted {served} prompt tokens" in message and "not the served model's tokenizer" in message
 
 
 def test_choices_are_read_by_their_index_and_labels_as_on_the_chat_path(server, tokenizer_dir):

@@ -73,3 +73,33 @@ def test_the_prompt_and_the_reader():
     assert "why is the sky blue" in reasoning_query_chat("why is the sky blue")[0]["content"]
     assert read_rewrite("<think>a</think>\n  the text ") == "the text"
     assert read_rewrite("<think>unclosed") is None and read_rewrite("  ") is None
+
+
+def test_the_query_follows_the_last_thought_not_the_first():
+    assert read_rewrite("<think>a</think><think>b</think> the text") == "the text"
+    assert read_rewrite("<think>a</think>draft</think> final") == "final"
+
+
+GARBAGE = {"volcanoes": "!!! ??? ...", "plants": "zzqx qqvvz", "dictionary": "<think>x</think> ---",
+           "exception": "\u2028\u3000"}  # no word, words no document holds, a thought then dashes, only spaces
+
+
+def garbage_writer(body: dict):
+    query = body["messages"][-1]["content"].split("\n\n")[0]
+    return chat_answer(next(text for word, text in GARBAGE.items() if word in query), 30, 9)
+
+
+def test_answers_no_search_can_use_are_counted_and_the_original_queries_search(tiny_dataset, tiny_index, server,
+                                                                               tmp_path):
+    server.answer((200, garbage_writer))
+    generator = {"backend": "openai", "base_url": server.base_url, "model": "writer", "max_retries": 0}
+    config = RunConfig.build(method="rerank", budget=4, first_stage={"query": "rewrite", "depth": 4},
+                             models={"reranker": {"backend": "embedding"}, "generator": generator})
+    lines: list[str] = []
+    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", cache=ResponseCache(tmp_path / "c.sqlite"),
+                      log=lines.append)
+    records = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
+    assert all(r["ranking"] for r in records)  # never an empty ranking
+    assert [r["trace"]["first_stage_query"] for r in records] == [q.text for q in tiny_dataset.queries]
+    assert metrics["answer_problems_by_role"]["query_writer"] == {"answers": 4, "unreadable": 4}
+    assert any("WARNING: 4 of the 4 query_writer answers (100%) gave nothing usable" in line for line in lines)

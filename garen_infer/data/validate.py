@@ -19,10 +19,20 @@ from garen_infer.errors import DataError
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def require_file(path: Path) -> None:
+    """Refuse, naming what is there instead, a path that is not a regular file (missing, a folder, a device)."""
+    if path.is_file():
+        return
+    if path.is_dir():
+        raise DataError(path, "a folder, not a file; name a file in it")
+    if path.exists():
+        raise DataError(path, "not a regular file (a device or a pipe?); name a file")
+    raise DataError(path, "file not found")
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; undecodable bytes or bad JSON raise DataError."""
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    require_file(path)
     with open(path, "rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             if line_no == 1:
@@ -80,24 +90,39 @@ class UniqueIds:
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+MAX_UNPACKED_BYTES = 1 << 30  # a run or qrels file unpacks to far less; more is a damaged or hostile archive
+CHUNK_BYTES = 1 << 20
 
 
 def read_text(path: Path) -> str:
     """A whole text file as UTF-8, gunzipped first when it is gzip data; bad bytes name the file and the line."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, "file not found")
-    data = path.read_bytes()
-    if data.startswith(GZIP_MAGIC):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as err:
-            raise DataError(path, f"not a complete gzip file ({err})") from None
+    require_file(path)
+    with open(path, "rb") as handle:
+        packed = handle.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+    data = gunzipped(path) if packed else path.read_bytes()
     data = data.removeprefix(codecs.BOM_UTF8)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise DataError(path, f"bytes are not valid UTF-8 ({err.reason})", data[: err.start].count(b"\n") + 1) from None
+
+
+def gunzipped(path: Path) -> bytes:
+    """A gzip file's content, unpacked a chunk at a time and refused once it passes ``MAX_UNPACKED_BYTES`` (a gzip
+    bomb would otherwise fill the memory before anything is read)."""
+    chunks, size, cap = [], 0, MAX_UNPACKED_BYTES
+    try:
+        with gzip.open(path, "rb") as unpacking:
+            while chunk := unpacking.read(CHUNK_BYTES):
+                size += len(chunk)
+                if size > cap:
+                    raise DataError(path, f"unpacks to more than {cap >> 20} MiB, far more than a run or qrels file "
+                                          f"holds (a damaged or hostile archive?); check it with 'gunzip -l'")
+                chunks.append(chunk)
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(path, f"not a complete gzip file ({err})") from None
+    return b"".join(chunks)
 
 
 def read_qrels_tsv(path: Path, doc_ids: set[str] | None, query_ids: set[str]) -> dict[str, dict[str, int]]:

@@ -24,15 +24,22 @@ def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> N
     parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text (Cranfield has two)")
 
 
-def at_least_one(text: str) -> int:
-    """An argparse type: budgets, limits and counts are integers >= 1, refused before anything starts."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1 or str(value) != text.strip().lstrip("+"):
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got '{text}'")
-    return value
+def at_least(low: int):
+    """An argparse type: integers >= ``low``, refused before anything starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low or str(value) != text.strip().lstrip("+"):
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got '{text}'")
+        return value
+
+    return parse
+
+
+at_least_one = at_least(1)  # budgets, limits and counts
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -121,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("--json", action="store_true", help="print them as JSON")
     tree = sub.add_parser("tree", help="print the outline of an index's semantic tree (LATTICE)")
     tree.add_argument("--index", required=True)
-    tree.add_argument("--depth", type=int, default=2, help="levels below the root to show (default 2)")
+    tree.add_argument("--depth", type=at_least(0), default=2, help="levels below the root to show (default 2)")
     tree.add_argument("--stage", default="semantic_tree", help="the index stage holding the tree")
 
     sub.add_parser("presets", help="list the presets, bench files and training jobs this install ships")

@@ -16,12 +16,22 @@ def parse_measures(measures) -> list:
     for text in map(str, measures):
         found = _parse_measure(text)
         parsed.extend(found) if found else bad.append(text)
+        _refuse_cutoffs(text, found)
     if bad:
         many = len(bad) > 1
         raise GarenError(f"measure{'s' if many else ''} {', '.join(repr(b) for b in bad)}: not {'names' if many else 'a name'} "
                          f"ir_measures or trec_eval reads; write e.g. nDCG@10, R@100, AP, RR@10, P@5 or AP(rel=2) (ir_measures), "
                          f"or ndcg_cut_10, recall_100, map (trec_eval), one measure per argument")
     return parsed
+
+
+def _refuse_cutoffs(text: str, found: list) -> None:
+    """A cutoff is a whole number of ranks, at least 1: nDCG@0 would score every run 0 without a word."""
+    for measure in found:
+        cutoff = measure.params.get("cutoff")
+        if cutoff is not None and (isinstance(cutoff, bool) or cutoff != int(cutoff) or cutoff < 1):
+            raise GarenError(f"measure {text!r}: cutoff {cutoff} is not a whole number of ranks >= 1; write e.g. "
+                             f"nDCG@10 (the top 10) or ndcg_cut_10")
 
 
 def _parse_measure(text: str) -> list:

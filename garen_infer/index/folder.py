@@ -20,6 +20,7 @@ import numpy as np
 from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.index import stage_files
+from garen_infer.index.file_guard import REBUILD, load_vectors, reading
 from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages, stage_outputs
 from garen_infer.llm.embeddings import release_encoders
 from garen_infer.settings import identity
@@ -28,7 +29,6 @@ from garen_infer.storage.writer_lock import writer_lock
 
 FORMAT = 2  # 2: every stage entry records its files and seal, and the manifest records doc_ids.json
 DOC_IDS = "doc_ids.json"
-REBUILD = "run 'garen-infer index' on it again with the preset that built it: it rebuilds what is damaged"
 
 
 def _in_build_order(stages: dict) -> list[str]:
@@ -270,33 +270,36 @@ class IndexFolder:
         from garen_infer.index.lexical.bm25 import Bm25Index
 
         self.require("bm25", "BM25 first-stage retrieval")
-        return Bm25Index.load(self.path / "bm25")
+        with reading(self.path / "bm25"):
+            return Bm25Index.load(self.path / "bm25")
 
     @cached_property
     def embeddings(self) -> np.ndarray:
         self.require("embeddings", "dense retrieval")
-        return np.load(self.path / "embeddings.npy", mmap_mode="r")
+        return load_vectors(self.path / "embeddings.npy")
 
     def vectors(self, stage: str) -> np.ndarray:
         """The document vectors of an embedding stage (``embeddings`` or ``first_stage_embeddings``)."""
         if stage == "embeddings":
             return self.embeddings
         self.require(stage, "dense retrieval")
-        return np.load(self.path / f"{stage}.npy", mmap_mode="r")
+        return load_vectors(self.path / f"{stage}.npy")
 
     @cached_property
     def knn_graph(self):
         from garen_infer.index.knn_graph import KnnGraph
 
         self.require("knn_graph", "graph expansion")
-        return KnnGraph.load(self.path / "knn_graph")
+        with reading(self.path / "knn_graph"):
+            return KnnGraph.load(self.path / "knn_graph")
 
     @cached_property
     def proximity_graph(self):
         from garen_infer.index.proximity_graph import ProximityGraph
 
         self.require("proximity_graph", "reranker-guided search")
-        return ProximityGraph.load(self.path / "proximity_graph")
+        with reading(self.path / "proximity_graph"):
+            return ProximityGraph.load(self.path / "proximity_graph")
 
     def groups(self, stage: str = "groups"):
         """GAREN's groups and summaries from stage ``groups`` (or ``groups_kmeans`` / ``groups_random``)."""

@@ -24,7 +24,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from garen_infer.errors import GarenError
+from garen_infer.errors import GarenError, not_a_folder
 
 
 def default_cache_path() -> Path:
@@ -136,6 +136,8 @@ class ResponseCache:
         except (sqlite3.DatabaseError, OSError) as err:
             if "not a database" in str(err) or "malformed" in str(err):
                 advice = "it holds only cached model answers: move it away (or pass another --cache) and run again"
+            elif isinstance(err, OSError) and not_a_folder(err):
+                advice = f"{not_a_folder(err)} (or pass another --cache, or --no-cache)"
             elif isinstance(err, sqlite3.OperationalError) and _busy(err):
                 advice = (f"another process has held it locked for over {BUSY_TIMEOUT_S:g} s: let it finish "
                           "(or pass another --cache, or --no-cache) and run the same command again")

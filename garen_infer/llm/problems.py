@@ -14,6 +14,7 @@ TOOL_CALL_RECOVERED = "tool_call_recovered"  # a tool call read from the text th
 CONTENT_NOT_TEXT = "content_not_text"  # the server's content was a number, a list or null, not text
 CONTEXT_REFUSED = "context_refused"  # the server refused an agent's chat as longer than the model's context
 NOT_A_NUMBER = "not_a_number"  # a yes/no score that is NaN (never cached, never ranked on)
+OTHER_MODEL = "other_model"  # the server says another model than the one asked for wrote the answer
 
 # answers that gave nothing usable: their share per role is what the end of a run warns about
 UNUSABLE = (UNREADABLE, THOUGHT_WITHOUT_ANSWER, NOT_A_NUMBER, CONTEXT_REFUSED)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from garen_infer.settings import Count, NonNegativeFloat, Range
+from garen_infer.settings import Between, NonNegativeFloat, Range
 
+MAX_ANSWER_TOKENS = 1 << 20  # above any served model's context: a larger max_tokens is a typo, refused before sending
 Chat = list[dict]  # [{"role": "system" | "user" | "assistant", "content": str}, ...]
 
 
@@ -14,7 +15,7 @@ Chat = list[dict]  # [{"role": "system" | "user" | "assistant", "content": str},
 class SamplingParams:
     temperature: NonNegativeFloat = 0.0  # 0 = greedy, which is what makes reruns reproducible and cacheable
     top_p: Annotated[float, Range(0.0, 1.0, low_open=True)] = 1.0
-    max_tokens: Count = 256
+    max_tokens: Annotated[int, Between(1, MAX_ANSWER_TOKENS)] = 256
     seed: int = 0
 
 

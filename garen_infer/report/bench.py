@@ -59,6 +59,7 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
     from garen_infer.report.write import check_report_folder, write_report
 
     check_report_folder(config.report, config.runs)  # before hours of runs, not after
+    check_runs_folder(config)
     entries = config.method_entries(list(METHODS))
     presets = {e.label: _preset(config, e) for e in entries}
     prepared = [_prepare_dataset(config, d, entries, presets, limit, log) for d in config.datasets]
@@ -102,6 +103,17 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
     report = write_report(config, matrices, log, command)
     log(f"[bench] {queries_run} queries run, {model_calls} model calls; report: {report}")
     return BenchOutcome(report, queries_run, model_calls)
+
+
+def check_runs_folder(config: BenchConfig) -> None:
+    """Refuse a ``runs`` folder inside (or equal to) an index folder: cells written there would mix with, and be
+    swept or replaced with, the index's stages."""
+    runs = config.runs.resolve()
+    indexes = {entry.index.resolve() for entry in config.datasets}
+    for folder in (runs, *runs.parents):
+        if folder in indexes or (folder / "manifest.json").is_file():
+            raise GarenError(f"{config.path}: runs: {config.runs} is inside the index folder {folder}; "
+                             f"put the run folders beside the indexes, e.g. runs: runs")
 
 
 def cell_list(config: BenchConfig) -> list[tuple[DatasetEntry, MethodEntry, int | None]]:
@@ -298,6 +310,7 @@ def main(args: BenchArguments) -> int:
     from garen_infer.report.bench_config import load_bench_config
 
     config = load_bench_config(args.config, args.overrides)
+    check_runs_folder(config)  # every way in (plan, cell, the whole bench) writes cells there
     command = " ".join(["garen-infer bench --config", shlex.quote(str(args.config)), *(f"--set {shlex.quote(o)}" for o in args.overrides),
                         *([f"--limit {args.limit}"] if args.limit else [])])
     cache_args = " --no-cache" if args.no_cache else f" --cache {shlex.quote(args.cache)}" if args.cache else ""

@@ -8,8 +8,8 @@ rewrite``), beside BRIGHT's published GPT-4 reasoning queries (``bright:gpt4``, 
 
 The prompt asks for what BRIGHT's reasoning queries hold (the essential problem, step-by-step reasoning
 about what relevant documents contain, a draft answer), in our words. An answer with nothing usable (empty,
-or only a thought) is counted ``unreadable`` under ``query_writer``; the first stage then searches with the
-original query.
+only a thought, no word at all, or words no document holds, so the first stage finds nothing) is counted
+``unreadable`` under ``query_writer``; the first stage then searches with the original query.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ def reasoning_query_chat(query: str) -> Chat:
 
 
 def read_rewrite(answer: str) -> str | None:
-    """The query text in an answer: what follows a closed thought; None when nothing is left."""
+    """The query text in an answer: what follows the last closed thought; None when no word is left."""
     text = answer.rsplit("</think>", 1)[1] if "</think>" in answer else answer
     text = text.strip()
-    return None if not text or text.startswith("<think>") else text
+    return None if text.startswith("<think>") or not any(char.isalnum() for char in text) else text
 
 
 def rewrite_then_search(search: Callable[[QueryState], Search], index, stage: FirstStageConfig, dataset,
@@ -51,12 +51,14 @@ def rewrite_then_search(search: Callable[[QueryState], Search], index, stage: Fi
     def start(state: QueryState) -> Search:
         if state.first_stage_text is None:
             (answer,) = yield Generate((reasoning_query_chat(state.query.text),), role=QUERY_WRITER)
+            exclude = None if keeps_excluded else [excluded_rows(state.query, dataset.doc_index)]
             text = read_rewrite(answer)
-            if text is None:
+            rows = first_stage(index, [text], stage, exclude)[0] if text is not None else []
+            if not rows:  # nothing usable, or words no document holds (garbage): the original query searches
                 state.answer_problems.append((QUERY_WRITER, UNREADABLE))
                 text = state.query.text
-            exclude = None if keeps_excluded else [excluded_rows(state.query, dataset.doc_index)]
-            state.first_stage[:] = first_stage(index, [text], stage, exclude)[0]
+                rows = first_stage(index, [text], stage, exclude)[0]
+            state.first_stage[:] = rows
             state.first_stage_text = text
             state.trace["first_stage_query"] = text
             if stage.models_read == "rewritten":

@@ -66,8 +66,12 @@ def configure_method(dataset: Dataset, index: IndexFolder, config: RunConfig):
 
 
 def run_queries(dataset: Dataset, config: RunConfig) -> list:
-    """The judged queries a run answers, in the dataset's order: the first ``limit``, then this shard of them."""
+    """The judged queries a run answers, in the dataset's order: the first ``limit``, then this shard of them. A
+    dataset without any is refused: a run of nothing would write an empty run.trec that reads as a result."""
     queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
+    if not queries:
+        raise GarenError(f"dataset '{dataset.name}' has no queries to run (none given, or none judged); give it queries, "
+                         f"e.g. jsonl:<corpus>,<queries>[,<qrels>]")
     return parse_shard(config.shard).select(queries) if config.shard else queries
 
 

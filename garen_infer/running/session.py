@@ -98,7 +98,7 @@ class Session:
         if simulation:
             resolved["simulation"] = simulation
             self.log(banner(simulation))
-        done = open_run_folder(out, resolved)
+        done = open_run_folder(out, resolved, self.log)
         todo = [q for q in queries if q.id not in done]
         if done:
             self.log(f"[run] resuming: {len(done)} of {len(queries)} queries already finished")
@@ -148,14 +148,14 @@ def execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str | 
     return Session(dataset, index, config, cache, roles, log).run(out)
 
 
-def open_run_folder(out: Path, resolved: dict) -> dict:
+def open_run_folder(out: Path, resolved: dict, log=to_stderr) -> dict:
     """The records already finished in ``out``, once its configuration is known to be ``resolved``'s: a folder is
     pinned by its first finished query (a run that failed before one pins nothing, and is simply replaced)."""
     out.mkdir(parents=True, exist_ok=True)
     config_path = out / "config.json"
     resolved = json.loads(json.dumps(resolved))  # as it reads back from disk (tuples become lists)
-    done = read_finished(out / "trace.jsonl", "qid")
-    saved = json.loads(config_path.read_text()) if config_path.exists() else None
+    done = read_finished(out / "trace.jsonl", "qid", log)
+    saved = saved_config(config_path, done)
     if done and saved is not None:
         before, now = what_answers(saved), what_answers(resolved)
         if before != now:
@@ -165,6 +165,24 @@ def open_run_folder(out: Path, resolved: dict) -> dict:
     if saved != resolved:
         write_json(config_path, resolved)
     return done
+
+
+def saved_config(config_path: Path, done: dict) -> dict | None:
+    """The configuration a run folder was started with; None for a new folder. Finished queries without it are
+    refused: nothing says which configuration answered them, so they could be neither trusted nor relabelled."""
+    if not config_path.exists():
+        if done:
+            raise GarenError(f"{config_path}: missing, yet {config_path.parent / 'trace.jsonl'} holds {len(done)} "
+                             f"finished queries of an unknown configuration; use another --out folder (or delete "
+                             f"that trace.jsonl to start this one afresh)")
+        return None
+    try:
+        saved = json.loads(config_path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:
+        raise GarenError(f"{config_path}: unreadable ({err}); use another --out folder") from None
+    if not isinstance(saved, dict):
+        raise GarenError(f"{config_path}: not a run configuration; use another --out folder")
+    return saved
 
 
 def append_record(trace, record: dict) -> None:

@@ -6,6 +6,7 @@ would decide the scores (nDCG@10 of 1.0 or 0.0 by line order alone), and trec_ev
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from garen_infer.data.validate import read_text
@@ -42,11 +43,20 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
             raise DataError(path, f"document '{doc}' is ranked twice for query '{qid}' (first on line {first_line[qid, doc]}); "
                                   f"which line counts would decide the scores: keep one line per query and document", line_no)
         first_line[qid, doc] = line_no
-        try:
-            run.setdefault(qid, {})[doc] = float(score)
-        except ValueError:
-            raise DataError(path, f"score '{score}' is not a number", line_no, "score") from None
+        run.setdefault(qid, {})[doc] = _score(score, path, line_no)
     return run
+
+
+def _score(text: str, path: Path, line_no: int) -> float:
+    """A line's score: a finite number (NaN compares false both ways and would order a ranking at random)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(path, f"score '{text}' is not a number", line_no, "score") from None
+    if not math.isfinite(value):
+        raise DataError(path, f"score '{text}' is not a finite number; write each score as a finite number", line_no,
+                        "score")
+    return value
 
 
 def read_tag(path: str | Path) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from garen_infer.errors import GarenError
+from garen_infer.index.file_guard import reading
 from garen_infer.index.grouping.partition import group_stats
 from garen_infer.index.grouping.summaries import group_text
 from garen_infer.storage.atomic import atomic_path
@@ -55,16 +56,29 @@ class Groups:
     @classmethod
     def load(cls, folder: Path, doc_index: dict[str, int]) -> Groups:
         members, concepts, summaries = [], [], []
-        with open(folder / "groups.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                record = json.loads(line)
-                members.append([doc_index[d] for d in record["docs"]])
-                concepts.append(record["concept"])
-                summaries.append(record["summary"])
+        path = folder / "groups.jsonl"
+        with open(path, "rb") as handle:
+            for line_no, line in enumerate(handle, start=1):
+                with reading(f"{path}, line {line_no}"):
+                    docs, concept, summary = _group_record(json.loads(line), doc_index)
+                members.append(docs)
+                concepts.append(concept)
+                summaries.append(summary)
         doc_groups = None
         if (folder / MEMBERSHIPS).is_file():
-            doc_groups = [tuple(int(g) for g in row if g >= 0) for row in np.load(folder / MEMBERSHIPS)]
-        return cls(np.load(folder / "doc_groups.npy").tolist(), members, concepts, summaries, doc_groups)
+            with reading(folder / MEMBERSHIPS):
+                doc_groups = [tuple(int(g) for g in row if g >= 0) for row in np.load(folder / MEMBERSHIPS)]
+        with reading(folder / "doc_groups.npy"):
+            doc_group = np.load(folder / "doc_groups.npy").tolist()
+        return cls(doc_group, members, concepts, summaries, doc_groups)
+
+
+def _group_record(record, doc_index: dict[str, int]) -> tuple[list[int], str, str]:
+    """One line of groups.jsonl as (rows, concept, summary); a KeyError or TypeError names a damaged line."""
+    concept, summary = record["concept"], record["summary"]
+    if not isinstance(concept, str) or not isinstance(summary, str):
+        raise TypeError("concept and summary must be text")
+    return [doc_index[d] for d in record["docs"]], concept, summary
 
 
 def doc_memberships(n_docs: int, groups: list[list[int]], weights: list[list[float]] | None) -> list[list[tuple[int, float]]]:

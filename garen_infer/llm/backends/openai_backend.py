@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +49,7 @@ from garen_infer.llm.backends.replicas import ReplicaPool
 from garen_infer.llm.backends.transformers_backend import load_tokenizer  # no model weights
 from garen_infer.llm.backends.yes_no_scoring import TOP_LOGPROBS, yes_probability
 from garen_infer.llm.packaged_models import resolve
-from garen_infer.llm.problems import CONTEXT_REFUSED
+from garen_infer.llm.problems import CONTEXT_REFUSED, OTHER_MODEL
 from garen_infer.llm.types import Chat, Completion, SamplingParams
 from garen_infer.settings import Count, NonNegative, NonNegativeFloat, Positive, execution_only
 
@@ -115,6 +116,7 @@ class OpenAIBackend:
         self._asked, self._asking = False, threading.Lock()
         self._tokenizer = self._load_tokenizer() if self.yes_no_per_request > 1 else None
         self._counting = threading.Lock()  # a fast tokenizer is not for two threads at once
+        self._other_model_told = threading.Event()
 
     def _load_tokenizer(self):
         """The served model's tokenizer with its chat template and the template arguments of ``extra_body``."""
@@ -298,8 +300,22 @@ class OpenAIBackend:
         return Completion(
             text=text, input_tokens=prompt_tokens, output_tokens=answer_tokens,
             finish_reason=checked_field(first_choice(answer, self.where), "finish_reason", str, self.where) or "",
-            problems=[f"retry:{cause}" for cause in retries], extra={"content_not_text": True} if in_parts else {},
+            problems=[f"retry:{cause}" for cause in retries] + self._model_problems(answer),
+            extra={"content_not_text": True} if in_parts else {},
         )
+
+    def _model_problems(self, answer: dict) -> list[str]:
+        """``other_model`` when the answer names another model than the one asked for (a proxy's fallback, a
+        mistyped route), said once on stderr; a dated or vendor-prefixed name of the same model is the same one."""
+        named = answer.get("model")
+        if not isinstance(named, str) or not named or same_model(named, self.model):
+            return []
+        if not self._other_model_told.is_set():
+            self._other_model_told.set()
+            print(f"[openai] warning: {self.where} answered as model '{named}', not '{self.model}' as asked; "
+                  f"such answers are counted as {OTHER_MODEL} (check the server's routing or the model name)",
+                  file=sys.stderr)
+        return [OTHER_MODEL]
 
     # ---- transport --------------------------------------------------------------------------------------------
     def _map(self, call, chats: list[Chat]) -> list[Completion]:
@@ -377,3 +393,9 @@ class OpenAIBackend:
             shown = redact(raw[:200].decode("utf-8", "replace"), key)
             raise GarenError(f"the server at {base_url} answered with something that is not JSON: {shown!r}") from None
         return redacted(answer, key) if key else answer  # what is cached and shown never holds the key
+
+
+def same_model(named: str, asked: str) -> bool:
+    """Whether a served model name is the one asked for: equal, a dated release of it (gpt-4o-2024-08-06 for
+    gpt-4o), or it under a vendor prefix (google/gemini-2.5-flash)."""
+    return named == asked or named.startswith(asked + "-") or named.endswith("/" + asked)
