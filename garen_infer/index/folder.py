@@ -236,10 +236,12 @@ class IndexFolder:
 
     def require(self, stage: str, why: str) -> dict:
         if not self.has(stage):
-            raise GarenError(
-                f"{self.path}: {why} needs the index stage '{stage}', which this index lacks; rebuild with a preset "
-                f"that includes it (e.g. 'garen-infer index --preset cpu-default')"
-            )
+            from garen_infer.configuration.shipped_paths import presets_with_stage
+
+            having = presets_with_stage(stage)
+            example = f"e.g. 'garen-infer index --preset {having[0]}'" if having else f"one whose index section has {stage}"
+            raise GarenError(f"{self.path}: {why} needs the index stage '{stage}', which this index lacks; "
+                             f"rebuild with a preset that includes it ({example})")
         return self.manifest["stages"][stage]["params"]
 
     def params(self, stage: str):

@@ -295,11 +295,15 @@ def own_embedder(model: str, index: IndexFolder | None):
     """An embedding model of the role's own, not the index's (a bi-encoder ``garen-train export`` wrote, or any
     sentence-transformers model): it encodes the query and every text it scores, so the index's document vectors
     are not used. An export is encoded at the max length and with the query prompt it was trained with."""
+    from garen_infer.configuration.shipped_paths import missing_checkpoint_advice
     from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 
+    advice = missing_checkpoint_advice(model)
+    if advice:
+        raise GarenError(advice)
     if not Path(model).exists() and Path(model).parent.is_dir() and str(Path(model).parent) != ".":
         raise GarenError(f"no embedding model at {model}: {Path(model).parent} holds no such folder (train and export it "
-                         f"first; for checkpoints/cpu-navigator, the cpu-trained preset's navigator: make cpu-navigator)")
+                         f"first with garen-train fit and garen-train export)")
     manifest = read_manifest(model) or {}
     weights_tag(model)  # refuses an export whose weight files were replaced after it was written
     device = index.params("embeddings").device if index is not None and index.has("embeddings") else "cpu"
