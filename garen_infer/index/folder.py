@@ -318,6 +318,7 @@ class IndexFolder:
         """The query model of an embedding stage, loaded once, its ``{instruction}`` the corpus's task's."""
         from garen_infer.index.task_instructions import task_instruction
         from garen_infer.llm.embeddings import Embedder
+        from garen_infer.llm.vector_cache import attach
 
         loaded = self.__dict__.setdefault("_encoders", {})
         if stage in loaded:
@@ -328,5 +329,16 @@ class IndexFolder:
             raise GarenError(f"{self.path}: the documents' vectors have {built} dimensions but the query model "
                              f"'{embedder.params.model}' makes {embedder.dim}; set index.{stage}.model "
                              f"to the model that made the vectors and rebuild")
+        if "_vector_store" in self.__dict__:
+            attach(embedder, self.__dict__["_vector_store"])
         loaded[stage] = embedder
         return embedder
+
+    def cache_vectors_in(self, cache) -> None:
+        """The query and text vectors of this index's embedding models are kept in ``cache`` (the response
+        cache, llm/vector_cache.py), for the models loaded already and those loaded later."""
+        from garen_infer.llm.vector_cache import attach
+
+        self.__dict__["_vector_store"] = cache
+        for embedder in self.__dict__.get("_encoders", {}).values():
+            attach(embedder, cache)
