@@ -102,5 +102,5 @@ def test_a_listwise_embedding_reranker_refuses_a_model_of_its_own():
 
 
 def test_a_navigator_export_not_trained_yet_is_named_in_one_line(tmp_path):
-    with pytest.raises(GarenError, match=f"no embedding model at {tmp_path / 'cpu-navigator'}: .* make cpu-navigator"):
+    with pytest.raises(GarenError, match=f"no embedding model at {tmp_path / 'cpu-navigator'}: .* garen-train export"):
         build_roles({"navigator": {"backend": "embedding", "model": str(tmp_path / "cpu-navigator")}}, [], None, cache=None)

@@ -113,9 +113,13 @@ def config_for(name: str):
         return sections[name]
     if name in BACKENDS:
         return backend_class(name)
+    if name == "embedding":
+        from garen_infer.llm.embedding_role import EmbeddingRole
+
+        return EmbeddingRole
     if name not in METHODS:
         raise GarenError(f"no options for '{name}': name a method ({', '.join(METHODS)}), a preset "
-                         f"section ({', '.join(sections)}) or a model backend ({', '.join(BACKENDS)})")
+                         f"section ({', '.join(sections)}) or a model backend ({', '.join(BACKENDS)}, embedding)")
     return get_method(name).Config
 
 
@@ -132,7 +136,8 @@ def options_text(name: str) -> str:
     from garen_infer.llm.backends import BACKENDS
 
     docs = documented_options(name)
-    where = name if name in ("run", "first_stage") else "models.<role>" if name in BACKENDS else f"methods.{name}"
+    backends = (*BACKENDS, "embedding")
+    where = name if name in ("run", "first_stage") else "models.<role>" if name in backends else f"methods.{name}"
     blocks = [f"{where}: {len(docs)} options (set them in a preset, or with --set {where}.<option>=<value>)"]
     for doc in docs:
         source = f"    [{doc.source}]" if doc.source else ""

@@ -49,8 +49,11 @@ def preset_path(name_or_path: str) -> Path:
     candidate = CONFIG_DIR / f"{name_or_path}.yaml"
     if candidate.is_file():
         return candidate
+    from garen_infer.settings import did_you_mean
+
     known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-    raise GarenError(f"no preset '{name_or_path}': not a YAML file, and not one of {', '.join(known)} in {CONFIG_DIR}")
+    raise GarenError(f"no preset '{name_or_path}'{did_you_mean(name_or_path, known)}: not a YAML file, and not one of "
+                     f"{', '.join(known)} in {CONFIG_DIR}")
 
 
 def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] | Mapping = ()) -> dict:
@@ -64,8 +67,13 @@ def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] | Mappi
 def read_preset(path: Path, extended_by: tuple[Path, ...] = ()) -> dict:
     """A preset file with what it ``extends`` filled in: ``extends: cpu-default`` (a preset name, or a path
     relative to the file) starts from that preset, and this file's keys replace its keys, mapping by mapping,
-    except that a model role (``models.<role>``) is replaced whole: its fields belong to one backend."""
+    except that a model role (``models.<role>``) is replaced whole: its fields belong to one backend. A shipped
+    preset's checkpoints are found beside the package, not in the working folder (``shipped_paths``)."""
+    from garen_infer.configuration.shipped_paths import anchor_checkpoints, is_shipped
+
     preset = read_yaml_mapping(path)
+    if is_shipped(path):
+        preset = anchor_checkpoints(preset)
     base = preset.pop("extends", None)
     if base is None:
         return preset

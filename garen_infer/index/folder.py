@@ -236,10 +236,12 @@ class IndexFolder:
 
     def require(self, stage: str, why: str) -> dict:
         if not self.has(stage):
-            raise GarenError(
-                f"{self.path}: {why} needs the index stage '{stage}', which this index lacks; rebuild with a preset "
-                f"that includes it (e.g. 'garen-infer index --preset cpu-default')"
-            )
+            from garen_infer.configuration.shipped_paths import presets_with_stage
+
+            having = presets_with_stage(stage)
+            example = f"e.g. 'garen-infer index --preset {having[0]}'" if having else f"one whose index section has {stage}"
+            raise GarenError(f"{self.path}: {why} needs the index stage '{stage}', which this index lacks; "
+                             f"rebuild with a preset that includes it ({example})")
         return self.manifest["stages"][stage]["params"]
 
     def params(self, stage: str):
@@ -319,6 +321,7 @@ class IndexFolder:
         """The query model of an embedding stage, loaded once, its ``{instruction}`` the corpus's task's."""
         from garen_infer.index.task_instructions import task_instruction
         from garen_infer.llm.embeddings import Embedder
+        from garen_infer.llm.vector_cache import attach
 
         loaded = self.__dict__.setdefault("_encoders", {})
         if stage in loaded:
@@ -329,5 +332,16 @@ class IndexFolder:
             raise GarenError(f"{self.path}: the documents' vectors have {built} dimensions but the query model "
                              f"'{embedder.params.model}' makes {embedder.dim}; set index.{stage}.model "
                              f"to the model that made the vectors and rebuild")
+        if "_vector_store" in self.__dict__:
+            attach(embedder, self.__dict__["_vector_store"])
         loaded[stage] = embedder
         return embedder
+
+    def cache_vectors_in(self, cache) -> None:
+        """The query and text vectors of this index's embedding models are kept in ``cache`` (the response
+        cache, llm/vector_cache.py), for the models loaded already and those loaded later."""
+        from garen_infer.llm.vector_cache import attach
+
+        self.__dict__["_vector_store"] = cache
+        for embedder in self.__dict__.get("_encoders", {}).values():
+            attach(embedder, cache)

@@ -106,6 +106,8 @@ class Embedder:
         self.query_prompt = params.query_prompt.replace("{instruction}", instruction)
         self.encoder = load_encoder(params.model, params.device, params.max_seq_length,
                                     params.trust_remote_code, params.dtype)
+        self.vector_cache = None  # a VectorCache (llm/vector_cache.py): query and text vectors kept across runs
+        self.read_back: set[str] = set()  # texts whose vectors came from it: answers that needed no model call
 
     @property
     def dim(self) -> int:
@@ -127,7 +129,16 @@ class Embedder:
         encoded one by one: a query's numbers are then the same whichever queries, or shard, it ran with."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        return np.concatenate([self._encode([t], False, prompt) for t in texts])
+        stored = self.vector_cache.read(list(dict.fromkeys(texts)), prompt) if self.vector_cache is not None else {}
+        self.read_back.update(stored)
+        fresh = {t: self._encode([t], False, prompt)[0] for t in dict.fromkeys(texts) if t not in stored}
+        if fresh and self.vector_cache is not None:
+            self.vector_cache.write(fresh, prompt)
+        return np.stack([stored[t] if t in stored else fresh[t] for t in texts])
+
+    def answered_from_cache(self, texts) -> bool:
+        """Whether every one of ``texts`` was read back from the vector cache, not encoded by this process."""
+        return all(t in self.read_back for t in texts)
 
     def query_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Query embeddings, each text encoded once per process: the reranker, the navigator and the

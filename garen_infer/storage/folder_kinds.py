@@ -16,6 +16,7 @@ replaces its folder as a whole (an export) also refuses a folder that holds file
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from garen_infer.errors import GarenError
@@ -61,11 +62,25 @@ def _a(kind: str) -> str:
 
 
 def refuse_foreign(folder: str | Path, kind: str) -> None:
-    """Refuse to write ``kind`` into a folder that another command owns."""
+    """Refuse to write ``kind`` into a folder that another command owns, and a run into a folder holding files
+    that are no run's (a run resumes from what its folder holds, so it must hold only what a run wrote)."""
     found = kind_of(folder)
     if found is not None and found != kind:
         raise GarenError(f"{folder}: is {_a(found)} (written by '{COMMANDS[found]}'); writing {_a(kind)} there would "
                          f"break it: choose another folder")
+    if found is None and kind == "run folder":
+        stray = sorted(p.name for p in Path(folder).iterdir() if not _a_runs_own(p.name)) if Path(folder).is_dir() else []
+        if stray:
+            raise GarenError(f"{folder}: is not a run folder and is not empty (it holds {', '.join(stray[:3])}"
+                             f"{', ...' if len(stray) > 3 else ''}); choose a new or empty --out folder")
+
+
+RUN_FILES = ("config.json", "trace.jsonl", "run.trec", "metrics.json")
+
+
+def _a_runs_own(name: str) -> bool:
+    """A file a run writes (its results, the writer lock, an atomic write's temporary) or a seed's folder."""
+    return name in RUN_FILES or name.startswith(".") or re.fullmatch(r"seed-\d+", name) is not None
 
 
 def refuse_unowned(folder: str | Path, kind: str) -> None:

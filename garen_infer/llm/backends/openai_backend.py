@@ -79,7 +79,7 @@ class _Retryable(Exception):
 
 @dataclass
 class OpenAIBackend:
-    model: str
+    model: str  # the model name the server serves (its /v1/models id, e.g. gpt-4o-mini or what `vllm serve` was given)
     base_url: str | list[str] = "https://api.openai.com/v1"  # e.g. http://127.0.0.1:8000/v1 for `vllm serve`; a list: replicas
     api_key_env: str | None = execution_only("OPENAI_API_KEY")  # the variable's NAME; unset or empty = no Authorization header
     # seconds per request, sending to last byte: a 4,096-token turn queued on a busy server fits (LATTICE: 120 s)
