@@ -38,6 +38,7 @@ from garen_infer.llm.model_specs import spec_identity
 from garen_infer.llm.oracle import RUN_TAG, banner, simulation_label
 from garen_infer.llm.problems import UNUSABLE
 from garen_infer.methods.base import QueryState
+from garen_infer.running.engine_report import engine_records
 from garen_infer.running.query_rewrite import rewrite_then_search
 from garen_infer.running.scheduler import Scheduler
 from garen_infer.running.shards import parse_shard
@@ -62,6 +63,7 @@ def what_answers(resolved: dict) -> dict:
     first = resolved.get("first_stage")
     if isinstance(first, dict) and set(first) <= {f.name for f in fields(FirstStageConfig)}:
         resolved = {**resolved, "first_stage": asdict(FirstStageConfig(**first))}
+    resolved = {k: v for k, v in resolved.items() if k != "engines"}  # what the engines started with
     models = resolved.get("models")
     if not isinstance(models, dict):
         return resolved
@@ -134,6 +136,10 @@ def _execute(dataset: Dataset, index: IndexFolder, config: RunConfig, out: str |
     if todo:
         if roles is None:
             roles = model_roles(config, dataset, index, cache)
+        engines = engine_records(roles, config, log)
+        if engines and resolved.get("engines") != engines:  # what the engines started with, beside what was asked
+            resolved["engines"] = engines
+            write_json(config_path, resolved)
         states = query_states(dataset, index, config, method, budget, todo)
         start = time.perf_counter()
         with open(trace_path, "a", encoding="utf-8") as trace:
@@ -292,8 +298,9 @@ def answer_problems_report(metrics: dict, warn_share: float) -> list[str]:
 def _finish(dataset: Dataset, config: RunConfig, out: Path, queries, done: dict, wall: float, fresh: int, method_cls, simulation=None,
             log=to_stderr) -> dict:
     write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
+    engines = json.loads((out / "config.json").read_text()).get("engines")
     return write_results(dataset, config.method, out, queries, done, wall, fresh, method_cls, simulation, config.models, log=log,
-                         warn_share=config.unusable_answers_warning)
+                         warn_share=config.unusable_answers_warning, engines=engines)
 
 
 def write_trace_in_order(path: Path, records: list[dict]) -> None:
@@ -308,7 +315,7 @@ def write_trace_in_order(path: Path, records: list[dict]) -> None:
 
 def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict, wall: float, fresh: int, method_cls,
                   simulation=None, models=None, label: dict | None = None, log=to_stderr,
-                  warn_share: float = RunConfig.unusable_answers_warning) -> dict:
+                  warn_share: float = RunConfig.unusable_answers_warning, engines: dict | None = None) -> dict:
     """``run.trec`` and ``metrics.json`` from the finished records (``done``: qid -> trace record) of ``queries``;
     ``label`` (a partial merge's) leads metrics.json."""
     rankings = {q.id: done[q.id]["ranking"] for q in queries}
@@ -340,5 +347,7 @@ def write_results(dataset: Dataset, method: str, out: Path, queries, done: dict,
     if fresh:
         metrics["wall_seconds_per_query"] = round(wall / fresh, 4)
     metrics.update(method_cls.summarize([done[q.id] for q in queries]))
+    if engines:
+        metrics["engines"] = engines
     write_json(out / "metrics.json", metrics)
     return metrics
