@@ -4,6 +4,7 @@ against what the roles keep in flight and what the GPU holds, and the answers' t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,14 +17,16 @@ from garen_infer.llm.backends.vllm_limits import (
     check_fits,
     in_flight_warning,
     kv_bytes_per_token,
+    linear_state_bytes,
     read_limits,
 )
 from garen_infer.llm.model_specs import check_model_spec
 
-QWEN3_4B = {"num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-            "hidden_size": 2560}
-QWEN3_NEXT = {"num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
-              "hidden_size": 2048, "full_attention_interval": 4}
+CONFIGS = Path(__file__).resolve().parent.parent / "scripts" / "model_configs"  # the presets' models' config.json
+
+
+def config(name: str) -> dict:
+    return json.loads((CONFIGS / f"Qwen__{name}.json").read_text())
 
 
 def started_config(blocks=1000, block_size=16, dp=2):
@@ -63,13 +66,16 @@ def test_data_parallel_with_the_offline_engine_is_refused_in_one_line_before_any
         check_model_spec({**spec, "engine": "async", "data_parallel_size": 0}, "models.navigator")
 
 
-def test_kv_cache_per_token_follows_the_models_config_hybrid_layers_included():
-    assert kv_bytes_per_token(QWEN3_4B) == 144 * 1024  # docs/gpu-presets.md: 144 KiB
-    assert kv_bytes_per_token(QWEN3_NEXT) == 24 * 1024  # 12 full-attention layers of 48
+def test_kv_cache_and_linear_attention_state_per_sequence_follow_the_models_config():
+    assert kv_bytes_per_token(config("Qwen3-Reranker-4B")) == 144 * 1024  # docs/gpu-presets.md: 144 KiB
+    assert kv_bytes_per_token(config("Qwen3-Next-80B-A3B-Instruct")) == 24 * 1024  # 12 full-attention layers of 48
+    assert kv_bytes_per_token(config("Qwen3-30B-A3B-Instruct-2507")) == 96 * 1024
+    assert linear_state_bytes(config("Qwen3-Next-80B-A3B-Instruct")) / 1e6 == pytest.approx(39.5, abs=0.1)  # ~40 MB
+    assert linear_state_bytes(config("Qwen3-Reranker-4B")) == 0
 
 
 def test_limits_larger_than_the_gpu_holds_are_refused_in_one_line_that_names_the_option_and_the_fix():
-    sizes = {"device_bytes": 80 * GIB, "weight_bytes": 8 * GIB, "kv_per_token": kv_bytes_per_token(QWEN3_4B)}
+    sizes = {"device_bytes": 80 * GIB, "weight_bytes": 8 * GIB, "kv_per_token": kv_bytes_per_token(config("Qwen3-Reranker-4B"))}
     check_fits("models.navigator", memory_share=0.20, max_model_len=8192, **sizes)  # garen-paper's navigator
     with pytest.raises(GarenError, match=r"^models.navigator.max_model_len: one request of 131072 tokens needs 18.0 GiB"
                                          r".* set max_model_len to \d+ or less, or raise gpu_memory_utilization$"):

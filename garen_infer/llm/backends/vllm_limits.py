@@ -133,3 +133,27 @@ def check_model_fits(where: str, model: str, memory_share: float | None, max_mod
     check_fits(where, device_bytes=device_bytes, memory_share=memory_share or 0.9, weight_bytes=weights,
                kv_per_token=kv_bytes_per_token(config), max_model_len=max_model_len,
                tensor_parallel_size=tensor_parallel_size)
+
+
+def linear_state_bytes(config: dict, dtype_bytes: int = 2) -> int:
+    """The fixed state one running sequence keeps in a hybrid model's linear-attention layers (vLLM's Mamba cache
+    block): per layer, the convolution's last ``kernel - 1`` inputs and the recurrent state; 0 for a plain model."""
+    interval = int(config.get("full_attention_interval") or 0)
+    if not interval:
+        return 0
+    layers = int(config["num_hidden_layers"]) - int(config["num_hidden_layers"]) // interval
+    keys = int(config["linear_num_key_heads"]) * int(config["linear_key_head_dim"])
+    values = int(config["linear_num_value_heads"]) * int(config["linear_value_head_dim"])
+    convolution = (2 * keys + values) * (int(config["linear_conv_kernel_dim"]) - 1)
+    recurrent = int(config["linear_num_value_heads"]) * int(config["linear_key_head_dim"]) * int(config["linear_value_head_dim"])
+    return layers * (convolution + recurrent) * dtype_bytes
+
+
+def vllm_engines(preset: dict) -> dict[str, dict]:
+    """{place in the preset: spec} for every vLLM engine a preset starts: its roles' and its index stages'."""
+    engines = {f"models.{role}": spec for role, spec in preset.get("models", {}).items() if spec.get("backend") == "vllm"}
+    for stage, options in preset.get("index", {}).items():
+        summarizer = options.get("summarizer") if isinstance(options, dict) else None
+        if isinstance(summarizer, dict) and summarizer.get("backend") == "vllm":
+            engines[f"index.{stage}.summarizer"] = summarizer
+    return engines
