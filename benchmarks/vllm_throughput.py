@@ -8,6 +8,8 @@ same prompts, the same sampling, tokens per second side by side in one run. By h
         [--queries 8] [--budget 20] [--window 10] [--keep 5] [--passage-words 60] [--max-tokens 64]
     .venv-vllm/bin/python benchmarks/vllm_throughput.py --workload groups --dataset beir:DIR --index INDEX_DIR \
         [--summary-words 40] [--max-tokens 64]
+    .venv-vllm/bin/python benchmarks/vllm_throughput.py --workload windows --dataset beir:CRANFIELD_DIR \
+        --max-model-len 10240 [--prompts 8] [--window-docs 40] [--passage-words 300] [--max-tokens 32]
 
 Workloads (``--workload``):
 
@@ -17,6 +19,9 @@ Workloads (``--workload``):
   flight, the listwise reranker and the yes/no navigator on one vLLM engine, as two roles with the same model spec
   share one (``llm.roles.build_roles``). Each query is a chain: a window's ranking and its navigator scores decide
   the next window, so the engine holds only what the unfinished chains ask at that moment.
+- **windows**: listwise rerank windows (GAREN's non-reasoning prompt) of ``--window-docs`` consecutive documents
+  at ``--passage-words`` each, ~8K tokens with the defaults, one query per window, every query in flight: the
+  prefill-heavy request a GPU preset's reranker sees most.
 - **groups**: the groups stage's summaries (``index.grouping.groups``: every group's prompt in one stream, each
   with its sampled retries) over the index's own groups, with the vLLM generator.
 
@@ -30,9 +35,14 @@ warming it up on a prompt of its own, timed from the first request to the last a
   recorded workloads one call per kind of request (texts with their sampling; yes/no scores, one token with both
   labels' logprobs), one after another; vLLM's own offline throughput.
 
+Each side prints the limits its engine started with (``max_num_seqs``, ``max_num_batched_tokens``, KV cache
+tokens, ``max_model_len``): ``--max-num-seqs`` and ``--max-num-batched-tokens`` set them on both sides as a
+preset does; left out, each engine takes what vLLM's offline context gives it.
+
 Tokens are the prompts' and the answers' as the engine counts them (a yes/no score is one answer token). Greedy
 answers may differ where the engines' numerics differ (the summary says how many texts are equal and the largest
-P(yes) gap). The engine is the engine tests' CPU setting (fp32, eager, 2,048-token context). The load average at
+P(yes) gap). The engine is the engine tests' CPU setting (fp32, eager, a 2,048-token context unless
+``--max-model-len`` says otherwise). The load average at
 each side's start and end says what else ran on the machine.
 """
 
@@ -52,14 +62,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 GEMMA = Path.home() / ".cache" / "garen" / "gemma3-270m-hf"
 CHAT_TEMPLATE = REPO / "scripts" / "vllm_cpu" / "chat_template.jinja"  # the converted Gemma has no template
-ENGINE = {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048,
-          "engine_args": {"distributed_executor_backend": "uni"}}
+ENGINE = {"dtype": "float32", "enforce_eager": True, "engine_args": {"distributed_executor_backend": "uni"}}
 WARM_UP = [[{"role": "user", "content": "Warm up."}]]
 
 
 def engine_spec(opts, engine: str) -> dict:
+    limits = {"max_num_seqs": opts.max_num_seqs, "max_num_batched_tokens": opts.max_num_batched_tokens}
     return {"backend": "vllm", "model": opts.model, "chat_template": str(CHAT_TEMPLATE), "engine": engine,
-            "max_num_seqs": opts.max_num_seqs, **ENGINE}
+            "max_model_len": opts.max_model_len, **{k: v for k, v in limits.items() if v}, **ENGINE}
 
 
 def backend(opts, engine: str):
@@ -134,7 +144,31 @@ def summary_prompts(dataset: str, count: int, docs_per_prompt: int, max_words: i
     return [summarizer(documents, max_words) for documents in runs]
 
 
+def window_prompts(dataset: str, count: int, docs_per_window: int, passage_words: int) -> list:
+    """GAREN's listwise window over ``docs_per_window`` consecutive documents for each of the first ``count``
+    judged queries: the reranker's prompt at a GPU preset's length (which documents does not change the cost)."""
+    from garen_infer.data import load_dataset
+    from garen_infer.llm.prompts import garen_non_reasoning
+
+    data = load_dataset(dataset, allow_empty_docs=True)
+    texts = [d.full_text for d in data.documents if d.full_text.strip()]
+    queries = data.judged_queries()[:count]
+    return [garen_non_reasoning(q.text, texts[k * docs_per_window:(k + 1) * docs_per_window], passage_words)
+            for k, q in enumerate(queries)]
+
+
 def ours_summaries(opts, params) -> tuple[Recorded, dict]:
+    chats = summary_prompts(opts.dataset, opts.prompts, opts.docs_per_prompt, opts.max_words)
+    return ours_independent(opts, params, chats, "prompt")
+
+
+def ours_windows(opts, params) -> tuple[Recorded, dict]:
+    chats = window_prompts(opts.dataset, opts.prompts, opts.window_docs, opts.passage_words)
+    return ours_independent(opts, params, chats, "rerank window")
+
+
+def ours_independent(opts, params, chats: list, what: str) -> tuple[Recorded, dict]:
+    """Each chat a query of one request, every query in flight through the scheduler."""
     from garen_infer.data.dataset import Query
     from garen_infer.llm.backends import CachedBackend
     from garen_infer.llm.cache import NoCache
@@ -143,7 +177,6 @@ def ours_summaries(opts, params) -> tuple[Recorded, dict]:
     from garen_infer.methods.base import QueryState
     from garen_infer.running.scheduler import Scheduler
 
-    chats = summary_prompts(opts.dataset, opts.prompts, opts.docs_per_prompt, opts.max_words)
     engine = backend(opts, "async")
     engine.generate(WARM_UP, params)
     recorded = Recorded(engine)
@@ -155,7 +188,7 @@ def ours_summaries(opts, params) -> tuple[Recorded, dict]:
         return []
 
     list(Scheduler(roles, max_active=len(chats)).run(states, summarise))
-    return recorded, {"in flight": f"{len(chats)} queries of one prompt"}
+    return recorded, {"in flight": f"{len(chats)} queries of one {what}", "limits": engine.limits.as_record()}
 
 
 def ours_garen(opts, params) -> tuple[Recorded, dict]:
@@ -211,11 +244,11 @@ def ours_groups(opts, params) -> tuple[Recorded, dict]:
                       "truncated prompts": generator.backend.truncated_prompts}
 
 
-OURS = {"summaries": ours_summaries, "garen": ours_garen, "groups": ours_groups}
+OURS = {"summaries": ours_summaries, "windows": ours_windows, "garen": ours_garen, "groups": ours_groups}
 
 
 # ---- vLLM's own: the recorded prompts, every one at once --------------------------------------------------------
-def run_vllm(opts, calls: list[dict], params) -> tuple[float, list]:
+def run_vllm(opts, calls: list[dict], params) -> tuple[float, list, dict]:
     """One ``LLM.generate`` per kind of request over every recorded prompt of that kind; answers in ``calls``' order."""
     from garen_infer.llm.types import SamplingParams
 
@@ -233,8 +266,9 @@ def run_vllm(opts, calls: list[dict], params) -> tuple[float, list]:
         for i, answer in zip(at, out):
             answers[i] = answer
     seconds = time.perf_counter() - begun
+    limits = engine.limits.as_record()
     engine.close()
-    return seconds, answers
+    return seconds, answers, limits
 
 
 def side(opts) -> None:
@@ -251,10 +285,10 @@ def side(opts) -> None:
         (record / "prompts.json").write_text(json.dumps(calls))
     else:
         calls = json.loads((record / "prompts.json").read_text())
-        seconds, answers = run_vllm(opts, calls, params)
+        seconds, answers, limits = run_vllm(opts, calls, params)
         calls = [{**c, "text": a.text, "score": a.score, "input_tokens": a.input_tokens, "output_tokens": a.output_tokens}
                  for c, a in zip(calls, answers)]
-        row = {"seconds": seconds}
+        row = {"seconds": seconds, "limits": limits}
     load_span = f"{load:.1f}-{os.getloadavg()[0]:.1f}"  # a shared machine: what else ran beside the engine
     row.update(load=load_span, requests=len(calls), input_tokens=sum(c["input_tokens"] for c in calls),
                output_tokens=sum(c["output_tokens"] for c in calls),
@@ -276,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index", help="an index folder of the dataset (garen: bm25, knn_graph, groups; groups: groups)")
     ap.add_argument("--model", default=str(GEMMA))
     ap.add_argument("--max-num-seqs", type=int, default=64, help="sequences the engine runs at once, both sides")
+    ap.add_argument("--max-num-batched-tokens", type=int, help="prompt tokens a step, both sides (default: vLLM's)")
+    ap.add_argument("--max-model-len", type=int, default=2048, help="the engine's context, both sides")
     ap.add_argument("--max-tokens", type=int, default=64, help="answer tokens at most (windows, summaries)")
     # summaries: sized for a 2-core CPU (~650-token prompts, ~10 minutes); a GPU takes hundreds
     ap.add_argument("--prompts", type=int, default=32)
@@ -286,12 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=20)
     ap.add_argument("--window", type=int, default=10)
     ap.add_argument("--keep", type=int, default=5)
-    ap.add_argument("--passage-words", type=int, default=60, help="garen: words shown of each passage")
+    ap.add_argument("--passage-words", type=int, default=60, help="garen, windows: words shown of each passage")
+    ap.add_argument("--window-docs", type=int, default=40, help="windows: passages in one window")
     ap.add_argument("--summary-words", type=int, default=40, help="groups: words shown of each document of a group")
     ap.add_argument("--side", choices=("vllm", "scheduler"), help=argparse.SUPPRESS)
     ap.add_argument("--record", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
-    if opts.workload != "summaries" and not opts.index:
+    if opts.workload in ("garen", "groups") and not opts.index:
         raise SystemExit(f"--workload {opts.workload} needs --index (an index folder of --dataset)")
     if opts.side:
         side(opts)
@@ -323,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{compare(ours['answers'], rows['vllm']['answers'])}")
     facts = {k: v for k, v in ours.items() if k not in ("answers", "seconds", "load", "requests", "input_tokens",
                                                          "output_tokens")}
+    for name, row in rows.items():
+        print(f"{name} engine started with: {json.dumps(row['limits'])}")
+    facts.pop("limits", None)
     print("scheduler side: " + "; ".join(f"{k} {round(v, 1) if isinstance(v, float) else v}" for k, v in facts.items()))
     return 0
 

