@@ -63,8 +63,9 @@
   serve``) go into every request and into the backend id, since both change the answers.
 - A ``base_url`` with ``user:password@`` is refused (it would reach config.json, the id and every message): give
   the secret through ``api_key_env``.
-- ``base_url`` may list several replicas of one model: requests are balanced over them by requests in flight,
-  ``concurrency`` each, and a failed request is retried at once on another replica (``replicas.py``). The cache
+- ``base_url`` may list several replicas of one model: the requests of one query go to its home replica (its
+  prefix cache), the others by requests in flight, ``concurrency`` each, and a failed request is retried at once
+  on another replica (``replicas.py``). The cache
   key then names the model, not the replicas, so adding or losing a replica keeps every cached answer.
 - The API key is read from the environment variable named by ``api_key_env`` at each request. It is never
   stored on the backend, and never part of ``id``, cache keys, logs or error messages: a server may echo what
@@ -90,7 +91,7 @@ from typing import Literal
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.chat_format import check_template_args, render_as_served, use_chat_template
 from garen_infer.llm.backends.openai_http import NoAnswer, ServerStatus, get, post
-from garen_infer.llm.backends.replicas import ReplicaPool
+from garen_infer.llm.backends.replicas import ReplicaPool, carrying_affinity
 from garen_infer.llm.backends.transformers_backend import load_tokenizer  # no model weights
 from garen_infer.llm.backends.vllm_backend import (  # no vllm import
     MISSING_LOGPROB,
@@ -369,7 +370,7 @@ class OpenAIBackend:
             return [call(c) for c in chats]
         pool = ThreadPoolExecutor(max_workers=min(capacity, len(chats)), thread_name_prefix="openai")
         try:
-            return list(pool.map(call, chats))  # answers in input order; the first failure is raised
+            return list(pool.map(carrying_affinity(call), chats))  # in input order; the first failure is raised
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
