@@ -311,14 +311,23 @@ class Reader:
             return len(self.tokenizer(prompt, add_special_tokens=False).input_ids)
 
 
-def serve(shape: EngineShape, port: int = 0, tokenizer=None) -> tuple[ThreadingHTTPServer, Engine]:
+def serve(shape: EngineShape, port: int = 0, tokenizer=None, model: str = "standin") -> tuple[ThreadingHTTPServer, Engine]:
     """Start the endpoint in a thread; its URL is ``http://127.0.0.1:<server.server_port>/v1``. ``tokenizer``: the
-    model's, to read yes/no chats as vLLM does and to answer /v1/completions."""
+    model's, to read yes/no chats as vLLM does and to answer /v1/completions. ``GET /v1/models`` lists ``model``."""
     engine = Engine(shape)
     reader = Reader(tokenizer)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def do_GET(self):  # the http.server name
+            found = self.path.rstrip("/").endswith("/models")
+            data = json.dumps({"object": "list", "data": [{"id": model, "object": "model"}]} if found else {}).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_POST(self):  # the http.server name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -356,3 +365,15 @@ def serve(shape: EngineShape, port: int = 0, tokenizer=None) -> tuple[ThreadingH
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, engine
+
+
+if __name__ == "__main__":  # a server of its own, as a cluster task starts ``vllm serve``: --port N --model NAME
+    import argparse
+
+    ap = argparse.ArgumentParser(description="the stand-in engine as a server process")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--model", default="standin")
+    opts = ap.parse_args()
+    http_server, _ = serve(EngineShape(), opts.port, model=opts.model)
+    print(f"serving {opts.model} at http://127.0.0.1:{http_server.server_port}/v1", flush=True)
+    threading.Event().wait()
