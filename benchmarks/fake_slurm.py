@@ -13,7 +13,9 @@ jobs later, elsewhere and in its own order:
 - `--output` patterns are expanded (%A %a %j %x %%) and the folder must exist, as Slurm requires;
 - `drain` runs the ready job submitted LAST first and an array's tasks from the highest index down: a job that
   should wait for another but has no `--dependency` runs too early here and the check shows it;
-- `--dependency=afterany:ID[:ID...]` holds a job until those jobs have ended; `afterok` also needs success.
+- `--dependency=afterany:ID[:ID...]` holds a job until those jobs have ended; `afterok` also needs success;
+- `drain --together` runs an array's tasks at once, as Slurm packs them on one node (`SLURMD_NODENAME` the same,
+  `SLURM_LOCALID` 0 in each, since each task is a job of its own): tasks that take a fixed port collide here.
 
 The state folder is $FAKE_SLURM_DIR (default ./fake-slurm); `order.log` there lists each task as it ran.
 """
@@ -125,31 +127,47 @@ def output_path(pattern: str, job: dict, task: int | None) -> Path:
 
 
 def run_task(job: dict, task: int | None) -> int:
+    started = start_task(job, task)
+    return finish_task(job, task, *started) if started else 1
+
+
+def start_task(job: dict, task: int | None) -> tuple[subprocess.Popen, Path] | None:
     log = output_path(job["output"], job, task)
     if not log.parent.is_dir():  # Slurm does not make it: the job fails at once
         print(f"[fake-slurm] job {job['id']} task {task}: no output folder {log.parent}", file=sys.stderr)
-        return 1
+        return None
     node = STATE / "node" / f"{job['id']}-{task}"
     node.mkdir(parents=True, exist_ok=True)
     script = STATE / "jobs" / f"{job['id']}.sh"
     script.write_text(job["script"])
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(node)), "SLURM_JOB_ID": str(job["id"]),
-           "SLURM_JOB_NAME": job["name"], "SLURM_SUBMIT_DIR": job["submitted_from"],
+           "SLURM_JOB_NAME": job["name"], "SLURM_SUBMIT_DIR": job["submitted_from"], "SLURMD_NODENAME": "node1",
+           "SLURM_LOCALID": "0",
            **{name: os.environ[name] for name in os.environ.get("FAKE_SLURM_KEEP", "").split(",")
               if name in os.environ}}
     if task is not None:
         env |= {"SLURM_ARRAY_JOB_ID": str(job["id"]), "SLURM_ARRAY_TASK_ID": str(task)}
     with log.open("w") as out:
         script.chmod(0o755)  # run by its #! line, as Slurm does: /bin/sh for --wrap
-        ended = subprocess.run([str(script)], cwd=node, env=env, stdout=out, stderr=subprocess.STDOUT)
-    code = ended.returncode
+        return subprocess.Popen([str(script)], cwd=node, env=env, stdout=out, stderr=subprocess.STDOUT), log
+
+
+def finish_task(job: dict, task: int | None, process: subprocess.Popen, log: Path) -> int:
+    code = process.wait()
     with (STATE / "order.log").open("a") as order:
         order.write(f"{job['id']} {job['name']} task={task} exit={code} log={log}\n")
     return code
 
 
-def drain() -> int:
-    """Run every queued job whose dependencies allow it, the last submitted first, until none is left."""
+def run_together(job: dict, tasks: list) -> list[int]:
+    """An array's tasks started at once on one node, then waited for."""
+    started = [(task, start_task(job, task)) for task in tasks]
+    return [finish_task(job, task, *begun) if begun else 1 for task, begun in started]
+
+
+def drain(together: bool = False) -> int:
+    """Run every queued job whose dependencies allow it, the last submitted first, until none is left
+    (``together``: an array's tasks at once, on one node)."""
     jobs = {int(p.stem): json.loads(p.read_text()) for p in (STATE / "jobs").glob("*.json")}
     ended: dict[int, bool] = {i: j["ended_ok"] for i, j in jobs.items() if "ended_ok" in j}
     while True:
@@ -159,7 +177,7 @@ def drain() -> int:
             break
         job = max(ready, key=lambda j: j["id"])
         highest_first = sorted(job["tasks"], key=lambda t: -1 if t is None else t, reverse=True)
-        codes = [run_task(job, task) for task in highest_first]
+        codes = run_together(job, highest_first) if together else [run_task(job, task) for task in highest_first]
         ended[job["id"]] = job["ended_ok"] = not any(codes)
         (STATE / "jobs" / f"{job['id']}.json").write_text(json.dumps(job))
     never = sorted(i for i in jobs if i not in ended)
@@ -194,9 +212,9 @@ def main(argv: list[str]) -> int:
     name, args = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
     if Path(argv[0]).name in ("sbatch", "srun"):
         name, args = Path(argv[0]).name, argv[1:]
-    commands = {"sbatch": sbatch, "srun": srun, "drain": lambda a: drain(), "install": lambda a: install(*a)}
+    commands = {"sbatch": sbatch, "srun": srun, "drain": lambda a: drain(a == ["--together"]), "install": lambda a: install(*a)}
     if name not in commands:
-        fail("usage: fake_slurm.py sbatch ARGS | srun ARGS | drain | install BIN_FOLDER")
+        fail("usage: fake_slurm.py sbatch ARGS | srun ARGS | drain [--together] | install BIN_FOLDER")
     return commands[name](args)
 
 

@@ -20,6 +20,12 @@ by the template (``add_generation_prompt``, ``continue_final_message``, ``chat_t
 the tokenizer's tokens; ``/v1/completions`` then takes ``prompt`` as a text or a list, as vLLM does, each prompt
 a sequence of its own in the engine (its work as a chat's), one choice per prompt with its ``index``, logprobs
 in that API's form. A chat and the same chat rendered by the client draw the same answer.
+
+The engine keeps a prefix cache as vLLM's automatic prefix caching does (``PrefixCache``): a prompt is read in
+blocks (``BLOCK_CHARS``, about 16 tokens), each named by a hash of every block before it and itself, and the
+leading blocks an earlier prompt on this engine already holds count as cached, up to ``cache_tokens`` kept (the
+least recently read evicted first). Each answer's ``usage.prompt_tokens_details.cached_tokens`` says how many (as
+vLLM's does), and ``stats()`` the totals. The count does not change the work: reuse is measured, not rewarded.
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ import math
 import re
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from statistics import NormalDist
 
 TICK = 0.002  # seconds per step of the engine's clock
+BLOCK_CHARS = 64  # a prefix-cache block: 16 tokens at about 4 characters each (vLLM's default block size)
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,35 @@ class EngineShape:
     prefill_ratio: float = 20.0  # prompt tokens read in the time of one answer token
     median_answer: float = 300.0  # answer tokens, median of the lognormal
     shape: float = 1.0  # the lognormal's sigma: 0 = every answer the median's length
+    cache_tokens: int = 500_000  # prompt tokens the prefix cache holds (a GPU's KV cache beside its running batch)
+
+
+class PrefixCache:
+    """Which leading blocks of a prompt an earlier prompt left in the cache (``read``), in tokens."""
+
+    def __init__(self, cache_tokens: int):
+        self.blocks: OrderedDict[bytes, None] = OrderedDict()
+        self.most = max(cache_tokens * 4 // BLOCK_CHARS, 1)
+        self.prompt_tokens = self.cached_tokens = 0
+        self._lock = threading.Lock()
+
+    def read(self, prompt: str, tokens: int) -> int:
+        """Cached tokens of ``prompt`` (of ``tokens`` in all), then every full block of it kept as the newest."""
+        names, chain = [], hashlib.sha256()
+        for start in range(0, len(prompt) - BLOCK_CHARS + 1, BLOCK_CHARS):
+            chain.update(prompt[start : start + BLOCK_CHARS].encode())
+            names.append(chain.copy().digest())
+        with self._lock:
+            hits = next((k for k, name in enumerate(names) if name not in self.blocks), len(names))
+            for name in names:
+                self.blocks[name] = None
+                self.blocks.move_to_end(name)
+            while len(self.blocks) > self.most:
+                self.blocks.popitem(last=False)
+            cached = min(round(tokens * hits * BLOCK_CHARS / max(len(prompt), 1)), tokens)
+            self.prompt_tokens += tokens
+            self.cached_tokens += cached
+        return cached
 
 
 def digest(text: str) -> float:
@@ -161,6 +198,7 @@ class Engine:
         self.full_s = 0.0  # time with ``saturation`` requests or more in flight
         self._done: list[tuple] = []  # (kind, work, start, full_s then, end, full_s then, call) per answered sequence
         self._stop = threading.Event()
+        self.prefixes = PrefixCache(shape.cache_tokens)
         threading.Thread(target=self._run, daemon=True).start()
 
     def serve(self, work: float, kind: str = "") -> None:
@@ -218,7 +256,9 @@ class Engine:
         if kind is not None:
             return self._stats_of([r for r in self._done if r[0] == kind])
         span = (self.last - self.first) if self.first and self.last else 0.0
-        return self._summary(self.requests, self.work, self.longest, span, self.full_s, self.calls)
+        prompt, cached = self.prefixes.prompt_tokens, self.prefixes.cached_tokens
+        return {**self._summary(self.requests, self.work, self.longest, span, self.full_s, self.calls),
+                "prompt_tokens": prompt, "cached_tokens": cached, "cached_share": round(cached / prompt, 3) if prompt else 0.0}
 
     def _stats_of(self, done: list[tuple]) -> dict:
         if not done:
@@ -271,14 +311,23 @@ class Reader:
             return len(self.tokenizer(prompt, add_special_tokens=False).input_ids)
 
 
-def serve(shape: EngineShape, port: int = 0, tokenizer=None) -> tuple[ThreadingHTTPServer, Engine]:
+def serve(shape: EngineShape, port: int = 0, tokenizer=None, model: str = "standin") -> tuple[ThreadingHTTPServer, Engine]:
     """Start the endpoint in a thread; its URL is ``http://127.0.0.1:<server.server_port>/v1``. ``tokenizer``: the
-    model's, to read yes/no chats as vLLM does and to answer /v1/completions."""
+    model's, to read yes/no chats as vLLM does and to answer /v1/completions. ``GET /v1/models`` lists ``model``."""
     engine = Engine(shape)
     reader = Reader(tokenizer)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def do_GET(self):  # the http.server name
+            found = self.path.rstrip("/").endswith("/models")
+            data = json.dumps({"object": "list", "data": [{"id": model, "object": "model"}]} if found else {}).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_POST(self):  # the http.server name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -286,15 +335,19 @@ def serve(shape: EngineShape, port: int = 0, tokenizer=None) -> tuple[ThreadingH
                 prompt = reader.chat(body)
                 prompt_tokens = reader.tokens(prompt)
                 out = 1 if body.get("logprobs") else answer_tokens(prompt, int(body.get("max_tokens") or 256), shape)
+                cached = engine.prefixes.read(prompt, prompt_tokens)
                 engine.serve(prompt_tokens / shape.prefill_ratio + out, kind_of(body, prompt))
                 reply = {"choices": [{"index": 0, "finish_reason": "stop", **answer(body, prompt)}],
-                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out}}
+                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out,
+                                   "prompt_tokens_details": {"cached_tokens": cached}}}
             else:  # /v1/completions: yes/no prompts, each a sequence of the engine's batch, as vLLM schedules them
                 prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
                 counts = [reader.tokens(prompt) for prompt in prompts]
+                cached = sum(engine.prefixes.read(prompt, count) for prompt, count in zip(prompts, counts))
                 engine.serve_many([count / shape.prefill_ratio + 1 for count in counts], "yes/no")
                 reply = {"choices": [completion_choice(i, prompt) for i, prompt in enumerate(prompts)],
-                         "usage": {"prompt_tokens": sum(counts), "completion_tokens": len(prompts)}}
+                         "usage": {"prompt_tokens": sum(counts), "completion_tokens": len(prompts),
+                                   "prompt_tokens_details": {"cached_tokens": cached}}}
             data = json.dumps(reply).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -312,3 +365,15 @@ def serve(shape: EngineShape, port: int = 0, tokenizer=None) -> tuple[ThreadingH
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, engine
+
+
+if __name__ == "__main__":  # a server of its own, as a cluster task starts ``vllm serve``: --port N --model NAME
+    import argparse
+
+    ap = argparse.ArgumentParser(description="the stand-in engine as a server process")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--model", default="standin")
+    opts = ap.parse_args()
+    http_server, _ = serve(EngineShape(), opts.port, model=opts.model)
+    print(f"serving {opts.model} at http://127.0.0.1:{http_server.server_port}/v1", flush=True)
+    threading.Event().wait()

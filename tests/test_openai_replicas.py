@@ -79,13 +79,25 @@ def traces(out) -> dict:
     return {r["qid"]: r for r in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
 
 
+def busiest_home(fleet, dataset):
+    """The server that is home to the most queries (four queries over three replicas: two or more)."""
+    from collections import Counter
+
+    from garen_infer.llm.backends.replicas import ReplicaPool
+
+    pool = ReplicaPool([s.base_url for s in fleet], 1, 0.0, 0.0)
+    homes = Counter(pool.home(q.id).base_url for q in dataset.judged_queries())
+    return next(s for s in fleet if s.base_url == homes.most_common(1)[0][0])
+
+
 def test_a_replica_killed_mid_run_loses_no_request_and_answers_none_twice(servers, tiny_dataset, tiny_index, tmp_path):
     alone = servers(1)
     execute(tiny_dataset, tiny_index, rerank_config(openai_spec(alone)), tmp_path / "one", cache=NoCache(), log=lambda *_: None)
 
-    fleet = servers(3, delay=0.1, kill_at=2)  # the first replica dies while its second request is in flight
+    fleet = servers(3, delay=0.1)
+    dead = busiest_home(fleet, tiny_dataset)
+    dead.kill_at = 2  # the home of two queries or more dies while its second request is in flight
     execute(tiny_dataset, tiny_index, rerank_config(openai_spec(fleet)), tmp_path / "three", cache=NoCache(), log=lambda *_: None)
-    dead = fleet[0]
     assert dead.killed.is_set() and len(dead.requests) == 2 and dead.answered < 2  # what it had in flight died with it
 
     one, three = traces(tmp_path / "one"), traces(tmp_path / "three")
@@ -126,3 +138,80 @@ def test_a_replicas_rest_after_failures_is_capped_at_max_backoff():
         rests.append(replica.resting_until - time.monotonic())
     assert rests[0] == pytest.approx(1.0, abs=0.5) and rests[3] == pytest.approx(8.0, abs=0.5)
     assert max(rests) <= 30.0 and rests[-1] == pytest.approx(30.0, abs=0.5)
+
+
+# ---- affinity: the requests of one query on one replica -----------------------------------------------------------
+def affine_pool(count: int = 3, concurrency: int = 2):
+    from garen_infer.llm.backends.replicas import ReplicaPool
+
+    return ReplicaPool([f"http://10.0.0.{k}:8000/v1" for k in range(count)], concurrency, backoff=5.0, max_backoff=5.0)
+
+
+def test_a_query_goes_to_its_home_replica_and_queries_spread_over_the_replicas():
+    from garen_infer.llm.backends.replicas import affinity
+
+    pool = affine_pool()
+    homes = {}
+    for qid in (f"q{k}" for k in range(60)):
+        with affinity(qid):
+            first = pool.acquire()
+            pool.release(first, failed=False)
+            again = pool.acquire()
+            pool.release(again, failed=False)
+        assert again is first is pool.home(qid)
+        homes[qid] = first.base_url
+    assert len(set(homes.values())) == 3 and pool.affinity.home == 120
+    # a replica more moves only the queries that now belong to it
+    bigger = affine_pool(4)
+    moved = {q for q, url in homes.items() if bigger.home(q).base_url != url}
+    assert moved and all(bigger.home(q).base_url.startswith("http://10.0.0.3") for q in moved)
+
+
+def test_a_saturated_home_sends_the_request_to_the_least_busy_replica():
+    from garen_infer.llm.backends.replicas import affinity
+
+    pool = affine_pool(concurrency=2)
+    with affinity("q7"):
+        home = pool.acquire()
+        assert pool.acquire() is home  # one slot left there
+        other = pool.acquire()  # the home is full: the least busy other
+    assert other is not home and other.in_flight == 1
+    assert (pool.affinity.home, pool.affinity.saturated) == (2, 1)
+    pool.release(home, failed=False)
+    with affinity("q7"):
+        assert pool.acquire() is home  # a free slot again: home
+
+
+def test_a_failing_home_is_left_until_it_answers_again():
+    from garen_infer.llm.backends.replicas import affinity
+
+    pool = affine_pool()
+    with affinity("q3"):
+        home = pool.acquire()
+        pool.release(home, failed=True)  # resting now
+        elsewhere = pool.acquire(tried={home})
+        assert elsewhere is not home
+        pool.release(elsewhere, failed=False)
+        assert pool.acquire() is not home  # another request of the query, while the home rests
+    assert pool.affinity.failing == 2
+    home.resting_until = 0.0  # its rest is over
+    with affinity("q3"):
+        assert pool.acquire() is home
+
+
+def test_each_querys_windows_reach_one_replica_in_a_run(servers, tiny_dataset, tiny_index, tmp_path):
+    fleet = servers(2, delay=0.02)
+    config = RunConfig.build(method="rerank", method_options={"budget": 12, "window": 4, "stride": 2},
+                             first_stage={"kind": "dense"},  # every document: several windows a query
+                             models={"reranker": openai_spec(fleet, concurrency=8)})  # room for every query
+    execute(tiny_dataset, tiny_index, config, tmp_path / "run", cache=NoCache(), log=lambda *_: None)
+    where: dict[str, set[int]] = {}
+    for number, server in enumerate(fleet):
+        for request in server.requests:
+            prompt = request["body"]["messages"][-1]["content"]
+            for query in tiny_dataset.judged_queries():
+                if query.text in prompt:
+                    where.setdefault(query.id, set()).add(number)
+    windows = sum(len(s.requests) for s in fleet)
+    assert windows > len(where) == len(tiny_dataset.judged_queries())  # several windows a query
+    assert all(len(replicas) == 1 for replicas in where.values())

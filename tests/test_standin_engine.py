@@ -102,3 +102,16 @@ def test_a_prompt_list_on_completions_is_answered_as_vllm_answers_the_same_chats
     assert len({choice["logprobs"]["top_logprobs"][0]["yes"] for choice in listed["choices"]}) == 3
     assert listed["usage"]["prompt_tokens"] == sum(a["usage"]["prompt_tokens"] for a in by_chat)
     assert (engine.stats()["requests"], engine.stats()["calls"]) == (6, 4)  # three chats, then three prompts in one call
+
+
+def test_the_prefix_cache_counts_the_leading_blocks_an_earlier_prompt_left():
+    cache = standin.PrefixCache(cache_tokens=1_000)
+    shared = "instruction and query " * 20  # 440 characters: six full blocks
+    assert cache.read(shared + "first document", 120) == 0
+    again = cache.read(shared + "second document", 120)
+    assert again == round(120 * 6 * standin.BLOCK_CHARS / len(shared + "second document"))
+    assert cache.read("another query entirely " * 20, 110) == 0
+    assert (cache.prompt_tokens, cache.cached_tokens) == (350, again)
+    small = standin.PrefixCache(cache_tokens=16)  # one block: the older ones are evicted
+    small.read(shared, 110)
+    assert small.read(shared, 110) == 0

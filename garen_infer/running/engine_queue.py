@@ -6,7 +6,9 @@ An engine takes up to ``lanes`` calls at once, each carrying at most ``items_per
 a server (the OpenAI-compatible backend) has one lane per request it may keep in flight, each carrying one request
 (or, for yes/no scores, as many as the backend sends in one: ``yes_no_per_request``), so a slot is refilled as
 soon as its answer returns. Engines that share one local model share one lock, so its
-calls never overlap (a tokenizer or a GPU stream is not for two threads at once).
+calls never overlap (a tokenizer or a GPU stream is not for two threads at once). Each call runs in the
+``affinity`` of its first request's ``key`` (the asking query's id), which a server backend with several replicas
+reads to send every request of one query to the same replica (``backends/replicas.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from garen_infer.llm.backends.dispatch import yes_no_per_request
+from garen_infer.llm.backends.replicas import affinity
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,9 @@ class EngineQueue:
     """Pending requests of one engine and the worker threads that answer them. ``call`` answers a list of payloads
     (one backend call); ``deliver(unit, answer, error)`` receives every answer, or the call's error, per unit."""
 
-    def __init__(self, name: str, call: Callable[[list], list], shape: Shape, deliver: Callable, lock: threading.Lock | None):
-        self.name, self.call, self.shape, self.deliver, self.lock = name, call, shape, deliver, lock
+    def __init__(self, name: str, call: Callable[[list], list], shape: Shape, deliver: Callable, lock: threading.Lock | None,
+                 key: Callable[[object], str | None] = lambda unit: None):
+        self.name, self.call, self.shape, self.deliver, self.lock, self.key = name, call, shape, deliver, lock, key
         self.pending: deque = deque()  # (unit, payload)
         self._changed = threading.Condition()
         self._closed = False
@@ -76,11 +80,12 @@ class EngineQueue:
                 return
             units, payloads = zip(*batch)
             try:
-                if self.lock is not None:
-                    with self.lock:
+                with affinity(self.key(units[0])):
+                    if self.lock is not None:
+                        with self.lock:
+                            answers = self.call(list(payloads))
+                    else:
                         answers = self.call(list(payloads))
-                else:
-                    answers = self.call(list(payloads))
             except BaseException as err:  # handed to the scheduler, which raises it in its own thread
                 for unit in units:
                     self.deliver(unit, None, err)

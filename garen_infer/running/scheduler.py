@@ -226,7 +226,8 @@ class _Engines:
             # a local engine is called by one thread at a time; models without a backend of their own (the index's
             # embedder, the oracle, a scripted policy) count as one engine
             lock = None if shape.lanes > 1 else self._locks.setdefault(id(engine) if engine is not model else 0, threading.Lock())
-            self._queues[key] = EngineQueue(type(model).__name__, getattr(model, call), shape, self.deliver, lock)
+            self._queues[key] = EngineQueue(type(model).__name__, getattr(model, call), shape, self.deliver, lock,
+                                            key=lambda item: item.query.state.query.id)
         return self._queues[key]
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+from garen_infer.llm.backends.replicas import carrying_affinity
 from garen_infer.llm.types import Completion
 
 
@@ -56,7 +57,7 @@ def _in_flight(call, requests: list, slots: int, per_call: int) -> Iterator[tupl
             answer.seconds = share
         return list(enumerate(answers, start))
 
-    starts = range(0, len(requests), per_call)
+    starts, one = range(0, len(requests), per_call), carrying_affinity(one)
     pool = ThreadPoolExecutor(max_workers=min(slots, len(starts)), thread_name_prefix="in-flight")
     waiting = {pool.submit(one, start) for start in starts}  # the pool keeps ``slots`` running
     failure = None

@@ -3,7 +3,7 @@
 ``generate`` and ``chat_with_tools`` POST ``{base_url}/chat/completions``, up to ``concurrency`` requests in flight;
 ``score_yes_no`` reads P(yes) from the answer token's listed logprobs, one chat per request, or up to
 ``yes_no_per_request`` rendered prompts per ``{base_url}/completions`` request. Failed requests are retried with
-backoff (on another replica where ``base_url`` lists several); every answer is checked (``openai_answers.py``) and
+backoff (on another replica where ``base_url`` lists several; a query's requests go to its home replica); every answer is checked (``openai_answers.py``) and
 redacted of the API key (``openai_requests.py``) before it is cached. The protocol, request by request, is
 docs/engines.md's "The OpenAI-compatible backend".
 """
@@ -45,7 +45,7 @@ from garen_infer.llm.backends.openai_requests import (
     redacted,
     replica_urls,
 )
-from garen_infer.llm.backends.replicas import ReplicaPool
+from garen_infer.llm.backends.replicas import ReplicaPool, carrying_affinity
 from garen_infer.llm.backends.transformers_backend import load_tokenizer  # no model weights
 from garen_infer.llm.backends.yes_no_scoring import TOP_LOGPROBS, yes_probability
 from garen_infer.llm.packaged_models import resolve
@@ -326,7 +326,7 @@ class OpenAIBackend:
             return [call(c) for c in chats]
         pool = ThreadPoolExecutor(max_workers=min(capacity, len(chats)), thread_name_prefix="openai")
         try:
-            return list(pool.map(call, chats))  # answers in input order; the first failure is raised
+            return list(pool.map(carrying_affinity(call), chats))  # in input order; the first failure is raised
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 

@@ -1,0 +1,93 @@
+"""Prefix-cache reuse over two replicas: the same run against two stand-in engines behind one ``base_url: [a, b]``,
+with the code before (least busy replica for every request) and this checkout (each query's requests on its home
+replica), side by side. By hand, not in CI::
+
+    python benchmarks/affinity.py --dataset beir:CRANFIELD --index INDEX_DIR --before main [--methods rerank,garen]
+        [--limit 48] [--max-active-queries 16] [--concurrency 8]
+
+Every role of the method (reranker, navigator) is the openai backend on the same two stand-ins
+(``standin_engine.py``); each stand-in keeps a prefix cache as vLLM's automatic prefix caching does and counts the
+prompt tokens it found cached there. For each (method, code) it prints the requests each replica took, the prompt
+tokens, the cached ones and their share, the span, and whether the rankings (``run.trec``) are the same as the first
+side's. The stand-ins' answers depend on the prompt alone, so the rankings must be.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from standin_engine import EngineShape, serve
+from throughput import REPO, checkout, garen
+
+
+def preset(path: Path, urls: list[str], concurrency: int) -> Path:
+    model = {"backend": "openai", "base_url": urls, "model": "standin", "api_key_env": "STANDIN_KEY",
+             "concurrency": concurrency}
+    config = {"extends": "cpu-default",
+              "models": {"reranker": {**model, "prompt": "garen-reasoning", "sampling": {"max_tokens": 4096}},
+                         "navigator": model}}
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> dict:
+    fleet = [serve(shape) for _ in range(2)]
+    urls = [f"http://127.0.0.1:{server.server_port}/v1" for server, _ in fleet]
+    try:
+        settings = preset(out / "preset.yaml", urls, opts.concurrency)
+        garen(code, ["run", "--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings), "--index", opts.index,
+                     "--method", method, "--budget", str(opts.budget), "--limit", str(opts.limit), "--no-cache",
+                     "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
+        stats = [engine.stats() for _, engine in fleet]
+    finally:
+        for server, engine in fleet:
+            server.shutdown()
+            engine.close()
+    prompt, cached = sum(s["prompt_tokens"] for s in stats), sum(s["cached_tokens"] for s in stats)
+    span = max(s["span_s"] for s in stats)
+    return {"requests": [s["requests"] for s in stats], "prompt": prompt, "cached": cached,
+            "share": cached / prompt if prompt else 0.0, "span": span}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--index", required=True, help="an index of the dataset with the stages of cpu-default")
+    ap.add_argument("--before", required=True, help="a git revision of this repository: the code before")
+    ap.add_argument("--methods", default="rerank,garen")
+    ap.add_argument("--limit", type=int, default=48, help="judged queries per run")
+    ap.add_argument("--budget", type=int, default=100)
+    ap.add_argument("--max-active-queries", type=int, default=16)
+    ap.add_argument("--concurrency", type=int, default=8, help="requests in flight per replica")
+    ap.add_argument("--capacity", type=float, default=EngineShape.capacity)
+    ap.add_argument("--median-answer", type=float, default=100.0)
+    ap.add_argument("--cache-tokens", type=int, default=EngineShape.cache_tokens, help="each replica's prefix cache")
+    ap.add_argument("--work", default=str(REPO / "runs" / "affinity"))
+    opts = ap.parse_args(argv)
+    work = Path(opts.work)
+    sides = [("before", checkout(opts.before, work)), ("after", REPO)]
+    shape = EngineShape(opts.capacity, median_answer=opts.median_answer, cache_tokens=opts.cache_tokens)
+    print(f"# two replicas, each {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} "
+          f"queries in flight, {opts.concurrency} requests per replica")
+    print(f"{'method':8} {'code':7} {'requests a/b':>13} {'prompt tok':>11} {'cached tok':>11} {'cached':>7} {'span s':>7}  same ranking")
+    for method in opts.methods.split(","):
+        runs = {}
+        for side, code in sides:
+            out = work / f"{side}-{method}"
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            s = measure(code, method, opts, out, shape)
+            runs[side] = out
+            same = "" if side == "before" else "yes" if (runs["before"] / "run.trec").read_bytes() == (out / "run.trec").read_bytes() else "NO"
+            print(f"{method:8} {side:7} {'/'.join(map(str, s['requests'])):>13} {s['prompt']:11} {s['cached']:11} "
+                  f"{s['share']:7.1%} {s['span']:7.1f}  {same}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
