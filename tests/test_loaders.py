@@ -294,7 +294,7 @@ def jsonl_files(tmp_path):
 
 def test_jsonl_loads_id_or__id_and_contents(jsonl_files):
     ds = load_jsonl(*jsonl_files)
-    assert ds.name == "docs"
+    assert ds.name == f"{jsonl_files[0].parent.name}/docs"  # the folder and the file: two corpus.jsonl differ
     assert ds.doc_ids == ["a", "b", "c"]
     assert ds.documents[1].title == "Leaves"
     assert ds.documents[2].text == "dictionaries map keys to values"

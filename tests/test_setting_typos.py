@@ -30,7 +30,7 @@ def refused(overrides: list[str]) -> str:
                                "methods.rerank has budget, window, stride"),
     ("methods.garn.budget=7", "invalid setting methods.garn: no such method (did you mean 'garen'?); known: bm25,"),
     ("models.navigator.backnd=openai", "invalid setting models.navigator.backnd: no such option (did you mean 'backend'?); "
-                                       "models.navigator has backend, mode, price"),
+                                       "models.navigator has backend, mode, model, price"),
     ("models.navigator.backend=vlm", "invalid setting models.navigator.backend='vlm': no such backend (did you mean 'vllm'?); "
                                      "known: transformers, vllm, openai, cross-encoder, embedding, oracle"),
     ("models.reranker={backend: openai, model: m, timout: 30}", "invalid setting models.reranker.timout: no such option "

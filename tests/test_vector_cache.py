@@ -7,11 +7,12 @@ import json
 
 import numpy as np
 
+from garen_infer.configuration.run_config import RunConfig
 from garen_infer.index.folder import IndexFolder
 from garen_infer.llm.cache import ResponseCache
 from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 from garen_infer.llm.vector_cache import VectorCache, attach
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.session import execute
 
 EMBEDDING_ROLES = {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}}
 

@@ -41,4 +41,11 @@ def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str
     if qrels is not None:
         doc_ids = {d.id for d in docs} if documents else None
         judgements = read_qrels_tsv(Path(qrels), doc_ids, {q.id for q in query_list})
-    return Dataset(corpus.stem, docs, query_list, judgements)
+    return Dataset(jsonl_name(corpus), docs, query_list, judgements)
+
+
+def jsonl_name(corpus: Path) -> str:
+    """``<folder>/<file stem>`` of the corpus file (``scifact/corpus``): two datasets whose corpus files share a
+    name (``corpus.jsonl``) are told apart in run folders and reports."""
+    folder = corpus.resolve().parent.name
+    return f"{folder}/{corpus.stem}" if folder else corpus.stem

@@ -46,10 +46,18 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
-                raise DataError(path, f"not valid JSON ({err.msg})", line_no) from None
+                raise DataError(path, f"not valid JSON ({json_problem(err)})", line_no) from None
             if not isinstance(obj, dict):
                 raise DataError(path, "expected a JSON object", line_no)
             yield line_no, obj
+
+
+def json_problem(err: json.JSONDecodeError) -> str:
+    """The decoder's whole message with its column, and what to do where a raw control character is the cause."""
+    problem = f"{err.msg.removesuffix(' at')} at column {err.colno}"  # "Invalid control character at"
+    if err.msg.startswith("Invalid control character"):
+        problem += ": a raw tab or line break inside a string; write it as \\t or \\n"
+    return problem
 
 
 def require_text(obj: dict, key: str, path: Path, line: int, *, allow_empty: bool = False) -> str:

@@ -91,7 +91,8 @@ class IndexFolder:
             raise GarenError(
                 f"{self.path}: this index was built for corpus '{corpus['name']}' ({corpus['doc_count']} documents, "
                 f"{corpus['fingerprint']}), not for '{dataset.name}' ({len(dataset.documents)} documents, "
-                f"{dataset.fingerprint()}); build an index for this dataset with 'garen-infer index'"
+                f"{dataset.fingerprint()}); index this dataset into another folder ('garen-infer index --out "
+                f"<a new folder>'), or replace this index with 'garen-infer index --force'"
             )
         if self.doc_ids != dataset.doc_ids:  # every stage's rows follow this order: swapped ids swap documents
             raise GarenError(f"{self.path / DOC_IDS}: the document ids are not the corpus's, in its order; {REBUILD}")

@@ -355,8 +355,6 @@ def build_roles(models: dict, doc_texts: list[str], index: EmbeddedCorpus | None
     scorer. ``dataset_name`` tells a prompt that needs it which BRIGHT task it ranks for. ``dataset``: only the
     ``oracle`` backend reads it (a simulation from its judgments, llm/oracle.py)."""
     backends: dict[str, object] = {}
-    if index is not None and cache is not None:
-        index.cache_vectors_in(cache)
 
     def backend_for(spec: dict):
         backend_spec = {k: v for k, v in spec.items() if k not in ROLE_KEYS}
@@ -394,13 +392,16 @@ def build_roles(models: dict, doc_texts: list[str], index: EmbeddedCorpus | None
                 roles.agent = LLMToolChat(backend_for(spec), _sampling(spec))
         else:
             roles.scorers[role] = build_scorer(spec, doc_texts, index, backend_for, role)
-    cache_own_vectors(roles, cache)
+    cache_vectors(roles, index, cache)
     return roles
 
 
-def cache_own_vectors(roles: Roles, cache) -> None:
-    """The vectors of a role's own embedding model (not the index's) go to the response cache too."""
+def cache_vectors(roles: Roles, index, cache) -> None:
+    """The query and text vectors of the index's embedding model, and of a role's own, go to the response cache."""
     from garen_infer.llm.vector_cache import attach
+
+    if index is not None and cache is not None:
+        index.cache_vectors_in(cache)
 
     for scorer in [*roles.scorers.values(), getattr(roles.reranker, "scorer", None)]:
         embedder = getattr(scorer, "embedder", None)
