@@ -55,7 +55,9 @@ def served_models(url: str, timeout: float = 5.0) -> list[str] | None:
             listed = json.loads(answer.read())
     except (OSError, ValueError):
         return None
-    return [m.get("id") for m in listed.get("data", []) if isinstance(m, dict)] if isinstance(listed, dict) else []
+    if not isinstance(listed, dict):
+        return []
+    return [m["id"] for m in listed.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
 
 def listening_sockets(port: int) -> set[str]:
