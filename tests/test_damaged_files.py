@@ -24,7 +24,8 @@ from garen_infer.data.validate import read_jsonl, read_text
 from garen_infer.errors import DataError, GarenError, storage_refusal
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.grouping.groups_format import Groups, write_groups
-from garen_infer.running.runner import RunConfig, execute
+from garen_infer.running.runner import RunConfig
+from garen_infer.running.session import execute
 from garen_infer.storage.append_log import read_finished
 from garen_infer.storage.trec import read_run
 

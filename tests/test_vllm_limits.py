@@ -115,7 +115,8 @@ class Engine:
 def test_each_run_records_what_its_engines_started_with_and_warns_once_about_requests_in_flight(
         tiny_dataset, tiny_index, tmp_path):
     from garen_infer.llm.roles import EmbeddingReranker, Roles
-    from garen_infer.running.runner import RunConfig, execute
+    from garen_infer.running.runner import RunConfig
+    from garen_infer.running.session import execute
 
     reranker = EmbeddingReranker(tiny_index.embedder, tiny_index.embeddings)
     reranker.name, reranker.backend = "embedding", SimpleNamespace(backend=Engine())  # as a cached vLLM backend
