@@ -8,6 +8,7 @@ this table and checks every import, ``TYPE_CHECKING`` ones included. Bottom to t
 
     errors: the one exception type every refusal raises
     settings: typed fields, every configuration is checked against them
+    shipped: where the package's own presets and checkpoints lie, whatever the working folder
     data: corpora, queries, judgments and their loaders
     storage: atomic writes, append logs, writer locks, folder kinds, TREC files
     llm: models by role: backends, encoders, prompts, answer parsing, cache, ledger

@@ -107,14 +107,14 @@ class CheckFailed(Exception):
 def yes_no_drift(device: str, sizes: Sizes) -> dict:
     import torch
 
-    from garen_infer.llm.backends.yes_no_scoring import yes_no_logits, yes_probability
+    from garen_infer.llm.backends.yes_no_scoring import yes_no_logits, yes_probabilities
 
     net = random_model(sizes.config(RERANKER), device, torch.float32)
     ids, mask = random_prompts(sizes.drift_prompts, sizes.prompt_tokens, net.config.vocab_size, device)
     with torch.no_grad():
-        p32 = yes_probability(yes_no_logits(net, ids, mask, YES % net.config.vocab_size, NO % net.config.vocab_size))
+        p32 = yes_probabilities(yes_no_logits(net, ids, mask, YES % net.config.vocab_size, NO % net.config.vocab_size))
         net.to(torch.bfloat16)
-        p16 = yes_probability(yes_no_logits(net, ids, mask, YES % net.config.vocab_size, NO % net.config.vocab_size))
+        p16 = yes_probabilities(yes_no_logits(net, ids, mask, YES % net.config.vocab_size, NO % net.config.vocab_size))
     drift = float((p32 - p16).abs().max())
     figures = {"layers": net.config.num_hidden_layers, "prompts": len(ids), "prompt_tokens": sizes.prompt_tokens,
                "max_dp_yes": round(drift, 5)}

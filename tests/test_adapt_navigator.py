@@ -96,7 +96,9 @@ def test_the_lora_recipe_rehearses_on_synthetic_pairs(synthetic_pairs, tiny_mode
 
 def test_the_cpu_adapted_preset_is_cpu_default_with_the_adapted_navigator():
     adapted, default = load_preset("cpu-adapted"), load_preset("cpu-default")
-    assert adapted["models"]["navigator"] == {"backend": "embedding", "model": "checkpoints/cpu-adapted"}
+    from garen_infer.shipped import PROJECT_ROOT
+
+    assert adapted["models"]["navigator"] == {"backend": "embedding", "model": str(PROJECT_ROOT / "checkpoints/cpu-adapted")}
     assert {k: v for k, v in adapted.items() if k != "models"} == {k: v for k, v in default.items() if k != "models"}
     assert adapted["models"]["reranker"] == default["models"]["reranker"]
     assert yaml.safe_load(open("configs/train/cpu-navigator.yaml"))["model"]["class_path"].endswith("BiEncoderScorer")

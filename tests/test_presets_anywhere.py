@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from garen_infer.configuration.presets import CONFIG_DIR, load_preset, preset_path
-from garen_infer.configuration.shipped_paths import PROJECT_ROOT
 from garen_infer.errors import GarenError
 from garen_infer.llm.roles import build_roles
+from garen_infer.shipped import PROJECT_ROOT
 
 SHIPPED = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
 

@@ -23,7 +23,10 @@ def garen() -> RunConfig:
 
 def test_a_rerun_into_a_new_folder_makes_no_model_call(tiny_dataset, full_index, tmp_path):
     cache = tmp_path / "c.sqlite"
-    first = execute(tiny_dataset, full_index, garen(), tmp_path / "a", cache=ResponseCache(cache), log=lambda *_: None)
+    # each run opens the index afresh, as a new process does: the shared fixture's models may hold vectors that
+    # other tests encoded, and a run that needed no encoding would write nothing to the cache
+    first_process = IndexFolder.open(full_index.path, tiny_dataset)
+    first = execute(tiny_dataset, first_process, garen(), tmp_path / "a", cache=ResponseCache(cache), log=lambda *_: None)
     fresh_process = IndexFolder.open(full_index.path, tiny_dataset)  # its embedder has encoded nothing yet
     second = execute(tiny_dataset, fresh_process, garen(), tmp_path / "b", cache=ResponseCache(cache), log=lambda *_: None)
     assert first["mean_model_calls"] > 0

@@ -5,7 +5,6 @@ checked field by field (``garen_infer/settings.py``) as it loads, before any dat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -14,10 +13,8 @@ from garen_infer.configuration.run_config import RUN_SECTION, RunConfig
 from garen_infer.configuration.safe_yaml import load_yaml
 from garen_infer.configuration.shards import parse_shard
 from garen_infer.errors import GarenError
+from garen_infer.shipped import CONFIG_DIR, anchor_checkpoints, is_shipped
 
-PACKAGE = Path(str(resources.files("garen_infer"))).resolve()  # the package folder, wherever this module sits in it
-PACKAGED_PRESETS = PACKAGE / "configs"  # an installed wheel: copied there at build time (setup.py)
-CONFIG_DIR = PACKAGED_PRESETS if PACKAGED_PRESETS.is_dir() else PACKAGE.parent / "configs"  # a checkout
 DEFAULT_PRESET = "cpu-default"
 
 
@@ -68,9 +65,7 @@ def read_preset(path: Path, extended_by: tuple[Path, ...] = ()) -> dict:
     """A preset file with what it ``extends`` filled in: ``extends: cpu-default`` (a preset name, or a path
     relative to the file) starts from that preset, and this file's keys replace its keys, mapping by mapping,
     except that a model role (``models.<role>``) is replaced whole: its fields belong to one backend. A shipped
-    preset's checkpoints are found beside the package, not in the working folder (``shipped_paths``)."""
-    from garen_infer.configuration.shipped_paths import anchor_checkpoints, is_shipped
-
+    preset's checkpoints are found beside the package, not in the working folder (``garen_infer/shipped.py``)."""
     preset = read_yaml_mapping(path)
     if is_shipped(path):
         preset = anchor_checkpoints(preset)

@@ -237,7 +237,7 @@ class IndexFolder:
 
     def require(self, stage: str, why: str) -> dict:
         if not self.has(stage):
-            from garen_infer.configuration.shipped_paths import presets_with_stage
+            from garen_infer.shipped import presets_with_stage
 
             having = presets_with_stage(stage)
             example = f"e.g. 'garen-infer index --preset {having[0]}'" if having else f"one whose index section has {stage}"

@@ -305,8 +305,8 @@ def own_embedder(model: str, index: EmbeddedCorpus | None):
     """An embedding model of the role's own, not the index's (a bi-encoder ``garen-train export`` wrote, or any
     sentence-transformers model): it encodes the query and every text it scores, so the index's document vectors
     are not used. An export is encoded at the max length and with the query prompt it was trained with."""
-    from garen_infer.configuration.shipped_paths import missing_checkpoint_advice
     from garen_infer.llm.embeddings import Embedder, EmbeddingParams
+    from garen_infer.shipped import missing_checkpoint_advice
 
     advice = missing_checkpoint_advice(model)
     if advice:

@@ -7,10 +7,14 @@ in the package, so a missing one is reported with the command that builds it."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
-from garen_infer.configuration.presets import CONFIG_DIR
+import yaml
 
+PACKAGE = Path(str(resources.files("garen_infer"))).resolve()  # the package folder, wherever this module sits in it
+PACKAGED_PRESETS = PACKAGE / "configs"  # an installed wheel: copied there at build time (setup.py)
+CONFIG_DIR = PACKAGED_PRESETS if PACKAGED_PRESETS.is_dir() else PACKAGE.parent / "configs"  # a checkout
 PROJECT_ROOT = CONFIG_DIR.parent  # a checkout: its top folder; a wheel: the garen_infer package folder
 CHECKPOINTS = "checkpoints/"
 
@@ -46,8 +50,17 @@ def missing_checkpoint_advice(model: str) -> str | None:
 
 def presets_with_stage(stage: str) -> list[str]:
     """The shipped presets whose index builds ``stage``, cpu presets first (they run anywhere)."""
-    from garen_infer.configuration.presets import read_preset
-
     names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-    having = [name for name in names if stage in (read_preset(CONFIG_DIR / f"{name}.yaml").get("index") or {})]
+    having = [name for name in names if stage in _index_section(name)]
     return sorted(having, key=lambda name: not name.startswith("cpu") and not name.endswith("-cpu"))
+
+
+def _index_section(name: str, seen: tuple[str, ...] = ()) -> dict:
+    """A shipped preset's ``index`` section with what it ``extends`` filled in (shipped files: plain YAML)."""
+    path = CONFIG_DIR / f"{name}.yaml"
+    preset = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() and name not in seen else None
+    if not isinstance(preset, dict):
+        return {}
+    base = preset.get("extends")
+    inherited = _index_section(base, (*seen, name)) if isinstance(base, str) else {}
+    return {**inherited, **(preset.get("index") or {})}
