@@ -7,7 +7,7 @@ navigators ``minilm`` (cpu-default's cosine on the group summaries), ``connectiv
 ``best-member`` (no summary: max cosine between the query and a group's members, from the index's embeddings),
 ``simulated`` (the oracle navigator at the reranker's sigma and noise) and, with ``--fitted``, a navigator export;
 rules ``fixed``, ``adaptive``, ``adaptive-scores`` (the adaptive scores with the fixed switch) and
-``adaptive-l0.5`` (adaptive, navigator prior weight 0.5 while its reliability is unknown). It prints nDCG@10, R@100,
+``adaptive-l0.25`` (adaptive, evidence weight 0.75 rather than 0.5 while the navigator's reliability is unknown). It prints nDCG@10, R@100,
 the share of the nDCG@10 gap (minilm fixed -> simulated fixed) each run recovers, the paired test of each rule
 against the same navigator's fixed rule (randomisation test, garen_infer/report/significance.py), the mean
 navigator reliability (Spearman rho, per query) and the wall seconds per query.
@@ -31,7 +31,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 MEASURES = ("nDCG@10", "R@100")
 RULES = {"fixed": {}, "adaptive": {"switch_rule": "adaptive"}, "adaptive-scores": {"switch_rule": "adaptive-scores"},
-         "adaptive-l0.5": {"switch_rule": "adaptive", "adaptive_prior_min": 0.5}}
+         "adaptive-l0.25": {"switch_rule": "adaptive", "adaptive_prior_min": 0.25}}
 NAVIGATORS = ("minilm", "connectivity", "best-member", "simulated", "fitted")
 
 

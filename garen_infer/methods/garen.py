@@ -52,10 +52,11 @@ class GarenConfig:
     navigator: Literal["model", "connectivity", "best-member"] = "model"  # connectivity: the no-model heuristic of
     #   sec. 6.4; best-member: no summary, a group scores max over its members d of cos(q, d) (index embeddings)
     switch_rule: Literal["fixed", "adaptive", "adaptive-scores"] = "fixed"  # fixed: tau_switch and the navigator's
-    #   scores (the paper). adaptive: score(g) = lambda_t P(g) + (1 - lambda_t) V(g), lambda_t = l0 + (1 - l0)
-    #   max(0, rho_t) m_t / (m_t + 5), exploit once the best group's reranked member reached its window's top quarter
-    #   (methods/garen_adaptive.py); adaptive-scores: that score with the fixed switch
-    adaptive_prior_min: Probability = 0.25  # l0: the navigator prior's weight while its reliability is unknown
+    #   scores (the paper). adaptive: score(g) = P(g) + (1 - l0)(1 - r_t) H(g), P the navigator's percentile, H the
+    #   reciprocal-rank evidence of the reranked window's top 3 in or next to g, r_t = max(0, rho_t) m_t / (m_t + 5);
+    #   exploit after tau_switch or once the best group holds a top-3 document (methods/garen_adaptive.py);
+    #   adaptive-scores: that score with the fixed switch
+    adaptive_prior_min: Probability = 0.5  # l0: 1 - l0 is the evidence's weight while the navigator's reliability is unknown
     expansion_unit: Literal["group", "document"] = "group"  # document: the navigator scores neighbouring documents (sec. 6.2)
     groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
     propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
@@ -135,7 +136,7 @@ class Garen(Method):
             if c.switch_rule == "fixed":
                 ranked_groups = sorted(eligible, key=lambda g: -scores[g])  # stable: ties keep candidate order
             else:
-                ranked_groups, explore = self.adaptive_order(t, eligible, scores, evidence, reliability, reranked, explore)
+                ranked_groups, explore = self.adaptive_order(t, eligible, scores, evidence, reliability, explore)
             room = min(c.window - c.keep, state.budget - len(observed))
             sources: list[int] = []  # the group each expanded document came from
             expansion = self.expand(ranked_groups, observed, state, room, explore, sources)
@@ -154,15 +155,14 @@ class Garen(Method):
         state.trace["selected_groups"] = sorted({g for step in trace for g in step["selected"]})
         return self.propagate(ranking) if c.propagation else ranking
 
-    def adaptive_order(self, t, eligible, scores, evidence, reliability, reranked, explore):
+    def adaptive_order(self, t, eligible, scores, evidence, reliability, explore):
         """The groups in the order of the adaptive score, and whether to explore (garen_adaptive.py)."""
         c = self.config
-        weight = c.adaptive_prior_min + (1.0 - c.adaptive_prior_min) * adaptive.shrunk_reliability(reliability)
-        edges = evidence.weighted_edges(reranked, self.graph)
-        mixed = adaptive.adaptive_scores(eligible, scores, evidence, edges, weight)
-        ranked_groups = sorted(eligible, key=lambda g: -mixed[g])
+        beta = (1.0 - c.adaptive_prior_min) * (1.0 - adaptive.shrunk_reliability(reliability))
+        mixed = adaptive.adaptive_scores(eligible, scores, evidence.top_evidence(self.graph), beta)
+        ranked_groups = sorted(eligible, key=lambda g: -mixed[g])  # stable: ties keep candidate order
         if c.switch_rule == "adaptive" and c.strategy == "explore-then-exploit":
-            explore = not adaptive.exploit_now(t, ranked_groups[0] if ranked_groups else None, evidence)
+            explore = not adaptive.exploit_now(t, c.tau_switch, ranked_groups[0] if ranked_groups else None, evidence)
         return ranked_groups, explore
 
     def best_member(self, state: QueryState, groups: list[int]) -> list[float]:

@@ -1,8 +1,10 @@
 """What GAREN learns about its navigator within one query, from the reranker's judgments it already paid for.
 
-Evidence of a document. Each reranked window orders its documents; a document's evidence is its position in the
-latest window that held it, e(d) = 1 - pos / (n - 1) (1 = first of n, 0 = last). A document kept for the next
-window is reranked again, so its evidence follows the reranker's latest view.
+Evidence of a document. Each reranked window orders its documents; a document's evidence is the reciprocal of
+its position in the latest window that held it, e(d) = 1 / pos (1 = first). Only the top of a reranked window
+says much: below its few relevant documents a reranker orders the rest by noise, so the evidence falls off as
+fast as reciprocal rank. A document kept for the next window is reranked again: its evidence follows the
+reranker's latest view.
 
 Evidence of a group. E(g) = max of e(d) over its reranked members: a group is as promising as its best member,
 the rule by which the navigator's training labels a group positive (it holds a relevant document).
@@ -12,19 +14,25 @@ a reranked member, between the navigator's scores and E(g); None below MIN_GROUP
 because GAREN reads only the order of the navigator's scores (it sorts groups by them) and the scores of
 navigators differ in scale (a cosine, a P(yes), an edge count); a calibration curve would need a scale.
 
-The adaptive rule (``switch_rule: adaptive``), with m_t the number of groups behind rho_t:
+The trace also records q_t, the navigator's percentile of the groups holding the reranker's top documents
+(weights e(d)): most groups hold no relevant document and the reranker orders those by noise, which pulls rho_t
+down even for an accurate navigator, and q_t looks only where the reranker is sure. (Read by the rule in place of
+rho_t, as r_t = max(0, 2 q_t - 1), it did worse on SciFact's train queries: docs/design/garen.md.)
+
+The adaptive rule (``switch_rule: adaptive``), with m_t the number of groups behind rho_t and T the top TOP
+documents of the latest reranked window:
 
     r_t      = max(0, rho_t) * m_t / (m_t + M0)                  the reliability, shrunk while the evidence is thin
-    lambda_t = l0 + (1 - l0) * r_t                                how far the navigator's prior is trusted (l0:
-                                                                  adaptive_prior_min, 0.25)
-    score(g) = lambda_t * P(g) + (1 - lambda_t) * V(g)
-      P(g)   = the percentile of g's navigator score among the groups scored so far for the query
-      V(g)   = E(g) if a member of g has been reranked, else the percentile of C(g), the reranker-weighted edges
-               C(g) = sum over window documents d of e(d) * |N_k(d) in g|   (the cluster hypothesis: the neighbours
-               of documents the reranker put on top are the likeliest relevant)
-    exploit at t  iff  t > 1 and E(g*) >= CONFIRMED for g* = argmax score(g)   (a member of the best group reached
-               the top of its window: evidence has accumulated; else keep exploring)
+    beta_t   = (1 - l0) * (1 - r_t)                               how much the reranker's evidence may move a group
+                                                                  (l0: adaptive_prior_min, 0.5)
+    score(g) = P(g) + beta_t * H(g)
+      P(g)   = the percentile of g's navigator score among the groups scored so far for the query (in [0, 1])
+      H(g)   = sum over d in T of e(d) * (1[g is a group of d] + |N_k(d) in g| / k)
+               (a group holding, or neighbouring, the documents the reranker put on top: the cluster hypothesis)
+    exploit at t  iff  t > tau_switch, or t > 1 and the best-scored group holds a document of T
 
+An accurate navigator (r_t near 1) keeps its order; a navigator the reranker contradicts hands the order to the
+groups around the reranker's best documents, and the search concentrates on a group once it has a member on top.
 No extra model call: e(d) comes from the reranking each iteration already makes, P(g) from the navigator's scores.
 """
 
@@ -32,9 +40,9 @@ from __future__ import annotations
 
 import numpy as np
 
-MIN_GROUPS = 3  # fewer groups with both a score and a reranked member give no correlation worth recording
 M0 = 5.0  # pseudo-count of the shrinkage: with 5 groups of evidence, half of rho_t is believed
-CONFIRMED = 0.75  # E(g) at or above this: a member of g was in the top quarter of its window
+MIN_GROUPS = 3  # fewer groups with both a score and a reranked member give no correlation worth recording
+TOP = 3  # the documents at the top of a reranked window whose groups and neighbours gain evidence
 
 
 def spearman(x: list[float], y: list[float]) -> float | None:
@@ -73,50 +81,60 @@ class GroupEvidence:
         self.doc_groups = doc_groups
         self.document: dict[int, float] = {}  # e(d)
         self.group: dict[int, float] = {}  # E(g)
+        self.top: list[int] = []  # T: the top of the latest reranked window
 
     def observe(self, reranked: list[int]) -> None:
-        last = max(len(reranked) - 1, 1)
         for pos, d in enumerate(reranked):
-            self.document[d] = 1.0 - pos / last
+            self.document[d] = 1.0 / (pos + 1)
+        self.top = list(reranked[:TOP])
         self.group = {}
         for d, e in self.document.items():
             for g in self.doc_groups[d]:
                 self.group[g] = max(self.group.get(g, 0.0), e)
 
     def reliability(self, navigator_scores: dict[int, float]) -> dict:
-        """rho_t and the number of groups m_t behind it (rho None when m_t < MIN_GROUPS or a side is constant)."""
+        """rho_t and the number of groups m_t behind it (rho None when m_t < MIN_GROUPS or a side is constant), and
+        q_t, the navigator's percentile of the groups holding the reranker's top (None when none was scored)."""
         both = [g for g in navigator_scores if g in self.group]
         rho = spearman([navigator_scores[g] for g in both], [self.group[g] for g in both]) if len(both) >= MIN_GROUPS else None
-        return {"rho": None if rho is None else round(rho, 4), "groups": len(both)}
+        prior = percentiles(navigator_scores)
+        weights = [(self.document[d], prior[g]) for d in self.top for g in self.doc_groups[d] if g in prior]
+        top = sum(w * p for w, p in weights) / sum(w for w, _ in weights) if weights else None
+        return {"rho": None if rho is None else round(rho, 4), "groups": len(both),
+                "top_percentile": None if top is None else round(top, 4)}
 
-    def weighted_edges(self, window: list[int], graph) -> dict[int, float]:
-        """C(g): the k-NN edges from the window into g, each weighted by its source's evidence e(d)."""
-        edges: dict[int, float] = {}
-        for d in window:
-            weight = self.document.get(d, 0.0)
-            for n in graph.of(d):
+    def top_evidence(self, graph) -> dict[int, float]:
+        """H(g) of the module docstring, for every group holding or neighbouring a document of T."""
+        bonus: dict[int, float] = {}
+        for d in self.top:
+            e, neighbours = self.document[d], graph.of(d)
+            for g in self.doc_groups[d]:
+                bonus[g] = bonus.get(g, 0.0) + e
+            for n in neighbours:
                 for g in self.doc_groups[n]:
-                    edges[g] = edges.get(g, 0.0) + weight
-        return edges
+                    bonus[g] = bonus.get(g, 0.0) + e / max(len(neighbours), 1)
+        return bonus
+
+    def holds_top(self, g: int) -> bool:
+        return any(g in self.doc_groups[d] for d in self.top)
 
 
 def shrunk_reliability(reliability: dict) -> float:
-    """r_t of the module docstring: lambda_t = l0 + (1 - l0) r_t."""
+    """r_t of the module docstring."""
     rho, m = reliability["rho"], reliability["groups"]
     return 0.0 if rho is None else max(0.0, rho) * m / (m + M0)
 
 
-def adaptive_scores(groups: list[int], navigator_scores: dict[int, float], evidence: GroupEvidence,
-                    edges: dict[int, float], weight: float) -> dict[int, float]:
+def adaptive_scores(groups: list[int], navigator_scores: dict[int, float], bonus: dict[int, float],
+                    beta: float) -> dict[int, float]:
     """score(g) of the module docstring for each of ``groups`` (all of them navigator-scored)."""
-    prior = percentiles({g: navigator_scores[g] for g in navigator_scores})
-    unexplored = percentiles({g: edges.get(g, 0.0) for g in groups if g not in evidence.group})
-    return {g: weight * prior[g] + (1.0 - weight) * evidence.group.get(g, unexplored.get(g, 0.0)) for g in groups}
+    prior = percentiles(navigator_scores)
+    return {g: prior[g] + beta * bonus.get(g, 0.0) for g in groups}
 
 
-def exploit_now(t: int, best_group: int | None, evidence: GroupEvidence) -> bool:
-    """The adaptive switch: exploit once a member of the best-scored group reached the top of its window."""
-    return t > 1 and best_group is not None and evidence.group.get(best_group, 0.0) >= CONFIRMED
+def exploit_now(t: int, tau_switch: int, best_group: int | None, evidence: GroupEvidence) -> bool:
+    """The adaptive switch: after tau_switch, or once the best-scored group holds one of the reranker's top."""
+    return t > tau_switch or (t > 1 and best_group is not None and evidence.holds_top(best_group))
 
 
 def summarize_reliability(records: list[dict]) -> dict:
