@@ -26,8 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parent.parent
 MEASURES = ("nDCG@10", "R@100")
 RULES = {"fixed": {}, "adaptive": {"switch_rule": "adaptive"}, "adaptive-scores": {"switch_rule": "adaptive-scores"},
