@@ -29,7 +29,13 @@ from garen_infer.running.runner import run_queries
 from garen_infer.storage.writer_lock import writer_lock
 from garen_train.mining import guard
 from garen_train.mining.folder import write_mined
-from garen_train.mining.pairs import NegativeSampling, document_pairs, group_pairs
+from garen_train.mining.pairs import (
+    NegativeSampling,
+    document_pairs,
+    group_pairs,
+    reranker_document_pairs,
+    reranker_group_pairs,
+)
 from garen_train.mining.replay import replay_garen
 
 
@@ -69,6 +75,11 @@ def add_traversal_options(parser: argparse.ArgumentParser) -> None:
     negatives.add_argument("--negative-sampling", choices=("top", "random"), default=defaults.strategy, help="the top-ranked candidates, or a seeded sample")
     negatives.add_argument("--seed", type=int, default=defaults.seed)
 
+    parser.add_argument("--labels", choices=("qrels", "reranker"), default="qrels",
+                        help="qrels (default): a group is positive when it holds a judged-relevant document; reranker: "
+                             "when one of its documents reached the top --reranker-top of GAREN's final ranking, negative "
+                             "when its documents were reranked and fell (no judgment read: queries without qrels can be mined)")
+    parser.add_argument("--reranker-top", type=int, default=10, help="with --labels reranker: the top that counts as positive (default 10)")
     parser.add_argument("--scores", choices=("all", "groups", "none"), default="all",
                         help="record the preset navigator's P(yes) for group lines and document lines (all), groups only, or none")
     parser.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
@@ -90,8 +101,8 @@ def mine(args: argparse.Namespace, started: float) -> int:
     negatives = NegativeSampling(args.negatives, args.negative_depth, args.negative_skip, args.negative_sampling, args.seed)
     preset = load_preset(args.preset, args.overrides)
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
-    if not dataset.qrels:
-        raise GarenError(f"{args.dataset}: has no relevance judgements; mining needs a split with qrels")
+    if not dataset.qrels and args.labels == "qrels":
+        raise GarenError(f"{args.dataset}: has no relevance judgements; mine it with --labels reranker, or give a split with qrels")
     dataset, guarded = guarded_dataset(dataset, args)
     index = IndexFolder.open(args.index, dataset)
     pairs = mine_pairs(dataset, index, preset, args, negatives)
@@ -122,7 +133,9 @@ class LabelledTraversal:
         fields["index"] = {"path": str(index.path), "corpus": index.manifest["corpus"], "stages": traversal.saved_config["index_stages"]}
         fields["preset"] = {"name": args.preset, "overrides": args.overrides}
         fields["traversal"] = {"folder": "traversal", "config": traversal.saved_config, "metrics": traversal.metrics}
-        fields["mining"] = {"negatives": asdict(negatives), "scores": args.scores,
+        labels = {"labels": args.labels, **({"reranker_top": args.reranker_top, "reranker": traversal.config.models.get("reranker")}
+                                            if args.labels == "reranker" else {})}
+        fields["mining"] = {**labels, "negatives": asdict(negatives), "scores": args.scores,
                             "score_model": traversal.config.models.get("navigator") if args.scores != "none" else None}
         fields["counts"] = count_pairs(self.groups, self.documents, self.in_first_window)
         fields["seconds"] = {**self.seconds, "total": round(time.perf_counter() - started, 2)}
@@ -143,7 +156,10 @@ def mine_pairs(dataset: Dataset, index: IndexFolder, preset: dict, args: argpars
     start = time.perf_counter()
     rankings = first_stage(index, [q.text for q in queries], traversal.config.first_stage)
     first_stage_seconds = time.perf_counter() - start
-    groups, documents, initial_gold = label_queries(dataset, queries, rankings, traversal, negatives)
+    if args.labels == "reranker":
+        groups, documents, initial_gold = label_by_reranker(queries, out / "traversal", traversal, args.reranker_top, dataset)
+    else:
+        groups, documents, initial_gold = label_queries(dataset, queries, rankings, traversal, negatives)
     in_first_window = sum(g["item"] in initial_gold.get(g["qid"], set()) for g in groups if g["provenance"] == "unreached_gold")
 
     start = time.perf_counter()
@@ -208,6 +224,23 @@ def label_queries(dataset: Dataset, queries: list[Query], rankings: list[list[in
         documents += document_pairs(query, judgments, ranking, dataset.documents, dataset.doc_index, negatives)
         initial_gold[query.id] = {str(method.doc_group[r]) for r in ranking[: method.config.window] if r in gold}
     return groups, documents, initial_gold
+
+
+def label_by_reranker(queries: list[Query], folder: Path, traversal, top: int, dataset: Dataset):
+    """Group and document lines labelled by the reranker's final ranking of each query (pairs.py), no judgment read."""
+    from garen_infer.storage.trec import read_run
+
+    if top < 1:
+        raise GarenError(f"--reranker-top {top}: need at least 1")
+    run, method = read_run(folder / "run.trec"), traversal.method
+    groups, documents = [], []
+    for query in queries:
+        ranked = sorted(run.get(query.id, {}).items(), key=lambda item: -item[1])
+        ranking = [dataset.doc_index[d] for d, _ in ranked if d in dataset.doc_index]
+        iterations = traversal.records[query.id]["trace"].get("iterations", [])
+        groups += reranker_group_pairs(query, iterations, ranking, top, method.doc_groups, method.texts)
+        documents += reranker_document_pairs(query, ranking, top, dataset.documents)
+    return groups, documents, {}
 
 
 def score_lines(navigator, lines: list[dict]) -> None:

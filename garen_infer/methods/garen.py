@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from garen_infer.llm.requests import Rerank, ScoreYesNo
+from garen_infer.methods import garen_adaptive as adaptive
 from garen_infer.methods.base import Method, QueryState, Search
 from garen_infer.settings import AtLeast, Below, Count, NonNegative, NonNegativeFloat, Probability
 
@@ -48,7 +49,14 @@ class GarenConfig:
     #   window size x #edges = 20 x 16 = 320 documents" per step)
     tau_switch: NonNegative = 4  # iteration that ends exploration (sec. 5, App. D)
     strategy: Literal["explore-then-exploit", "explore", "exploit"] = "explore-then-exploit"  # Table 3 ablations
-    navigator: Literal["model", "connectivity"] = "model"  # connectivity: the no-model heuristic of sec. 6.4
+    navigator: Literal["model", "connectivity", "best-member"] = "model"  # connectivity: the no-model heuristic of
+    #   sec. 6.4; best-member: no summary, a group scores max over its members d of cos(q, d) (index embeddings)
+    switch_rule: Literal["fixed", "adaptive", "adaptive-scores"] = "fixed"  # fixed: tau_switch and the navigator's
+    #   scores (the paper). adaptive: score(g) = P(g) + (1 - l0)(1 - r_t) H(g), P the navigator's percentile, H the
+    #   reciprocal-rank evidence of the reranked window's top 3 in or next to g, r_t = max(0, rho_t) m_t / (m_t + 5);
+    #   exploit after tau_switch or once the best group holds a top-3 document (methods/garen_adaptive.py);
+    #   adaptive-scores: that score with the fixed switch
+    adaptive_prior_min: Probability = 0.5  # l0: 1 - l0 is the evidence's weight while the navigator's reliability is unknown
     expansion_unit: Literal["group", "document"] = "group"  # document: the navigator scores neighbouring documents (sec. 6.2)
     groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
     propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
@@ -78,11 +86,12 @@ class Garen(Method):
 
     @classmethod
     def stages_for(cls, config: GarenConfig) -> tuple[str, ...]:
-        return ("bm25", "knn_graph", config.groups)
+        extra = ("embeddings",) if config.navigator == "best-member" else ()
+        return ("bm25", "knn_graph", config.groups, *extra)
 
     @classmethod
     def roles_for(cls, config: GarenConfig) -> tuple[str, ...]:
-        return ("reranker",) if config.navigator == "connectivity" else cls.roles
+        return cls.roles if config.navigator == "model" else ("reranker",)
 
     @classmethod
     def settle(cls, config: GarenConfig, models: dict) -> GarenConfig:
@@ -100,6 +109,7 @@ class Garen(Method):
         observed, dropped = set(window), []  # dropped: reranked documents that left the window, latest first
         scores: dict[int, float] = {}  # Pi_q: the navigator's score cache for this query
         trace = state.trace.setdefault("iterations", [])
+        evidence = adaptive.GroupEvidence(self.doc_groups)  # the reranker's view of the groups, for reliability
         for t in range(1, iterations + 1):
             if not window:  # the first stage found nothing and no group was reachable
                 reranked = []
@@ -112,13 +122,21 @@ class Garen(Method):
             if c.navigator == "connectivity":
                 reranked = yield Rerank(tuple(window))
                 scores = self.connectivity(window, candidates)
+            elif c.navigator == "best-member":
+                reranked = yield Rerank(tuple(window))
+                scores.update(zip(to_score, self.best_member(state, to_score)))
             else:
                 navigate = ScoreYesNo(tuple(self.texts[g] for g in to_score), rows=tuple(tuple(self.members[g]) for g in to_score))
                 reranked, new_scores = yield (Rerank(tuple(window)), navigate)
                 scores.update(zip(to_score, new_scores))
+            evidence.observe(reranked)
+            reliability = evidence.reliability(scores)
             eligible = [g for g in dict.fromkeys([*candidates, *to_score]) if g in scores]
-            ranked_groups = sorted(eligible, key=lambda g: -scores[g])  # stable: ties keep candidate order
             explore = c.strategy == "explore" or (c.strategy == "explore-then-exploit" and t <= c.tau_switch)
+            if c.switch_rule == "fixed":
+                ranked_groups = sorted(eligible, key=lambda g: -scores[g])  # stable: ties keep candidate order
+            else:
+                ranked_groups, explore = self.adaptive_order(t, eligible, scores, evidence, reliability, explore)
             room = min(c.window - c.keep, state.budget - len(observed))
             sources: list[int] = []  # the group each expanded document came from
             expansion = self.expand(ranked_groups, observed, state, room, explore, sources)
@@ -128,12 +146,32 @@ class Garen(Method):
             observed.update(expansion + filled)
             dropped = reranked[c.keep :] + dropped  # later windows' losers first, each in reranked order
             trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)),
-                          "explore": explore, "filled_from_first_stage": len(filled)})
+                          "explore": explore, "filled_from_first_stage": len(filled), "navigator_reliability": reliability})
             window = reranked[: c.keep] + expansion + filled
+        evidence.observe(list(reranked))
+        state.trace["navigator_reliability"] = evidence.reliability(scores)  # the query's figure, all evidence in
         ranking = list(reranked) + [d for d in dropped if d not in reranked]
         state.trace["scored_groups"] = sorted({g for step in trace for g in step["scored"]} | set(scores))
         state.trace["selected_groups"] = sorted({g for step in trace for g in step["selected"]})
         return self.propagate(ranking) if c.propagation else ranking
+
+    def adaptive_order(self, t, eligible, scores, evidence, reliability, explore):
+        """The groups in the order of the adaptive score, and whether to explore (garen_adaptive.py)."""
+        c = self.config
+        beta = (1.0 - c.adaptive_prior_min) * (1.0 - adaptive.shrunk_reliability(reliability))
+        mixed = adaptive.adaptive_scores(eligible, scores, evidence.top_evidence(self.graph), beta)
+        ranked_groups = sorted(eligible, key=lambda g: -mixed[g])  # stable: ties keep candidate order
+        if c.switch_rule == "adaptive" and c.strategy == "explore-then-exploit":
+            explore = not adaptive.exploit_now(t, c.tau_switch, ranked_groups[0] if ranked_groups else None, evidence)
+        return ranked_groups, explore
+
+    def best_member(self, state: QueryState, groups: list[int]) -> list[float]:
+        """The summary-free navigator: max over a group's members of cos(query, member), from the index's
+        embeddings (the query is encoded once per query by the index's embedder)."""
+        if "_query_vector" not in state.__dict__:
+            state.__dict__["_query_vector"] = self.index.embedder.query_vectors([state.query.text])[0]
+        vectors, query = self.index.embeddings, state.__dict__["_query_vector"]
+        return [float(max(vectors[list(self.members[g])] @ query)) for g in groups]
 
     # ---- diagnostics, after the query finished (never seen by the search) -------------------------------------
     def diagnose(self, state: QueryState, gold_rows: set[int]) -> None:
@@ -147,7 +185,7 @@ class Garen(Method):
     def summarize(records: list[dict]) -> dict:
         from garen_infer.methods.garen_diagnostics import summarize
 
-        return summarize(records)
+        return {**summarize(records), **adaptive.summarize_reliability(records)}
 
     # ---- App. E: candidates, votes, budget allocation -----------------------------------------------------------
     def candidate_groups(self, window: list[int]) -> tuple[list[int], dict[int, int]]:

@@ -13,7 +13,8 @@ Each JSONL line:
      "text": str            exactly what the scorer reads: the group's concept and summary as the navigator sees
                             them (``Groups.texts``), or ``Document.full_text``,
      "label": 0 | 1,
-     "provenance": "scored" | "unreached_gold" (groups), "judged" | "hard_negative" (documents),
+     "provenance": "scored" | "unreached_gold" (groups), "judged" | "hard_negative" (documents), "reranker" (either,
+     with --labels reranker),
      "iteration": int | null   GAREN iteration that scored the group,
      "rank": int | null        1-based first-stage rank of a document,
      "score": float | null     P(yes) of the navigator that mined it (null with --scores none)}

@@ -4,6 +4,12 @@ Groups (the navigator's training pairs): every group GAREN asked the navigator t
 labelled 1 when the group holds a gold document (qrels relevance > 0); then every gold group the traversal never
 scored, labelled 1 with provenance ``unreached_gold`` (the App. C.3 cases: the navigator never had a chance).
 
+With ``--labels reranker`` no judgment is read: the labels are the reranker's, as GAREN's traversal made them.
+A group the navigator scored is positive when one of its documents reached the top ``top`` of the traversal's
+final ranking (the reranker's order of everything it saw), negative when its documents were reranked and none
+got there, and left out when none of its documents was reranked (nothing was learnt about it). Documents: the
+top ``top`` positive, the other reranked documents negative (provenance ``reranker``).
+
 Documents (a pointwise reranker's training pairs): every judged document (label 1 when relevance > 0, else 0),
 then hard negatives: unjudged documents of the first-stage ranking, never a query's excluded ids.
 """
@@ -71,3 +77,21 @@ def document_pairs(query: Query, judgments: dict[str, int], ranking: list[int], 
         chosen = candidates[: negatives.count]
     lines += [pair(query, "document", documents[r].id, documents[r].full_text, 0, "hard_negative", rank=rank[r]) for r in chosen]
     return lines
+
+
+def reranker_group_pairs(query: Query, iterations: list[dict], ranking: list[int], top: int, doc_groups, texts: list[str]) -> list[dict]:
+    """``ranking``: the traversal's final ranking (corpus rows, best first): what the reranker judged, in its order."""
+    winners = {g for r in ranking[:top] for g in doc_groups[r]}
+    judged = {g for r in ranking for g in doc_groups[r]}
+    lines, seen = [], set()
+    for step in iterations:
+        for g in step["scored"]:
+            if g not in seen and g in judged:
+                seen.add(g)
+                lines.append(pair(query, "group", str(g), texts[g], int(g in winners), "reranker", iteration=step["t"]))
+    return lines
+
+
+def reranker_document_pairs(query: Query, ranking: list[int], top: int, documents: list[Document]) -> list[dict]:
+    return [pair(query, "document", documents[r].id, documents[r].full_text, int(i < top), "reranker", rank=i + 1)
+            for i, r in enumerate(ranking)]
