@@ -85,7 +85,7 @@ class Bench:
         from garen_infer.configuration.presets import run_config_from
         from garen_infer.evaluation.evaluate import per_query
         from garen_infer.llm.roles import Roles
-        from garen_infer.running.runner import execute
+        from garen_infer.running.session import execute
         from garen_infer.storage.trec import read_run
 
         label, sigma, rho = reranker

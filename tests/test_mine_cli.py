@@ -201,7 +201,8 @@ def test_a_jsonl_test_split_is_refused_for_training(data, full_index, tmp_path, 
 def test_a_jsonl_train_split_is_guarded_against_the_test_qrels_beside_it(data, full_index, tmp_path, capsys):
     spec = f"jsonl:{data}/corpus.jsonl,{data}/queries.jsonl,{data}/qrels/train.tsv"
     assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(tmp_path / "out"), "--no-cache", *SMALL]) == 2
-    assert "queries of tiny/corpus are evaluation queries: 1 in evaluation split tiny/corpus (t3 (text of q4))" in one_error_line(capsys, "garen-train mine", alone=False)
+    said = one_error_line(capsys, "garen-train mine", alone=False)
+    assert "queries of tiny/corpus are evaluation queries: 1 in evaluation split tiny/corpus (t3 (text of q4))" in said
 
 
 @pytest.fixture(scope="module")
