@@ -3,7 +3,7 @@
 The packages are layers. A module imports modules of its own unit and of units on lower lines, never higher ones;
 units on one line stand side by side and import none of each other. A unit is a package (``running``), a root
 module (``errors``), or inside ``index/`` a sub-package (``index.tree``); ``index`` is index/'s own modules but for
-the folder that opens them all (``index.folder``: folder.py and __init__.py). ``tests/test_layering.py`` reads
+the folder that opens them all (``index.folder``: folder.py and __init__.py). ``tests/project/test_layering.py`` reads
 this table and checks every import, ``TYPE_CHECKING`` ones included. Bottom to top:
 
     errors: the one exception type every refusal raises

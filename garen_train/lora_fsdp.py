@@ -8,7 +8,7 @@ own, each decoder layer (the model's ``_no_split_modules``, e.g. Qwen3DecoderLay
 rest (embeddings, final norm, head), so every unit is uniform and a layer's full weights exist only while it runs.
 ``use_orig_params`` stays on: LoRA layers hold frozen and trainable parameters side by side.
 
-Checked on CPU (gloo): the policy's units and a training step (tests/test_train_distributed.py); a two-process CPU
+Checked on CPU (gloo): the policy's units and a training step (tests/train/test_train_distributed.py); a two-process CPU
 run trains, but CPU FSDP crashed while gathering the full checkpoint, and it has not run on GPUs yet.
 """
 

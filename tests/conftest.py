@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
+# The tests live in one folder per package; a test module may share its helpers with another folder's by module
+# name (``from test_garen import drive``), so every folder of tests is importable from every other.
+TEST_FOLDERS = sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir() and any(p.glob("test_*.py")))
+sys.path.extend(str(folder) for folder in TEST_FOLDERS if str(folder) not in sys.path)
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 # ---- the tiny corpus: three topics, four documents each -------------------------------------------------------

@@ -19,5 +19,5 @@ OTHER_MODEL = "other_model"  # the server says another model than the one asked 
 # answers that gave nothing usable: their share per role is what the end of a run warns about
 UNUSABLE = (UNREADABLE, THOUGHT_WITHOUT_ANSWER, NOT_A_NUMBER, CONTEXT_REFUSED)
 
-# kinds that only a server's answer produces, never a model's text: tests/test_openai_faults.py shows each one
+# kinds that only a server's answer produces, never a model's text: tests/llm/test_openai_faults.py shows each one
 SERVER_ONLY = (CONTEXT_REFUSED, OTHER_MODEL)

@@ -11,7 +11,7 @@ scorer whose answers can be computed by hand, and check the contract every metho
 The contract (``check_method_contract``), run through the real runner, scheduler and ledger on a dataset of
 yours: every query's reranked documents stay within the budget, ``run.trec``'s scores strictly decrease down
 each ranking with no document twice and no excluded id, and a second run writes the same ``run.trec`` byte
-for byte. ``tests/test_method_contract.py`` holds every registered method to it; a new method's test can too.
+for byte. ``tests/methods/test_method_contract.py`` holds every registered method to it; a new method's test can too.
 """
 
 from __future__ import annotations

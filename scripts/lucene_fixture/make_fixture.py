@@ -1,4 +1,4 @@
-"""Regenerate tests/data/lucene_english_tokens.json: Lucene's own tokens for a table of tricky strings, the
+"""Regenerate tests/fixtures/lucene_english_tokens.json: Lucene's own tokens for a table of tricky strings, the
 ground truth that garen_infer/index/lexical/lucene_analyzer.py is tested against.
 
 BRIGHT's BM25 tokenizes with pyserini's default analyzer (Anserini's DefaultEnglishAnalyzer: StandardTokenizer,

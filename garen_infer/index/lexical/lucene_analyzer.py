@@ -16,7 +16,7 @@ DefaultEnglishAnalyzer, i.e. Lucene's StandardTokenizer, EnglishPossessiveFilter
 - stop words, then ``porter.porter_stem`` (Lucene's Porter, which differs from Snowball's).
 
 Checked token for token against Lucene 9.9.1 (Anserini 0.24, the jar inside the pyserini 0.24.0 wheel) on the
-table of tricky strings in tests/data/lucene_english_tokens.json and on every document and query of SciFact,
+table of tricky strings in tests/fixtures/lucene_english_tokens.json and on every document and query of SciFact,
 Cranfield and the stdlib-docs demo corpus. Known gap: the ``regex`` module's Unicode version is newer than
 Lucene's, so characters assigned after Unicode 13 may be classed differently.
 """

@@ -6,7 +6,7 @@ Lucene ports Martin Porter's reference C implementation, which departs from the 
 - step 2 rewrites "-bli" to "-ble" where the paper has "-abli" -> "-able" ("incredibly" -> "incred");
 - step 2 also rewrites "-logi" to "-log" ("biology" -> "biolog", Snowball "biologi").
 Lengths count UTF-16 code units, as Java does, so a token holding a character outside the BMP is stemmed as
-Lucene sees it. Checked against Lucene 9 on 32,805 words (tests/data/lucene_english_tokens.json holds the
+Lucene sees it. Checked against Lucene 9 on 32,805 words (tests/fixtures/lucene_english_tokens.json holds the
 cases where Snowball's Porter differs).
 """
 

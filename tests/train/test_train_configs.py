@@ -12,7 +12,7 @@ from train_support import garen_train
 
 from garen_train.export import Exportable
 
-CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs" / "train").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "train").glob("*.yaml"))
 
 
 def test_training_configs_ship():

@@ -1,6 +1,6 @@
 """The bi-encoder navigator job on the packaged MiniLM: before training it is exactly the zero-shot embedding
 navigator, and its export scores through ``backend: embedding, model: <export>`` as the trained module did, in
-GAREN runs too (that training lowers its loss: tests/test_train_scorers.py)."""
+GAREN runs too (that training lowers its loss: tests/train/test_train_scorers.py)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from garen_train.checkpoint_file import read_checkpoint
 from garen_train.cli import main as garen_train
 from garen_train.partition.objective import dmon_loss, overlap, per_group
 
-CONFIG = Path(__file__).resolve().parent.parent / "configs" / "train" / "partition-dmon.yaml"
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train" / "partition-dmon.yaml"
 
 
 def fit(index: Path, out: Path, *overrides: str) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FAISS_BUILDS = {"faiss-cpu", "faiss-gpu"}
 LEFT_TO_VLLM = {"torch", "transformers", "numpy"}  # vLLM pins them (numpy through numba)
 

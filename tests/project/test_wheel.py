@@ -17,7 +17,7 @@ import yaml
 
 import garen_infer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "CITATION.cff", "CHANGELOG.md",
                 "garen_infer", "garen_train", "configs")
 

@@ -13,7 +13,7 @@ import pytest
 from garen_infer.llm.permutation import read_permutation
 from garen_infer.llm.prompts import LISTWISE_PROMPTS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("standin_engine", REPO / "benchmarks" / "standin_engine.py")
 standin = sys.modules["standin_engine"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
 spec.loader.exec_module(standin)

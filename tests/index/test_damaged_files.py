@@ -29,7 +29,7 @@ from garen_infer.running.session import execute
 from garen_infer.storage.append_log import read_finished
 from garen_infer.storage.trec import read_run
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def overwrite(path: Path, at: int, data: bytes) -> None:

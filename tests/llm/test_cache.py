@@ -245,7 +245,7 @@ def test_a_full_or_damaged_cache_file_is_one_line(tmp_path):
     import sys
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     script = (
         "import resource, signal, sys\n"
         "from garen_infer.errors import GarenError\n"

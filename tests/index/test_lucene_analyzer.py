@@ -1,4 +1,4 @@
-"""BRIGHT's BM25 analyzer against Lucene's own output (tests/data/lucene_english_tokens.json, written by
+"""BRIGHT's BM25 analyzer against Lucene's own output (tests/fixtures/lucene_english_tokens.json, written by
 scripts/lucene_fixture/make_fixture.py from Lucene 9.9.1 / Anserini 0.24: pyserini's default analyzer)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from garen_infer.index.lexical.bm25 import BRIGHT_BM25, Bm25Index, tokenize
 from garen_infer.index.lexical.lucene_analyzer import english_tokens, standard_tokens
 from garen_infer.index.lexical.porter import porter_stem
 
-FIXTURE = json.loads((Path(__file__).parent / "data" / "lucene_english_tokens.json").read_text(encoding="utf-8"))
+FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "lucene_english_tokens.json").read_text(encoding="utf-8"))
 CASES = FIXTURE["cases"]
 
 

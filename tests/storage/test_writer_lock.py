@@ -20,7 +20,7 @@ import pytest
 from garen_infer.errors import GarenError
 from garen_infer.storage.writer_lock import LOCK_NAME, writer_lock
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # A process that takes the writer lock of argv[1], says so, and holds it until its stdin closes.
 HOLDER = textwrap.dedent("""

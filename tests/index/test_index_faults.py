@@ -20,7 +20,7 @@ import yaml
 
 from garen_infer.storage.faults import KILL_ENV
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TIMINGS = ("seconds", "partition_seconds")  # facts of the manifest that differ from build to build
 
 

@@ -22,7 +22,7 @@ from garen_infer.llm.backends.vllm_limits import (
 )
 from garen_infer.llm.model_specs import check_model_spec
 
-CONFIGS = Path(__file__).resolve().parent.parent / "scripts" / "model_configs"  # the presets' models' config.json
+CONFIGS = Path(__file__).resolve().parents[2] / "scripts" / "model_configs"  # the presets' models' config.json
 
 
 def config(name: str) -> dict:

@@ -15,7 +15,7 @@ import pytest
 from garen_infer.errors import GarenError
 from garen_infer.running.task_server import run_with_server, task_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "benchmarks" / "standin_engine.py"
 FAKE_SLURM = REPO / "benchmarks" / "fake_slurm.py"
 SHOW_MODELS = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1] + '/models').read().decode())"

@@ -18,7 +18,7 @@ from train_support import cross_encoder_model, pairs_data, write_config
 
 from garen_train.checkpoint_file import read_checkpoint
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _fit(config, root, *overrides) -> dict:

