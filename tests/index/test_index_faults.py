@@ -195,7 +195,7 @@ def _fill_then_grow(command: list[str], mount: Path, size: str, between: str, af
 def test_a_full_tmpfs_ends_with_one_line_and_resumes_when_there_is_room(beir_dir, vectors, reference, tmp_path):
     """A real ENOSPC: the index folder on a 96 KiB tmpfs; then the tmpfs grows and the same command finishes."""
     mount = tmp_path / "disk"
-    check = f"'{sys.executable}' -c 'import sys; sys.path.insert(0, \"{REPO}\"); sys.path.insert(0, \"{REPO / 'tests'}\"); " \
+    check = f"'{sys.executable}' -c 'import sys; sys.path.insert(0, \"{REPO}\"); sys.path.insert(0, \"{REPO / 'tests' / 'index'}\"); " \
             f"from test_index_faults import assert_nothing_half_written as a; from pathlib import Path; a(Path(\"{mount / 'index'}\"))'"
     done = _fill_then_grow(index_command(beir_dir, stages_importing(vectors), mount / "index", tmp_path), mount, "96k",
                            f"{check} && echo checked >&2", f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'")
