@@ -1,0 +1,53 @@
+"""The adaptive switch rule and the navigator's reliability: what a user turns on with
+``methods.garen.switch_rule``, on the tiny index with simulated reranker and navigator; and the navigator labels
+``garen-train mine --labels reranker`` reads from a traversal, worked by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from garen_infer.configuration.presets import load_preset, run_config_from
+from garen_infer.data.dataset import Query
+from garen_infer.llm.cache import NoCache
+from garen_infer.running.session import execute
+from garen_train.mining.pairs import reranker_group_pairs
+
+ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
+
+
+def garen_run(dataset, index, out, **options):
+    preset = load_preset("cpu-default")
+    preset["models"] = ORACLE
+    preset.setdefault("methods", {}).setdefault("garen", {}).update(options)
+    return execute(dataset, index, run_config_from(preset, "garen", 8), out, cache=NoCache(), log=lambda *_: None)
+
+
+@pytest.mark.parametrize("rule", ["adaptive", "adaptive-scores"])
+def test_an_adaptive_rule_ranks_every_query_and_records_the_navigators_reliability(rule, tiny_dataset, full_index, tmp_path):
+    metrics = garen_run(tiny_dataset, full_index, tmp_path / rule, switch_rule=rule)
+    records = [json.loads(line) for line in (tmp_path / rule / "trace.jsonl").read_text().splitlines()]
+    assert metrics["queries"] == len(records) > 0 and all(r["ranking"] for r in records)
+    assert "navigator_reliability" in metrics
+
+
+def test_the_fixed_rule_is_the_default_and_ranks_as_the_paper_does(tiny_dataset, full_index, tmp_path):
+    garen_run(tiny_dataset, full_index, tmp_path / "default")
+    garen_run(tiny_dataset, full_index, tmp_path / "fixed", switch_rule="fixed")
+    assert (tmp_path / "default" / "run.trec").read_bytes() == (tmp_path / "fixed" / "run.trec").read_bytes()
+
+
+def test_the_summary_free_navigator_runs_without_a_model_for_the_navigator(tiny_dataset, full_index, tmp_path):
+    metrics = garen_run(tiny_dataset, full_index, tmp_path / "best", navigator="best-member")
+    assert metrics["queries"] > 0
+
+
+def test_reranker_labels_by_hand():
+    """Groups 0 and 1 were scored; 0's member reached the top 1 of the final ranking, 1's member was judged and
+    fell; group 2 was scored but none of its members was judged, so it gets no label."""
+    query = Query("q", "text")
+    iterations = [{"t": 1, "scored": [0, 1, 2]}]
+    doc_groups = [(0,), (1,), (2,)]
+    pairs = reranker_group_pairs(query, iterations, ranking=[0, 1], top=1, doc_groups=doc_groups, texts=["a", "b", "c"])
+    assert [(p["item"], p["label"]) for p in pairs] == [("0", 1), ("1", 0)]
