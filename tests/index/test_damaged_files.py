@@ -22,6 +22,7 @@ from garen_infer.data import validate
 from garen_infer.data.dataset import Dataset
 from garen_infer.data.validate import read_jsonl, read_text
 from garen_infer.errors import DataError, GarenError, storage_refusal
+from garen_infer.index.file_guard import UNPARSABLE, reading
 from garen_infer.index.folder import IndexFolder
 from garen_infer.index.grouping.groups_format import Groups, write_groups
 from garen_infer.running.runner import RunConfig
@@ -276,3 +277,12 @@ def test_a_file_size_limit_during_an_index_build_is_one_line(beir_dir, tmp_path)
     errors = [line for line in done.stderr.splitlines() if "error:" in line]
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(errors) == 1, done.stderr
     assert "allow larger files" in errors[0]
+
+
+@pytest.mark.parametrize("failure", UNPARSABLE)
+def test_every_parse_failure_of_an_index_file_is_one_line_naming_it(failure, tmp_path):
+    """numpy, json, scipy and bm25s each fail in their own way on bytes of another format: each is the same line."""
+    with pytest.raises(GarenError, match="damaged index file") as caught:
+        with reading(tmp_path / "bm25"):
+            raise failure("bytes of another format")
+    assert str(tmp_path / "bm25") in str(caught.value)
