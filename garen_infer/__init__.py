@@ -6,7 +6,7 @@ module (``errors``), or inside ``index/`` a sub-package (``index.tree``); ``inde
 the folder that opens them all (``index.folder``: folder.py and __init__.py). ``tests/project/test_layering.py`` reads
 this table and checks every import, ``TYPE_CHECKING`` ones included. Bottom to top:
 
-    errors: the one exception type every refusal raises
+    errors, version: the one exception type every refusal raises; the release number
     settings: typed fields, every configuration is checked against them
     shipped: where the package's own presets and checkpoints lie, whatever the working folder
     data: corpora, queries, judgments and their loaders
@@ -28,9 +28,9 @@ this table and checks every import, ``TYPE_CHECKING`` ones included. Bottom to t
 """
 
 from garen_infer.errors import GarenError
+from garen_infer.version import __version__
 
-__version__ = "0.1.0"
-__all__ = ["GarenError", "Index", "Retriever"]
+__all__ = ["GarenError", "Index", "Retriever", "__version__"]
 
 
 def __getattr__(name: str):

