@@ -54,6 +54,9 @@ def test_one_warning_where_a_role_keeps_fewer_requests_in_flight_than_the_engine
     assert "holds 19 of max_model_len 32768" in more and "lower max_model_len" in more
     roomy = EngineLimits(256, 16384, 256 * 8192, 8192, 1, 1)
     assert in_flight_warning("navigator", 256 * 64, roomy) is None
+    tight = EngineLimits(32, 16384, 20 * 8192, 8192, 1, 1)  # takes 32 at once, its KV cache holds 20 full-length
+    assert "holds 20 of max_model_len 8192" in in_flight_warning("reranker", 32, tight)
+    assert in_flight_warning("reranker", 32, EngineLimits(32, 16384, 32 * 8192, 8192, 1, 1)) is None  # just fits
 
 
 def test_data_parallel_with_the_offline_engine_is_refused_in_one_line_before_anything_loads():

@@ -66,3 +66,8 @@ def test_another_tasks_server_on_the_port_is_not_taken_for_this_ones(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_server_that_serves_another_model_is_one_line_naming_both(tmp_path):
+    with pytest.raises(GarenError, match=r"serves other, not 'm'; give --model the name the server lists"):
+        run_with_server(standin(model="other"), "m", ["true"], tmp_path / "server.log", timeout=60)
