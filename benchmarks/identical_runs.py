@@ -1,12 +1,16 @@
 """Are the run files of every method the same, byte for byte, before and after a change of the code?
 
     .venv/bin/python benchmarks/identical_runs.py --before REV [--methods bm25 rerank ...] [--budget 10]
+        [--models cpu-default oracle] [--write-rankings tests/fixtures/rankings]
 
 Exports REV (any commit, e.g. the one before a refactoring) with ``git archive``, and in that copy and in
 this checkout, each with its own code on the path: writes the tests' tiny BEIR corpus, indexes it with the
-cpu-default preset (every stage it names), and runs each method without the response cache. Prints one row
-per method: identical or not, and the run file's lines. Exit status 1 when a run file differs or a command
-failed. Methods whose models cpu-default does not set (repair, rarg) are left out unless named.
+cpu-default preset (every stage it names), and runs each method without the response cache, once per model set:
+``cpu-default`` (the preset's own models) and ``oracle`` (the simulated reranker and navigator, sigma 0.3, seed
+7). Prints one row per (models, method): identical or not, and the run file's lines. Exit status 1 when a run file
+differs or a command failed. Methods whose models cpu-default does not set (repair, rarg) are left out unless
+named. ``--write-rankings DIR`` keeps REV's rankings (query, document, rank; not the score column) as
+``DIR/<models>/<method>.tsv``, the files tests/project/test_rankings_unchanged.py compares every method with.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import io
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("bm25", "rerank", "slidegar", "garen", "rgs", "lattice", "lattice++")
+ORACLE = {"backend": "oracle", "sigma": 0.3, "seed": 7}
+MODEL_SETS = {"cpu-default": None, "oracle": {"extends": "cpu-default", "models": {"reranker": ORACLE, "navigator": ORACLE}}}
 
 
 def export(rev: str, into: Path) -> Path:
@@ -32,8 +39,9 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
-def run_all(code: Path, work: Path, methods: list[str], budget: int) -> dict[str, Path | None]:
-    """Index the tiny corpus and run each method with the code in ``code``: each run file, or None."""
+def run_all(code: Path, work: Path, methods: list[str], budget: int, models: list[str]) -> dict[tuple[str, str], Path | None]:
+    """Index the tiny corpus and run each method with each model set and the code in ``code``: each run file, or
+    None."""
     env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1"}
 
     def garen_infer(*args: str, log: Path) -> bool:
@@ -46,16 +54,29 @@ def run_all(code: Path, work: Path, methods: list[str], budget: int) -> dict[str
     write = f"import sys; sys.path[:0] = ['tests']; import conftest; conftest.write_beir({str(corpus)!r})"
     subprocess.run([sys.executable, "-c", write], cwd=code, env=env, check=True)
     dataset = f"beir:{corpus}"
+    cells = [(m, method) for m in models for method in methods]
     if not garen_infer("index", "--dataset", dataset, "--out", str(work / "index"), log=work / "index.log"):
-        return dict.fromkeys(methods)
+        return dict.fromkeys(cells)
     runs = {}
-    for method in methods:
-        out = work / "runs" / method
-        options = ["--method", method, "--budget", str(budget), "--no-cache", "--out", str(out)]
+    for name, method in cells:
+        out = work / "runs" / name / method
+        preset = MODEL_SETS[name]
+        if preset is None:
+            chosen = "cpu-default"
+        else:
+            chosen = str(work / f"{name}.yaml")
+            Path(chosen).write_text(json.dumps(preset))  # JSON is YAML
+        options = ["--preset", chosen, "--method", method, "--budget", str(budget), "--no-cache", "--out", str(out)]
         done = garen_infer("run", "--dataset", dataset, "--index", str(work / "index"), *options,
-                           log=work / f"{method}.log")
-        runs[method] = out / "run.trec" if done else None
+                           log=work / f"{name}-{method}.log")
+        runs[name, method] = out / "run.trec" if done else None
     return runs
+
+
+def rankings(run_file: Path) -> str:
+    """A run file's order (query, document, rank), without the score column a change may rescale."""
+    rows = (line.split() for line in run_file.read_text().splitlines() if line.strip())
+    return "".join(f"{qid}\t{doc}\t{rank}\n" for qid, _, doc, rank, *_ in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,25 +85,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", required=True, help="the commit to compare this checkout against")
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--budget", type=int, default=10)
+    parser.add_argument("--models", nargs="+", default=list(MODEL_SETS), choices=list(MODEL_SETS))
+    parser.add_argument("--write-rankings", type=Path, metavar="DIR", help="keep the rankings of --before in DIR")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="identical-runs-") as tmp:
         work = Path(tmp)
-        before = run_all(export(args.before, work / "code"), work / "before", args.methods, args.budget)
-        after = run_all(ROOT, work / "after", args.methods, args.budget)
-        print(f"{'method':<12} {'run file':<10} lines")
+        before = run_all(export(args.before, work / "code"), work / "before", args.methods, args.budget, args.models)
+        after = run_all(ROOT, work / "after", args.methods, args.budget, args.models)
+        print(f"{'models':<12} {'method':<12} {'run file':<10} lines")
         same = True
-        for method in args.methods:
-            old, new = before[method], after[method]
+        for (name, method), old in before.items():
+            new = after[name, method]
             if old is None or new is None:
                 side = "before" if old is None else "after"
                 verdict, lines = f"FAILED {side}", "-"
-                log = work / side / (f"{method}.log" if (work / side / "index").exists() else "index.log")
+                log = work / side / (f"{name}-{method}.log" if (work / side / "index").exists() else "index.log")
                 print(*log.read_text().splitlines()[-5:], sep="\n", file=sys.stderr)
             else:
-                verdict = "identical" if filecmp.cmp(old, new, shallow=False) else "DIFFERS"
+                verdict = "identical" if filecmp.cmp(old, new, shallow=False) else (
+                    "same order" if rankings(old) == rankings(new) else "DIFFERS")
                 lines = str(len(new.read_text().splitlines()))
+            if args.write_rankings and old is not None:
+                target = args.write_rankings / name / f"{method}.tsv"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(rankings(old))
             same &= verdict == "identical"
-            print(f"{method:<12} {verdict:<10} {lines}")
+            print(f"{name:<12} {method:<12} {verdict:<10} {lines}")
     return 0 if same else 1
 
 
