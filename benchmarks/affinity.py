@@ -39,7 +39,7 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> dic
     fleet = [serve(shape) for _ in range(2)]
     urls = [f"http://127.0.0.1:{server.server_port}/v1" for server, _ in fleet]
     try:
-        settings = preset(out / "preset.yaml", urls, opts.concurrency)
+        settings = preset(out.with_name(out.name + ".preset.yaml"), urls, opts.concurrency)  # beside the run folder
         garen(code, ["run", "--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings), "--index", opts.index,
                      "--method", method, "--budget", str(opts.budget), "--limit", str(opts.limit), "--no-cache",
                      "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         for side, code in sides:
             out = work / f"{side}-{method}"
             shutil.rmtree(out, ignore_errors=True)
-            out.mkdir(parents=True)
+            out.parent.mkdir(parents=True, exist_ok=True)
             s = measure(code, method, opts, out, shape)
             runs[side] = out
             same = "" if side == "before" else "yes" if (runs["before"] / "run.trec").read_bytes() == (out / "run.trec").read_bytes() else "NO"
