@@ -10,6 +10,15 @@ Every role of the method (reranker, navigator) is the openai backend on the same
 prompt tokens it found cached there. For each (method, code) it prints the requests each replica took, the prompt
 tokens, the cached ones and their share, the span, and whether the rankings (``run.trec``) are the same as the first
 side's. The stand-ins' answers depend on the prompt alone, so the rankings must be.
+
+``--workload episodes`` measures what an agent's episodes gain, without a dataset: ``--episodes`` conversations
+of ``--turns`` turns each, in flight together, every turn resending the whole conversation so far (the
+previous turn's prompt, its answer and a tool result of ``--tool-chars``) through the ``openai`` backend to the
+same stand-ins (``--replicas``, 2); once with each episode's turns tied to its home replica (``replicas.affinity``, as the RARG
+agent's loop sends them) and once without (every request to the least busy replica, the code before)::
+
+    python benchmarks/affinity.py --workload episodes [--episodes 16] [--turns 12] [--replicas 2]
+        [--cache-tokens 500000]
 """
 
 from __future__ import annotations
@@ -54,11 +63,64 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> dic
             "share": cached / prompt if prompt else 0.0, "span": span}
 
 
+def episode(backend, number: int, opts, tied: bool) -> None:
+    """One conversation of ``opts.turns`` turns, each resending all that came before (an agent's loop)."""
+    from garen_infer.llm.backends.replicas import affinity
+    from garen_infer.llm.types import SamplingParams
+
+    chat = [{"role": "system", "content": "You search a corpus with shell tools. " * 20},
+            {"role": "user", "content": f"Episode {number}: find the documents about topic {number}. " * 10}]
+    params = SamplingParams(max_tokens=300)
+    with affinity(f"episode-{number}" if tied else None):
+        for turn in range(opts.turns):
+            [answer] = backend.generate([list(chat)], params)
+            chat += [{"role": "assistant", "content": answer.text},
+                     {"role": "user", "content": f"[tool result {turn}] " + f"line {number}.{turn} " * (opts.tool_chars // 12)}]
+
+
+def measure_episodes(opts, shape: EngineShape, tied: bool) -> dict:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from garen_infer.llm.backends import make_backend
+
+    fleet = [serve(shape) for _ in range(opts.replicas)]
+    urls = [f"http://127.0.0.1:{server.server_port}/v1" for server, _ in fleet]
+    try:
+        backend = make_backend({"backend": "openai", "base_url": urls, "model": "standin", "api_key_env": None,
+                                "concurrency": opts.concurrency})
+        with ThreadPoolExecutor(max_workers=opts.episodes) as pool:
+            list(pool.map(lambda k: episode(backend, k, opts, tied), range(opts.episodes)))
+        stats = [engine.stats() for _, engine in fleet]
+    finally:
+        for server, engine in fleet:
+            server.shutdown()
+            engine.close()
+    prompt, cached = sum(s["prompt_tokens"] for s in stats), sum(s["cached_tokens"] for s in stats)
+    return {"requests": [s["requests"] for s in stats], "prompt": prompt, "cached": cached,
+            "share": cached / prompt if prompt else 0.0, "span": max(s["span_s"] for s in stats)}
+
+
+def main_episodes(opts, shape: EngineShape) -> int:
+    print(f"# {opts.replicas} replicas, each {shape}; {opts.episodes} episodes of {opts.turns} turns in flight, "
+          f"{opts.concurrency} requests per replica")
+    print(f"{'episodes':18} {'requests a/b':>13} {'prompt tok':>11} {'cached tok':>11} {'cached':>7} {'span s':>7}")
+    for label, tied in (("least busy", False), ("home replica", True)):
+        s = measure_episodes(opts, shape, tied)
+        print(f"{label:18} {'/'.join(map(str, s['requests'])):>13} {s['prompt']:11} {s['cached']:11} "
+              f"{s['share']:7.1%} {s['span']:7.1f}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--index", required=True, help="an index of the dataset with the stages of cpu-default")
-    ap.add_argument("--before", required=True, help="a git revision of this repository: the code before")
+    ap.add_argument("--workload", choices=("run", "episodes"), default="run")
+    ap.add_argument("--dataset", help="(run) the dataset")
+    ap.add_argument("--index", help="(run) an index of the dataset with the stages of cpu-default")
+    ap.add_argument("--before", help="(run) a git revision of this repository: the code before")
+    ap.add_argument("--episodes", type=int, default=16, help="(episodes) conversations in flight")
+    ap.add_argument("--turns", type=int, default=12, help="(episodes) turns per conversation")
+    ap.add_argument("--tool-chars", type=int, default=1200, help="(episodes) characters of each tool result")
+    ap.add_argument("--replicas", type=int, default=2, help="(episodes) stand-in replicas behind base_url")
     ap.add_argument("--methods", default="rerank,garen")
     ap.add_argument("--limit", type=int, default=48, help="judged queries per run")
     ap.add_argument("--budget", type=int, default=100)
@@ -69,9 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-tokens", type=int, default=EngineShape.cache_tokens, help="each replica's prefix cache")
     ap.add_argument("--work", default=str(REPO / "runs" / "affinity"))
     opts = ap.parse_args(argv)
+    shape = EngineShape(opts.capacity, median_answer=opts.median_answer, cache_tokens=opts.cache_tokens)
+    if opts.workload == "episodes":
+        return main_episodes(opts, shape)
+    if not (opts.dataset and opts.index and opts.before):
+        ap.error("--workload run needs --dataset, --index and --before")
     work = Path(opts.work)
     sides = [("before", checkout(opts.before, work)), ("after", REPO)]
-    shape = EngineShape(opts.capacity, median_answer=opts.median_answer, cache_tokens=opts.cache_tokens)
     print(f"# two replicas, each {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} "
           f"queries in flight, {opts.concurrency} requests per replica")
     print(f"{'method':8} {'code':7} {'requests a/b':>13} {'prompt tok':>11} {'cached tok':>11} {'cached':>7} {'span s':>7}  same ranking")
