@@ -86,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run a methods x budgets x datasets matrix (resumable) and write a comparison report")
     bench.add_argument("--config", required=True, help="a bench file (see configs/bench/)")
     bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a bench file field, e.g. budgets=[100]")
-    bench.add_argument("--limit", type=at_least_one, help="only the first N judged queries of each dataset (smoke runs; own run folders)")
+    bench.add_argument("--limit", type=at_least_one, metavar="N",
+                       help="only the first N judged queries of each dataset: a smoke run kept apart from the full "
+                            "bench: run folders ending .firstN, and the report in <report>.firstN beside the bench "
+                            "file's report, which is left as it is (the first line printed names both)")
     bench.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     bench.add_argument("--no-cache", action="store_true")
     jobs = bench.add_mutually_exclusive_group()
