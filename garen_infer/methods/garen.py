@@ -145,7 +145,7 @@ class Garen(Method):
                 filled = [d for d in state.first_stage if d not in observed and d not in expansion][: room - len(expansion)]
             observed.update(expansion + filled)
             dropped = reranked[c.keep :] + dropped  # later windows' losers first, each in reranked order
-            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)),
+            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)), "expanded": len(expansion),
                           "explore": explore, "filled_from_first_stage": len(filled), "navigator_reliability": reliability})
             window = reranked[: c.keep] + expansion + filled
         evidence.observe(list(reranked))
