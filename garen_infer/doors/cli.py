@@ -17,7 +17,9 @@ from garen_infer.storage.writer_lock import writer_lock
 def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> None:
     parser.add_argument("--dataset", required=dataset_required,
                         help="beir:<folder>[:split] | bright:<task>[:long][@source][@revision] | "
-                             "jsonl:<corpus>[,<queries>[,<qrels>]] | irds:<id> | stdlib-docs")
+                             "jsonl:<corpus>[,<queries>[,<qrels>]] | irds:<id> | stdlib-docs. JSONL lines: corpus "
+                             "{\"id\", \"text\", \"title\" (optional)}, queries {\"id\", \"text\", \"excluded_ids\" "
+                             "(optional)}; qrels: TSV query-id corpus-id score (docs/running.md, Datasets)")
     parser.add_argument("--preset", default="cpu-default", help="a name in configs/ or a YAML path (default: cpu-default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a preset field, e.g. methods.garen.tau_switch=2")
