@@ -24,8 +24,11 @@ def test_a_budget_within_the_window_is_said_once_per_run(beir_dir, full_index, t
 
 
 def test_a_budget_above_the_window_says_nothing(beir_dir, full_index, tmp_path, capsys):
-    assert run(beir_dir, full_index, tmp_path / "w4", capsys, "--budget", "8",
+    """One document above the window is one more iteration, an expansion of that one document: GAREN explores."""
+    assert run(beir_dir, full_index, tmp_path / "w4", capsys, "--budget", "5",
                "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2") == []
+    record = (tmp_path / "w4" / "trace.jsonl").read_text().splitlines()[0]
+    assert '"t": 1' in record and '"expanded": 1' in record
 
 
 def test_the_python_session_says_it_once_for_every_search(beir_dir, full_index, tiny_dataset):
