@@ -206,6 +206,24 @@ MUTANTS = (
     Mutant("rewrite-garbage-used", "garen_infer/running/query_rewrite.py",
            "            if not rows:  # nothing usable", "            if text is None:  # nothing usable",
            ("tests/running/test_query_rewrite.py", "-k", "no_search_can_use")),
+    # what a newcomer is told: smoke reports, trec_eval's conventions, GAREN's notice and trace
+    Mutant("smoke-report-over-full", "garen_infer/report/bench.py",
+           'return report.with_name(f"{report.name}.first{limit}")', "return report",
+           ("tests/report/test_bench.py", "-k", "limited_bench")),
+    Mutant("unranked-num-q-zero", "garen_infer/evaluation/evaluate.py",
+           '    if measure.NAME == "NumQ":\n        return 1.0', '    if measure.NAME == "NumQ":\n        return 0.0',
+           ("tests/evaluation/test_trec_eval_output.py", "-k", "no_name_for")),
+    Mutant("trec-eval-asked-order", "garen_infer/evaluation/evaluate.py",
+           "for name in sorted(values, key=lambda n: _trec_eval_rank(names[n]))", "for name in values",
+           ("tests/evaluation/test_trec_eval_output.py",)),
+    Mutant("garen-notice-per-query", "garen_infer/running/session.py",
+           'if line and self.__dict__.get("_noticed") != line:', "if line:",
+           ("tests/methods/test_garen_notice.py", "-k", "python_session")),
+    Mutant("garen-notice-at-window-plus-one", "garen_infer/methods/garen.py",
+           "if budget is None or budget > c.window:", "if budget is None or budget > c.window + 1:",
+           ("tests/methods/test_garen_notice.py", "-k", "above_the_window")),
+    Mutant("demo-trace-unfolded", "garen_infer/doors/demo.py",
+           "if said and said[-1][1] == text:", "if False:", ("tests/doors/test_demo.py", "-k", "folds")),
 )
 
 

@@ -1,6 +1,8 @@
 """Plain JSONL: a corpus file with id/text (title optional), a queries file, optional qrels TSV.
 
-Accepts ``id`` or ``_id`` so hand-written files and BEIR exports both load.
+Accepts ``id`` or ``_id`` so hand-written files and BEIR exports both load, and ``contents`` for ``text`` (Pyserini's
+JSONL). The user's table of every field is docs/running.md's "Datasets"; tests/data/test_jsonl_fields.py loads its
+example, so the two cannot drift apart.
 """
 
 from __future__ import annotations

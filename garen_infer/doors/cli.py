@@ -17,7 +17,9 @@ from garen_infer.storage.writer_lock import writer_lock
 def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> None:
     parser.add_argument("--dataset", required=dataset_required,
                         help="beir:<folder>[:split] | bright:<task>[:long][@source][@revision] | "
-                             "jsonl:<corpus>[,<queries>[,<qrels>]] | irds:<id> | stdlib-docs")
+                             "jsonl:<corpus>[,<queries>[,<qrels>]] | irds:<id> | stdlib-docs. JSONL lines: corpus "
+                             "{\"id\", \"text\", \"title\" (optional)}, queries {\"id\", \"text\", \"excluded_ids\" "
+                             "(optional)}; qrels: TSV query-id corpus-id score (docs/running.md, Datasets)")
     parser.add_argument("--preset", default="cpu-default", help="a name in configs/ or a YAML path (default: cpu-default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a preset field, e.g. methods.garen.tau_switch=2")
@@ -82,11 +84,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="ir_measures or trec_eval names, e.g. nDCG@10 R@100 AP RR@10, or ndcg_cut_10 recall_100 map")
     ev.add_argument("--judged-in-run", action="store_true", help="average over the judged queries the run answers (trec_eval without -c), "
                     "not over all judged queries with the missing ones scoring 0 (trec_eval -c, ir_measures, pt.Experiment)")
+    ev.add_argument("-q", "--per-query", action="store_true", help="each query's values too, as trec_eval -q: "
+                    "rows before the 'all' rows with --format trec_eval, a \"per_query\" object {qid: {measure: value}} in JSON")
+    ev.add_argument("--format", choices=("json", "trec_eval"), default="json",
+                    help="json (default): the means and the coverage as one JSON object; trec_eval: trec_eval's lines "
+                         "'measure<TAB>qid<TAB>value', its measure names (ndcg_cut_10, recall_100, map) and 4 places")
 
     bench = sub.add_parser("bench", help="run a methods x budgets x datasets matrix (resumable) and write a comparison report")
     bench.add_argument("--config", required=True, help="a bench file (see configs/bench/)")
     bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a bench file field, e.g. budgets=[100]")
-    bench.add_argument("--limit", type=at_least_one, help="only the first N judged queries of each dataset (smoke runs; own run folders)")
+    bench.add_argument("--limit", type=at_least_one, metavar="N",
+                       help="only the first N judged queries of each dataset: a smoke run kept apart from the full "
+                            "bench: run folders ending .firstN, and the report in <report>.firstN beside the bench "
+                            "file's report, which is left as it is (the first line printed names both)")
     bench.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     bench.add_argument("--no-cache", action="store_true")
     jobs = bench.add_mutually_exclusive_group()
@@ -193,7 +203,15 @@ def cmd_run(args) -> int:
 
 def cmd_eval(args) -> int:
     from garen_infer.data import load_judgments
-    from garen_infer.evaluation.evaluate import averaging_line, coverage, evaluate, measure_names
+    from garen_infer.evaluation.evaluate import (
+        averaging_line,
+        by_query,
+        coverage,
+        means,
+        measure_names,
+        scored_queries,
+        trec_eval_text,
+    )
     from garen_infer.llm.oracle import NOTICE, RUN_TAG
     from garen_infer.storage.trec import read_run, read_tag
 
@@ -201,11 +219,16 @@ def cmd_eval(args) -> int:
     dataset = load_judgments(args.dataset)  # queries and judgements: a run is scored without the corpus
     run = read_run(args.run)
     covered = coverage(run, dataset)
-    result = {**evaluate(run, dataset, measures, judged_in_run=args.judged_in_run), **covered,
-              "mean_over": "judged_in_run" if args.judged_in_run else "all_judged"}
-    if read_tag(args.run).endswith(RUN_TAG):
-        result = {"simulation": NOTICE, **result}
-    print(json.dumps(result, indent=2))
+    values = scored_queries(run, dataset, measures, judged_in_run=args.judged_in_run)
+    simulated = read_tag(args.run).endswith(RUN_TAG)
+    if args.format == "trec_eval":
+        print(trec_eval_text(values, args.per_query), end="")
+        if simulated:  # no JSON field to carry it: said beside the numbers
+            print(f"garen-infer eval: {NOTICE}", file=sys.stderr)
+    else:
+        result = {**means(values), **covered, "mean_over": "judged_in_run" if args.judged_in_run else "all_judged",
+                  **({"per_query": by_query(values)} if args.per_query else {})}
+        print(json.dumps({"simulation": NOTICE, **result} if simulated else result, indent=2))
     # which queries the means are over, every time: an 8-query run averaged over 300 judged ones must not pass unnoticed
     print(f"garen-infer eval: {averaging_line(covered, dataset.name, args.run, args.judged_in_run)}", file=sys.stderr)
     return 0

@@ -81,9 +81,56 @@ def _show(dataset: Dataset, index: IndexFolder, run_dir: Path, method: str) -> N
             print(f"  {rank}. {doc_id:<38} {titles[doc_id]}")
         steps = record["trace"].get("iterations")
         if method == "garen" and steps and groups is not None:
-            print("  trace: iteration -> groups chosen by the navigator (concept labels)")
-            for step in steps[:4]:
-                labels = "; ".join(groups.concepts[g] for g in step["selected"][:3])
-                mode = "explore" if step["explore"] else "exploit"
-                print(f"    t={step['t']} {mode:<7} scored {len(step['scored']):>2} new groups; expanded from "
-                      f"{len(step['selected'])} groups, first: {labels}")
+            print("  trace: per iteration, the groups the navigator scored and where the window's new documents "
+                  "came from (group concept labels)")
+            for line in trace_lines(steps, groups.concepts):
+                print(f"    {line}")
+
+
+def trace_lines(steps: list[dict], concepts: list[str]) -> list[str]:
+    """GAREN's iterations, one line each, saying what changed: the groups expanded for the first time in this
+    query; consecutive iterations that read the same are one line (``t=3..4``)."""
+    said: list[tuple[tuple[int, int], str]] = []
+    previous: list[int] | None = None
+    seen: set[int] = set()  # the groups expanded so far
+    for step in steps:
+        selected = step["selected"]
+        count = f"{step['expanded']} " if "expanded" in step else ""  # a trace written before it was recorded
+        filled = f", {step['filled_from_first_stage']} from the first stage" if step.get("filled_from_first_stage") else ""
+        mode = "explore" if step["explore"] else "exploit"
+        text = (f"{mode}  scored {_count(len(step['scored']), 'new group', 2)}; {count}documents from "
+                f"{_source(selected, previous, seen, concepts)}{filled}")
+        if said and said[-1][1] == text:
+            said[-1] = (said[-1][0][0], step["t"]), text
+        else:
+            said.append(((step["t"], step["t"]), text))
+        previous, seen = selected, seen | set(selected)
+    width = max((len(_span(t)) for t, _ in said), default=0)
+    return [f"{_span(t):<{width}} {text}" for t, text in said]
+
+
+def _source(selected: list[int], previous: list[int] | None, seen: set[int], concepts: list[str]) -> str:
+    """Where an iteration's documents came from, against the iteration before and the groups already expanded."""
+    if not selected:
+        return "no group"
+    if previous is not None and set(selected) == set(previous):
+        return f"the same {_count(len(selected), 'group')}"
+    new = [g for g in selected if g not in seen]
+    if previous is None:
+        return _labels(_count(len(selected), "group"), new, concepts)
+    if new:
+        return _labels(f"{_count(len(selected), 'group')}, {len(new)} new", new, concepts)
+    return f"{_count(len(selected), 'group')}, none new, first: {concepts[selected[0]]}"  # exploit: the one it drains
+
+
+def _count(n: int, noun: str, width: int = 0) -> str:
+    return f"{n:>{width}} {noun}{'s' * (n != 1)}"
+
+
+def _span(t: tuple[int, int]) -> str:
+    return f"t={t[0]}" if t[0] == t[1] else f"t={t[0]}..{t[1]}"
+
+
+def _labels(head: str, groups: list[int], concepts: list[str], shown: int = 3) -> str:
+    more = f" (+{len(groups) - shown} more)" if len(groups) > shown else ""
+    return f"{head}: {'; '.join(concepts[g] for g in groups[:shown])}{more}"

@@ -76,24 +76,109 @@ def measure_per_query(qrels: dict[str, dict[str, int]], run: dict[str, dict[str,
     import ir_measures
 
     parsed = parse_measures(measures)
-    values = {str(m): {qid: 0.0 for qid in qrels} for m in parsed}
-    for metric in ir_measures.iter_calc(parsed, qrels, {q: d for q, d in run.items() if q in qrels}):
-        values[str(metric.measure)][metric.query_id] = float(metric.value)
+    values = {str(m): {qid: _unranked(m, rels) for qid, rels in qrels.items()} for m in parsed}
+    ranked = {q: d for q, d in run.items() if q in qrels and d}
+    for metric in ir_measures.iter_calc(parsed, qrels, ranked):
+        if metric.query_id in ranked:  # ir_measures gives an unranked query 0 for every measure, NumQ included
+            values[str(metric.measure)][metric.query_id] = float(metric.value)
     return values
+
+
+def _unranked(measure, rels: dict[str, int]) -> float:
+    """A measure's value for a query the run ranks nothing for, as ``trec_eval -c`` gives it: 0, but for the
+    counts that do not read the ranking (the query itself, its relevant documents)."""
+    if measure.NAME == "NumQ":
+        return 1.0
+    if measure.NAME == "NumRel":
+        return float(sum(r >= measure.params.get("rel", 1) for r in rels.values()))
+    return 0.0
 
 
 def evaluate(run: dict[str, dict[str, float]], dataset: Dataset, measures=DEFAULT_MEASURES, judged_in_run: bool = False) -> dict:
     """Mean of each measure over ALL judged queries (a query missing from the run scores 0: ``trec_eval -c``,
     ir_measures and pt.Experiment), or with ``judged_in_run`` over the judged queries the run holds (trec_eval
     without ``-c``)."""
+    return means(scored_queries(run, dataset, measures, judged_in_run))
+
+
+def scored_queries(run: dict[str, dict[str, float]], dataset: Dataset, measures=DEFAULT_MEASURES,
+                   judged_in_run: bool = False) -> dict[str, dict[str, float]]:
+    """measure -> {qid: value} over the queries ``evaluate``'s means are over (see there)."""
     if judged_in_run:
         present = set(run)
         dataset = Dataset(dataset.name, [], [q for q in dataset.queries if q.id in present],
                           {qid: rels for qid, rels in dataset.qrels.items() if qid in present})
-    values = per_query(run, dataset, measures)
-    result = {name: (sum(v.values()) / len(v) if v else 0.0) for name, v in values.items()}
+    return per_query(run, dataset, measures)
+
+
+def means(values: dict[str, dict[str, float]]) -> dict:
+    """Each measure's mean over its queries, and how many queries that is (``queries``)."""
+    result: dict = {name: (sum(v.values()) / len(v) if v else 0.0) for name, v in values.items()}
     result["queries"] = len(next(iter(values.values()), {}))
     return result
+
+
+def by_query(values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """qid -> {measure: value}, queries in trec_eval's order (by id as a string), as pytrec_eval keys them."""
+    qids = sorted({qid for per in values.values() for qid in per})
+    return {qid: {name: per[qid] for name, per in values.items()} for qid in qids}
+
+
+COUNTS = ("NumQ", "NumRet", "NumRel")  # trec_eval prints these as integers, and their 'all' row is the sum
+
+
+def trec_eval_name(measure) -> str:
+    """The name trec_eval prints for an ir_measures measure it computes (``nDCG@10`` -> ``ndcg_cut_10``,
+    ``AP`` -> ``map``); a measure trec_eval has no name for (``RR@10``, ``AP(rel=2)``) keeps ir_measures' name."""
+    params, name = dict(measure.params), measure.NAME
+    cutoff, rel = params.pop("cutoff", None), params.pop("rel", None)
+    if params or rel not in (None, 1):  # another relevance level or option: trec_eval needs flags for it
+        return str(measure)
+    if name == "NumRet" and rel == 1:  # the retrieved documents that are relevant
+        return "num_rel_ret"
+    plain = {"nDCG": "ndcg", "AP": "map", "RR": "recip_rank", "Rprec": "Rprec", "Bpref": "bpref", "NumQ": "num_q",
+             "NumRet": "num_ret", "NumRel": "num_rel", "SetP": "set_P", "SetR": "set_recall", "SetAP": "set_map"}
+    cut = {"nDCG": "ndcg_cut", "AP": "map_cut", "P": "P", "R": "recall", "Success": "success"}
+    if cutoff is None and name in plain:
+        return plain[name]
+    if cutoff is not None and name in cut:
+        return f"{cut[name]}_{cutoff}"
+    return str(measure)
+
+
+# the order trec_eval prints its measures in, whatever order they were asked for (its measures.c table)
+TREC_EVAL_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "Rprec", "bpref", "recip_rank", "P", "recall",
+                   "ndcg", "ndcg_cut", "map_cut", "success", "set_P", "set_recall", "set_map")
+
+
+def _trec_eval_rank(name: str) -> tuple[int, int]:
+    """Where trec_eval prints a measure: by its table, then by cutoff; one it has no name for comes last."""
+    base, _, cutoff = name.rpartition("_")
+    if not cutoff.isdigit():
+        base, cutoff = name, "0"
+    return (TREC_EVAL_ORDER.index(base) if base in TREC_EVAL_ORDER else len(TREC_EVAL_ORDER), int(cutoff))
+
+
+def trec_eval_text(values: dict[str, dict[str, float]], queries: bool = False) -> str:
+    """trec_eval's output for ``values`` (measure -> {qid: value}): with ``queries`` (``trec_eval -q``) each
+    query's rows first, by query id, then the ``all`` rows; one ``name<TAB>qid<TAB>value`` line each, the value
+    to 4 places, the name padded to 22 characters, in trec_eval's order of measures, as trec_eval prints them."""
+    import ir_measures
+
+    parsed = {name: ir_measures.parse_measure(name) for name in values}
+    names = {name: trec_eval_name(measure) for name, measure in parsed.items()}
+    values = {name: values[name] for name in sorted(values, key=lambda n: _trec_eval_rank(names[n]))}
+    counts = {name for name, measure in parsed.items() if measure.NAME in COUNTS}
+
+    def row(name: str, qid: str, value: float) -> str:
+        shown = f"{round(value)}" if name in counts else f"{value:6.4f}"
+        return f"{names[name]:<22}\t{qid}\t{shown}\n"
+
+    lines = [row(name, qid, value) for qid, per in by_query(values).items() for name, value in per.items()] if queries else []
+    for name, per in values.items():
+        total = sum(per.values())
+        lines.append(row(name, "all", total if name in counts else (total / len(per) if per else 0.0)))
+    return "".join(lines)
 
 
 def coverage(run: dict[str, dict[str, float]], dataset: Dataset) -> dict:

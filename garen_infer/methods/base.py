@@ -72,6 +72,12 @@ class Method:
     def search(self, state: QueryState) -> Search:
         raise NotImplementedError
 
+    def notice(self, budget: int | None) -> str | None:
+        """A line the run prints once, before its queries, when these options at this budget make the method
+        something other than what its name promises (GAREN with no room to expand); None when there is nothing
+        to say."""
+        return None
+
     def diagnose(self, state: QueryState, gold_rows: set[int]) -> None:
         """After a query finished: add diagnostics that need the relevance judgements to ``state.trace``."""
 

@@ -100,11 +100,26 @@ class Garen(Method):
             config = replace(config, rbp_p=REASONING_RBP_P if prompt == "garen-reasoning" else NON_REASONING_RBP_P)
         return config
 
+    def iterations(self, budget: int) -> int:
+        """T = 1 + ceil((budget - w) / (w - h)): the last expansion may be partial."""
+        c = self.config
+        return 1 + max(0, -(-(budget - c.window) // (c.window - c.keep)))
+
+    def notice(self, budget: int | None) -> str | None:
+        """At a budget no larger than the window there is no second iteration: the first stage's top is reranked
+        once, no group is scored or expanded, and the run is retrieve-and-rerank under GAREN's name."""
+        c = self.config
+        if budget is None or budget > c.window:
+            return None
+        paper = f"; 100, the paper's, is {self.iterations(100)}" if c.window < 100 else ""
+        return (f"[run] garen at budget {budget}: no larger than its window ({c.window}), so it reranks the first "
+                f"stage's top {budget} once and expands no group (retrieve-and-rerank); a budget above {c.window} "
+                f"makes GAREN explore (every {c.window - c.keep} documents more is one more iteration{paper})")
+
     # ---- the search ---------------------------------------------------------------------------------------------
     def search(self, state: QueryState) -> Search:
         c = self.config
-        step = c.window - c.keep
-        iterations = 1 + max(0, -(-(state.budget - c.window) // step))  # ceil: the last expansion may be partial
+        iterations = self.iterations(state.budget)
         window = list(state.first_stage[: min(c.window, state.budget)])
         observed, dropped = set(window), []  # dropped: reranked documents that left the window, latest first
         scores: dict[int, float] = {}  # Pi_q: the navigator's score cache for this query
@@ -145,7 +160,7 @@ class Garen(Method):
                 filled = [d for d in state.first_stage if d not in observed and d not in expansion][: room - len(expansion)]
             observed.update(expansion + filled)
             dropped = reranked[c.keep :] + dropped  # later windows' losers first, each in reranked order
-            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)),
+            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)), "expanded": len(expansion),
                           "explore": explore, "filled_from_first_stage": len(filled), "navigator_reliability": reliability})
             window = reranked[: c.keep] + expansion + filled
         evidence.observe(list(reranked))

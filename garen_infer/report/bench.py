@@ -60,6 +60,8 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
 
     check_report_folder(config.report, config.runs)  # before hours of runs, not after
     check_runs_folder(config)
+    if limit:  # the smoke run's folders are not the ones the bench file names: said before anything runs
+        log(smoke_line(config, limit))
     entries = config.method_entries(list(METHODS))
     presets = {e.label: _preset(config, e) for e in entries}
     prepared = [_prepare_dataset(config, d, entries, presets, limit, log) for d in config.datasets]
@@ -99,10 +101,22 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
         matrices.append((matrix, dataset, index, plans))
     cells.close()
     if limit:
-        config = replace(config, report=config.report.with_name(f"{config.report.name}.first{limit}"))
+        config = replace(config, report=smoke_report(config.report, limit))
     report = write_report(config, matrices, log, command)
     log(f"[bench] {queries_run} queries run, {model_calls} model calls; report: {report}")
     return BenchOutcome(report, queries_run, model_calls)
+
+
+def smoke_report(report: Path, limit: int) -> Path:
+    """Where ``--limit N`` writes its report: beside the full one, named for the queries it is over."""
+    return report.with_name(f"{report.name}.first{limit}")
+
+
+def smoke_line(config: BenchConfig, limit: int) -> str:
+    """The one line saying where a ``--limit`` run writes, and that the full bench's report is not touched."""
+    return (f"[bench] --limit {limit}: a smoke run of the first {limit} judged queries of each dataset, kept apart from "
+            f"the full bench: run folders {config.runs}/<dataset>/<cell>.first{limit}, report "
+            f"{smoke_report(config.report, limit)} ({config.report} is left as it is)")
 
 
 def check_runs_folder(config: BenchConfig) -> None:
@@ -292,7 +306,7 @@ class BenchArguments:
 
     config: str  # a bench file (configs/bench/)
     overrides: tuple[str, ...] = ()  # KEY=VALUE changes to the bench file, as --set takes them
-    limit: int | None = None  # only the first N judged queries of each dataset (smoke runs; own run folders)
+    limit: int | None = None  # only the first N judged queries of each dataset: .firstN run folders and report
     cache: str | None = None  # the response cache file; None: the default one
     no_cache: bool = False
     plan: Literal["commands", "slurm"] | None = None  # print one command per cell, or an array job script

@@ -80,6 +80,7 @@ class Session:
         best first); the dataset's judgements are not given to them."""
         asked = Dataset(self.dataset.name, self.dataset.documents, queries)
         method_cls, _, method, budget = configure_method(asked, self.index, self.config)
+        self._notice(method, budget)
         roles = self.models()
         states = query_states(asked, self.index, self.config, method, budget, queries, first)
         records = {r["qid"]: r for r in answer_queries(asked, self.index, self.config, method, states, roles)}
@@ -93,6 +94,7 @@ class Session:
 
     def _run(self, out: Path) -> dict:
         method_cls, options, method, budget = configure_method(self.dataset, self.index, self.config)
+        self._notice(method, budget)
         resolved = self._resolved(options, budget)
         queries = self.queries()  # a shard too many for the queries is refused before anything is written
         simulation = simulation_label(self.config.models, self.roles)  # a run of the oracle never passes for a model's
@@ -111,6 +113,13 @@ class Session:
         results = RunResults(self.dataset, self.config.method, queries, done, method_cls, simulation, self.config.models,
                              wall, len(todo), warn_share=self.config.unusable_answers_warning, engines=engines)
         return results.write(out, self.log)
+
+    def _notice(self, method, budget) -> None:
+        """The method's notice about these options (``Method.notice``), once per session, not once per query."""
+        line = method.notice(budget)
+        if line and self.__dict__.get("_noticed") != line:
+            self.__dict__["_noticed"] = line
+            self.log(line)
 
     def _resolved(self, options, budget) -> dict:
         """The configuration ``config.json`` records, as it reads back from disk (tuples become lists)."""

@@ -47,3 +47,20 @@ def test_both_stacks_pins_satisfy_the_packages_own_requirements():
     for pinned in ("torch==2.14.0", "transformers==5.20.2", "numpy==2.3.5"):
         requirement = Requirement(pinned)
         assert core[requirement.name].specifier.contains(next(iter(requirement.specifier)).version), pinned
+
+
+def test_the_readme_installs_cpu_only_in_one_command_with_the_pinned_torch():
+    """The README's one command for a CPU-only install takes torch from PyTorch's CPU index at the version
+    requirements-cpu.txt pins (a plain install on Linux would resolve the CUDA build), and the `cpu` extra."""
+    import re
+    import shlex
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if line.startswith("pip install --extra-index-url")]
+    assert len(commands) == 1, commands
+    words = shlex.split(commands[0])
+    assert words[words.index("--extra-index-url") + 1] == "https://download.pytorch.org/whl/cpu"
+    torch = pins(REPO / "requirements-cpu.txt")["torch"]
+    [pinned] = [w for w in words if w.startswith("torch==")]
+    assert re.fullmatch(rf"torch=={re.escape(next(iter(torch.specifier)).version)}\+cpu", pinned), (pinned, torch)
+    assert "garen-ir[cpu]" in words and "cpu" in project()["optional-dependencies"]
