@@ -21,7 +21,7 @@ from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.index import stage_files
 from garen_infer.index.file_guard import REBUILD, load_vectors, reading
-from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages, stage_outputs
+from garen_infer.index.stages import STAGES, IndexConfig, calls_generator, load_optional_stages, stage_outputs
 from garen_infer.llm.embeddings import release_encoders
 from garen_infer.settings import identity
 from garen_infer.storage.atomic import write_json, write_text
@@ -57,10 +57,48 @@ def same_result(params_type: type, recorded: dict, wanted: dict) -> bool:
     return identity(params_type, completed_params(params_type, recorded)) == identity(params_type, wanted)
 
 
+def _built_as(folder: IndexFolder, name: str, params) -> bool:
+    """Whether ``folder`` holds stage ``name`` as ``params`` (None: any params) build it."""
+    if not folder.has(name):
+        return False
+    return params is None or same_result(type(params), folder.manifest["stages"][name]["params"], asdict(params))
+
+
+def _answer_shards(folder: IndexFolder, dataset: Dataset, config: IndexConfig, shard: tuple[int, int], log) -> list[dict]:
+    """Each stage of ``config`` that shards and asks a model: its shard ``shard``, once the stages it reads are built."""
+    sharded = [n for n in _in_build_order(config.stages) if STAGES[n].shard and calls_generator(config.stages[n])]
+    if not sharded:
+        raise GarenError("--shard: no stage of this preset asks a model for prompts that shard (the group summaries, with "
+                         "an LLM as index.groups.summarizer); build the index without --shard")
+    done, waiting = [], {}
+    for name in sharded:
+        params = config.stages[name]
+        if _built_as(folder, name, params):
+            log(f"[index] {name}: already built with these params, nothing to shard")
+            continue
+        unbuilt = [r for r in STAGES[name].requires if not _built_as(folder, r, config.stages.get(r))]
+        if unbuilt:
+            waiting[name] = unbuilt
+            log(f"[index] {name}: reads {', '.join(unbuilt)}, not built yet; shard it once they are")
+            continue
+        answer = STAGES[name].shard
+        assert answer is not None  # sharded lists only stages that shard
+        done.append(answer(folder, dataset, params, shard, log))
+    if not done and waiting:
+        name, unbuilt = next(iter(waiting.items()))
+        first = ("merge the shards of " if unbuilt[0] in sharded else "build ") + ", ".join(unbuilt)
+        how = "--merge-shards" if unbuilt[0] in sharded else "--shard-prefix"
+        raise GarenError(f"--shard {shard[0]}/{shard[1]}: stage '{name}' reads stage(s) {', '.join(unbuilt)}, which "
+                         f"{folder.path} lacks (or holds with other params); {first} first ('garen-infer index {how}' "
+                         f"with this preset)")
+    return done
+
+
 class IndexFolder:
     def __init__(self, path: Path, manifest: dict):
         self.path, self.manifest = Path(path), manifest
         self.build_actions: dict[str, tuple[str, float]] = {}  # stage -> (built | rebuilt, seconds) by the last build
+        self.merging_shards = False  # the sharded stages take their answers from their shards (build's merge_shards)
 
     # ---- opening and building -------------------------------------------------------------------------------
     @classmethod
@@ -127,10 +165,25 @@ class IndexFolder:
         return stage_files.size_problem(self.path, DOC_IDS, self.manifest["doc_ids"])
 
     @classmethod
-    def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> IndexFolder:
-        """Build (or complete) the index at ``path``; no other process may write it meanwhile."""
+    def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print,
+              merge_shards: bool = False) -> IndexFolder:
+        """Build (or complete) the index at ``path``; no other process may write it meanwhile. ``merge_shards``:
+        the stages that shard take their model answers from the shards of ``build_shard`` (all of them, finished)."""
         with writer_lock(path, "index folder"):
-            return cls._build(dataset, Path(path), config, force, log)
+            return cls._build(dataset, Path(path), config, force, log, merge_shards)
+
+    @classmethod
+    def build_shard(cls, dataset: Dataset, path: str | Path, config: IndexConfig, shard: tuple[int, int],
+                    log=print) -> list[dict]:
+        """Answer shard ``shard`` (I, N) of the model prompts of every stage of ``config`` that shards, into
+        ``path``'s ``shards/``; the stages they read must be built already (``model_free``), and the index folder
+        itself is only read, so N shards run at once. What each sharded stage did, one dict per stage."""
+        load_optional_stages()
+        if not (Path(path) / "manifest.json").is_file():
+            raise GarenError(f"{path}: not an index folder yet; build the stages the shards read once first, with "
+                             f"'garen-infer index --shard-prefix' and this preset")
+        folder = cls.open(path, dataset)
+        return _answer_shards(folder, dataset, config, shard, log)
 
     @classmethod
     def _open_to_build(cls, path: Path, force: bool) -> IndexFolder | None:
@@ -146,7 +199,8 @@ class IndexFolder:
             raise
 
     @classmethod
-    def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log) -> IndexFolder:
+    def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log,
+               merge_shards: bool = False) -> IndexFolder:
         load_optional_stages()
         corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
         folder = cls._open_to_build(path, force)
@@ -162,6 +216,7 @@ class IndexFolder:
             log(f"[index] {DOC_IDS}: not the corpus's ids, written again")
             folder._write_doc_ids(dataset)
         folder._drop_damaged(log)
+        folder.merging_shards = merge_shards
         for name in config.stages:  # a stage's inputs come from this build or from the folder already
             missing = [r for r in STAGES[name].requires if r not in config.stages and not folder.has(r)]
             if missing:
