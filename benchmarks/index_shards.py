@@ -104,7 +104,7 @@ def main() -> None:
     a.work.mkdir(parents=True, exist_ok=True)
     preset = a.work / "preset.yaml"
     write_preset(preset, a.concurrency)
-    common = ["index", "--dataset", f"beir:{a.data}", "--preset", str(preset)]
+    common = ["index", "--dataset", f"beir:{a.data}", "--preset", str(preset), "--allow-empty-docs"]
     prefix = a.work / "prefix"
     start = time.perf_counter()
     finish(garen(*common, "--out", str(prefix), "--shard-prefix", cache=a.work / "cache-prefix"))
