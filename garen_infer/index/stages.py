@@ -33,8 +33,8 @@ class Stage:
     build: Callable  # (folder, dataset, params) -> dict
     requires: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()  # files or folders of the index folder it writes; () = the folder named after it
-    # (folder, dataset, params, (I, N), log) -> facts: answers shard I of N of the stage's model prompts into the
-    # folder's shards/, for a build given merge_shards to assemble; None: the stage does not shard
+    # (folder, dataset, params, (I, N), log) -> facts: answers shard I of N of the stage's model prompts into
+    # the folder's shards/, for a build given merge_shards to assemble; None: the stage does not shard
     shard: Callable | None = None
 
 
@@ -58,8 +58,8 @@ def calls_generator(params) -> bool:
 
 
 def model_free(stages: dict[str, object]) -> dict[str, object]:
-    """The stages (name -> params) that ask no generator and read none that does: what ``index --shard I/N`` jobs
-    read, built once before them (``index --shard-prefix``)."""
+    """The stages (name -> params) that ask no generator and read none that does: what ``index --shard I/N``
+    jobs read, built once before them (``index --shard-prefix``)."""
     asks: set[str] = set()
 
     def asks_model(name: str) -> bool:

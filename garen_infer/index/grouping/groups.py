@@ -7,8 +7,9 @@ written by ``garen-train export``, which summarises its groups with ``summarize_
 Summarising submits every group's prompt as one stream (all at once to a server, in batches to a local engine;
 ``json_generation.stream_json``), takes the answers as they come, caches each as it arrives and shows a progress
 bar; it is resumable: each finished summary is appended to ``.<stage>.<partition digest>.partial.jsonl`` at once
-and skipped when the build runs again. The summaries shard over processes and hosts (``index --shard I/N``, then
-``index --merge-shards``: ``summary_shards.py``), since each group's prompt depends on the partition alone.
+and skipped when the build runs again. The summaries shard over processes and hosts (``index --shard
+I/N``, then ``index --merge-shards``: ``summary_shards.py``), each group's prompt depending on its partition
+alone.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from garen_infer.errors import GarenError
+from garen_infer.index.grouping import summary_shards as shards
 from garen_infer.index.grouping.groups_format import Groups, write_groups  # noqa: F401 - Groups is read from here too
 from garen_infer.index.grouping.partition import kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.grouping.summaries import ExtractiveSummarizer, fit_documents, parse_summary
-from garen_infer.index.grouping.summary_shards import answer_shard, merged_summaries, remove_shards
 from garen_infer.index.stages import Stage, calls_generator, register
 from garen_infer.llm.json_generation import release_stage_generator, stage_generator, stream_json
 from garen_infer.llm.model_specs import SUMMARIZER_SPEC
@@ -83,7 +84,8 @@ def _partition(folder: OpenIndex, dataset: Dataset, params: GroupParams) -> list
 def summarize_into(folder: OpenIndex, dataset: Dataset, params: GroupParams, groups: list[list[int]],
                    partial: Path, stage_name: str, mine: list[int] | None = None) -> tuple[list[dict], dict]:
     """The summaries of groups ``mine`` (default: all), in that order, each appended to ``partial`` as it is
-    answered; those ``partial`` holds already are kept and not asked again. Returns them and the manifest facts."""
+    answered; those ``partial`` holds already are kept and not asked again. Returns them and the manifest
+    facts."""
     mine = list(range(len(groups))) if mine is None else mine
     texts = [d.full_text for d in dataset.documents]
     extractive = ExtractiveSummarizer(texts, folder.embeddings)
@@ -91,7 +93,8 @@ def summarize_into(folder: OpenIndex, dataset: Dataset, params: GroupParams, gro
     todo = [g for g in mine if g not in done]
     generator = stage_generator(params.summarizer, folder, texts) if todo else None
     answers = _llm_summaries(generator, todo, groups, texts, params) if generator is not None else ((g, None) for g in todo)
-    with open(partial, "a", encoding="utf-8") as out, tqdm(total=len(mine), initial=len(mine) - len(todo), desc="group summaries", unit="group") as bar:
+    bar = tqdm(total=len(mine), initial=len(mine) - len(todo), desc="group summaries", unit="group")
+    with open(partial, "a", encoding="utf-8") as out, bar:
         for g, result in answers:  # in the order they are answered
             source = generator.name if generator else "extractive"
             if result is None:
@@ -150,7 +153,8 @@ def finish_summaries(folder, stage_name: str) -> None:
 
 
 def _stage_params(stage_name: str, params: GroupParams) -> GroupParams:
-    return params if stage_name == "groups" else replace(params, construction=stage_name.removeprefix("groups_"))
+    construction = stage_name.removeprefix("groups_")
+    return params if stage_name == "groups" else replace(params, construction=construction)
 
 
 def _build(stage_name: str):
@@ -161,13 +165,13 @@ def _build(stage_name: str):
         partition_seconds = time.perf_counter() - start
         merging = folder.merging_shards and calls_generator(params)
         if merging:  # every summary from the shards' answers: no model is loaded
-            records, info = merged_summaries(folder, params, stage_name, groups)
+            records, info = shards.merged_summaries(folder, params, stage_name, groups)
         else:
             records, info = summarize_groups(folder, dataset, params, stage_name, groups)
         stats = write_groups(folder.path / stage_name, dataset.doc_ids, groups, records)
         finish_summaries(folder, stage_name)
         if merging:
-            remove_shards(folder, stage_name)
+            shards.remove_shards(folder, stage_name)
         return {**stats, **info, "partition_seconds": round(partition_seconds, 2), "seconds": round(time.perf_counter() - start, 2)}
 
     return build
@@ -176,10 +180,16 @@ def _build(stage_name: str):
 def _shard(stage_name: str):
     """Shard (I, N) of the stage's summaries, into the index folder's ``shards/`` (``summary_shards.py``)."""
 
-    def shard(folder: OpenIndex, dataset: Dataset, params: GroupParams, which: tuple[int, int], log=print) -> dict:
+    def shard(folder: OpenIndex, dataset: Dataset, params: GroupParams, which: tuple[int, int],
+              log=print) -> dict:
         params = _stage_params(stage_name, params)
         groups = _partition(folder, dataset, params)
-        return answer_shard(folder, dataset, params, stage_name, groups, which, summarize_into, log)
+
+        def answer(log_file: Path, mine: list[int]) -> dict:
+            return summarize_into(folder, dataset, params, groups, log_file, stage_name, mine)[1]
+
+        root = shards.shards_root(folder, stage_name, groups, params)
+        return shards.answer_shard(folder, stage_name, root, len(groups), which, answer, log=log)
 
     return shard
 
@@ -201,7 +211,8 @@ def _learned_elsewhere(folder: OpenIndex, dataset: Dataset, params) -> dict:
                      "configs/train/partition-dmon.yaml' and write it with 'garen-train export --checkpoint CKPT --index DIR'")
 
 
-register(Stage("groups", GroupParams, _build("groups"), requires=("embeddings", "knn_graph"), shard=_shard("groups")))
-register(Stage("groups_kmeans", GroupParams, _build("groups_kmeans"), requires=("groups",), shard=_shard("groups_kmeans")))
-register(Stage("groups_random", GroupParams, _build("groups_random"), requires=("groups",), shard=_shard("groups_random")))
+register(Stage("groups", GroupParams, _build("groups"), requires=("embeddings", "knn_graph"),
+               shard=_shard("groups")))
+for _control in ("groups_kmeans", "groups_random"):  # App. C.2's controls: as many groups as the Leiden ones
+    register(Stage(_control, GroupParams, _build(_control), requires=("groups",), shard=_shard(_control)))
 register(Stage("groups_soft", SoftGroupParams, _learned_elsewhere, requires=("embeddings", "knn_graph", "groups")))
