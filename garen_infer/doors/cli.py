@@ -59,8 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(index, dataset_required=False)
     index.add_argument("--out", required=True, help="index folder")
     index.add_argument("--force", action="store_true", help="rebuild every stage even if the manifest says it is built")
-    index.add_argument("--verify", action="store_true", help="build nothing: read every file of the index and compare it "
-                       "with the digest its manifest records (with --dataset, check the corpus too)")
+    mode = index.add_mutually_exclusive_group()
+    mode.add_argument("--verify", action="store_true", help="build nothing: read every file of the index "
+                      "and compare it with the digest its manifest records (with --dataset, the corpus too)")
+    mode.add_argument("--shard-prefix", action="store_true", help="build only the stages that ask no "
+                      "generator model and read none that does: what the --shard I/N jobs read, built once")
+    mode.add_argument("--shard", metavar="I/N", help="answer only shard I of N of the model prompts of the "
+                      "stages that shard (group summaries, top-down document summaries) into OUT/shards/, "
+                      "reading the stages --shard-prefix built; resumable; join them with --merge-shards")
+    mode.add_argument("--merge-shards", action="store_true", help="build the index, the sharded stages from "
+                      "the answers of their finished shards (every shard 1..N, none missing)")
     index.add_argument("--json", action="store_true", help="print what was built as JSON (each stage's action, seconds, "
                        "bytes and manifest entry) instead of the table")
 
@@ -163,13 +171,42 @@ def cmd_index(args) -> int:
         return 0
     if not args.dataset:
         raise GarenError("the following arguments are required: --dataset (only 'index --verify' reads no dataset)")
+    shard = _index_shard(args)  # refused before the data loads
     preset = load_preset(args.preset, args.overrides)
+    config = IndexConfig.from_dict(preset.get("index", {}))
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
-    folder = IndexFolder.build(dataset, args.out, IndexConfig.from_dict(preset.get("index", {})), force=args.force,
-                               log=lambda line: print(line, file=sys.stderr))
+
+    def log(line: str) -> None:  # stdout: the summary or --json
+        print(line, file=sys.stderr)
+
+    if shard is not None:
+        done = IndexFolder.build_shard(dataset, args.out, config, (shard.index, shard.count), log=log)
+        lines = [f"{d['stage']}: shard {d['shard']}, {d['prompts']} {d['of']}, in {d['folder']}"
+                 for d in done]
+        print(json.dumps(done, indent=2) if args.json else
+              "\n".join(lines) or "nothing to shard: the sharded stages are built")
+        return 0
+    if args.shard_prefix:
+        from garen_infer.index.stages import model_free
+
+        config = IndexConfig(model_free(config.stages))
+    folder = IndexFolder.build(dataset, args.out, config, force=args.force, log=log,
+                               merge_shards=args.merge_shards)
     facts = summary(folder)
     print(json.dumps(facts, indent=2) if args.json else summary_table(facts))
     return 0
+
+
+def _index_shard(args):
+    """``index --shard I/N``'s shard, or None; one line for a bad value or a flag it cannot take."""
+    from garen_infer.configuration.shards import parse_shard
+
+    if args.shard is None:
+        return None
+    if args.force:
+        raise GarenError("--shard with --force: a shard rebuilds nothing; rebuild the stages it reads with "
+                         "'garen-infer index --shard-prefix --force', then run the shards")
+    return parse_shard(args.shard)
 
 
 def cmd_run(args) -> int:
@@ -329,7 +366,9 @@ def main(argv: list[str] | None = None) -> int:
                 "presets": cmd_presets, "demo": cmd_demo}
     command = commands[args.command]
     try:
-        writes = args.command in WRITES and not getattr(args, "verify", False)
+        # a shard writes only its own folder under OUT/shards/ (locked there): N shards run at once
+        writes = (args.command in WRITES and not getattr(args, "verify", False)
+                  and not getattr(args, "shard", None))
         with writer_lock(args.out, WRITES[args.command]) if writes else nullcontext():
             return command(args)  # a second writer of the folder is refused before any data loads
     except GarenError as err:

@@ -21,7 +21,7 @@ from garen_infer.data.dataset import Dataset
 from garen_infer.errors import GarenError
 from garen_infer.index import stage_files
 from garen_infer.index.file_guard import REBUILD, load_vectors, reading
-from garen_infer.index.stages import STAGES, IndexConfig, load_optional_stages, stage_outputs
+from garen_infer.index.stages import STAGES, IndexConfig, calls_generator, load_optional_stages, stage_outputs
 from garen_infer.llm.embeddings import release_encoders
 from garen_infer.settings import identity
 from garen_infer.storage.atomic import write_json, write_text
@@ -57,10 +57,63 @@ def same_result(params_type: type, recorded: dict, wanted: dict) -> bool:
     return identity(params_type, completed_params(params_type, recorded)) == identity(params_type, wanted)
 
 
+NOTHING_SHARDS = ("--shard: no stage of this preset asks a model for prompts that shard (the group "
+                  "summaries, the top-down tree's document summaries); build the index without --shard")
+
+
+def _built_as(folder: IndexFolder, name: str, params) -> bool:
+    """Whether ``folder`` holds stage ``name`` as ``params`` (None: any params) build it."""
+    if not folder.has(name):
+        return False
+    recorded = folder.manifest["stages"][name]["params"]
+    return params is None or same_result(type(params), recorded, asdict(params))
+
+
+def _answer_shards(folder: IndexFolder, dataset: Dataset, config: IndexConfig, shard: tuple[int, int],
+                   log) -> list[dict]:
+    """Each stage of ``config`` that shards and asks a model: its shard ``shard``, once the stages it reads
+    are built."""
+    stages = config.stages
+    sharded = [n for n in _in_build_order(stages) if STAGES[n].shard and calls_generator(stages[n])]
+    if not sharded:
+        raise GarenError(NOTHING_SHARDS)
+    done, waiting = [], {}
+    for name in sharded:
+        if _built_as(folder, name, stages[name]):
+            log(f"[index] {name}: already built with these params, nothing to shard")
+            continue
+        unbuilt = [r for r in STAGES[name].requires if not _built_as(folder, r, stages.get(r))]
+        if unbuilt:
+            waiting[name] = unbuilt
+            log(f"[index] {name}: reads {', '.join(unbuilt)}, not built yet; shard it once they are")
+            continue
+        answer = STAGES[name].shard
+        assert answer is not None  # sharded lists only stages that shard
+        facts = answer(folder, dataset, stages[name], shard, log)  # None: not with these params (bottom-up)
+        done += [facts] if facts is not None else []
+    if not done and waiting:
+        raise _waiting(folder, shard, waiting, sharded)
+    if not done and not any(_built_as(folder, n, stages[n]) for n in sharded):
+        raise GarenError(NOTHING_SHARDS)
+    return done
+
+
+def _waiting(folder: IndexFolder, shard: tuple[int, int], waiting: dict, sharded: list[str]) -> GarenError:
+    """Why no stage could shard: the first one's unbuilt inputs, and the command that builds them."""
+    name, unbuilt = next(iter(waiting.items()))
+    merged = unbuilt[0] in sharded
+    first = ("merge the shards of " if merged else "build ") + ", ".join(unbuilt)
+    how = "--merge-shards" if merged else "--shard-prefix"
+    return GarenError(f"--shard {shard[0]}/{shard[1]}: stage '{name}' reads stage(s) {', '.join(unbuilt)}, "
+                      f"which {folder.path} lacks (or holds with other params); {first} first ('garen-infer "
+                      f"index {how}' with this preset)")
+
+
 class IndexFolder:
     def __init__(self, path: Path, manifest: dict):
         self.path, self.manifest = Path(path), manifest
         self.build_actions: dict[str, tuple[str, float]] = {}  # stage -> (built | rebuilt, seconds) by the last build
+        self.merging_shards = False  # the sharded stages take their answers from their shards (merge_shards)
 
     # ---- opening and building -------------------------------------------------------------------------------
     @classmethod
@@ -127,10 +180,26 @@ class IndexFolder:
         return stage_files.size_problem(self.path, DOC_IDS, self.manifest["doc_ids"])
 
     @classmethod
-    def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print) -> IndexFolder:
-        """Build (or complete) the index at ``path``; no other process may write it meanwhile."""
+    def build(cls, dataset: Dataset, path: str | Path, config: IndexConfig, force: bool = False, log=print,
+              merge_shards: bool = False) -> IndexFolder:
+        """Build (or complete) the index at ``path``; no other process may write it meanwhile.
+        ``merge_shards``: the stages that shard take their model answers from the shards of ``build_shard``
+        (all of them, finished)."""
         with writer_lock(path, "index folder"):
-            return cls._build(dataset, Path(path), config, force, log)
+            return cls._build(dataset, Path(path), config, force, log, merge_shards)
+
+    @classmethod
+    def build_shard(cls, dataset: Dataset, path: str | Path, config: IndexConfig, shard: tuple[int, int],
+                    log=print) -> list[dict]:
+        """Answer shard ``shard`` (I, N) of the model prompts of every stage of ``config`` that shards, into
+        ``path``'s ``shards/``; the stages they read must be built already (``model_free``), and the index
+        folder itself is only read, so N shards run at once. What each sharded stage did, one dict each."""
+        load_optional_stages()
+        if not (Path(path) / "manifest.json").is_file():
+            raise GarenError(f"{path}: not an index folder yet; build the stages the shards read once first, "
+                             f"with 'garen-infer index --shard-prefix' and this preset")
+        folder = cls.open(path, dataset)
+        return _answer_shards(folder, dataset, config, shard, log)
 
     @classmethod
     def _open_to_build(cls, path: Path, force: bool) -> IndexFolder | None:
@@ -146,7 +215,8 @@ class IndexFolder:
             raise
 
     @classmethod
-    def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log) -> IndexFolder:
+    def _build(cls, dataset: Dataset, path: Path, config: IndexConfig, force: bool, log,
+               merge_shards: bool = False) -> IndexFolder:
         load_optional_stages()
         corpus = {"name": dataset.name, "fingerprint": dataset.fingerprint(), "doc_count": len(dataset.documents)}
         folder = cls._open_to_build(path, force)
@@ -162,6 +232,7 @@ class IndexFolder:
             log(f"[index] {DOC_IDS}: not the corpus's ids, written again")
             folder._write_doc_ids(dataset)
         folder._drop_damaged(log)
+        folder.merging_shards = merge_shards
         for name in config.stages:  # a stage's inputs come from this build or from the folder already
             missing = [r for r in STAGES[name].requires if r not in config.stages and not folder.has(r)]
             if missing:

@@ -19,6 +19,7 @@ class OpenIndex(EmbeddedCorpus, Protocol):
     path: Path
     manifest: dict
     build_actions: dict[str, tuple[str, float]]
+    merging_shards: bool  # the sharded stages take their answers from their shards (index --merge-shards)
 
     @property
     def doc_ids(self) -> list[str]:

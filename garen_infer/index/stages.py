@@ -33,6 +33,9 @@ class Stage:
     build: Callable  # (folder, dataset, params) -> dict
     requires: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()  # files or folders of the index folder it writes; () = the folder named after it
+    # (folder, dataset, params, (I, N), log) -> facts: answers shard I of N of the stage's model prompts into
+    # the folder's shards/, for a build given merge_shards to assemble; None: the stage does not shard
+    shard: Callable | None = None
 
 
 STAGES: dict[str, Stage] = {}
@@ -46,6 +49,26 @@ def register(stage: Stage) -> Stage:
 def stage_outputs(name: str) -> tuple[str, ...]:
     """What stage ``name`` wrote (a stage no module registers, written by garen-train export: its folder)."""
     return (STAGES[name].outputs if name in STAGES else ()) or (name,)
+
+
+def calls_generator(params) -> bool:
+    """Whether a stage with ``params`` asks a generator model (its summarizer is not the extractive one)."""
+    spec = getattr(params, "summarizer", None)
+    return isinstance(spec, dict) and spec.get("backend", "extractive") != "extractive"
+
+
+def model_free(stages: dict[str, object]) -> dict[str, object]:
+    """The stages (name -> params) that ask no generator and read none that does: what ``index --shard I/N``
+    jobs read, built once before them (``index --shard-prefix``)."""
+    asks: set[str] = set()
+
+    def asks_model(name: str) -> bool:
+        if name not in asks and name in stages:
+            if calls_generator(stages[name]) or any(asks_model(r) for r in STAGES[name].requires):
+                asks.add(name)
+        return name in asks
+
+    return {name: params for name, params in stages.items() if not asks_model(name)}
 
 
 def _build_bm25(folder: OpenIndex, dataset: Dataset, params: Bm25Params) -> dict:

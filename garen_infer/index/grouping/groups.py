@@ -7,7 +7,9 @@ written by ``garen-train export``, which summarises its groups with ``summarize_
 Summarising submits every group's prompt as one stream (all at once to a server, in batches to a local engine;
 ``json_generation.stream_json``), takes the answers as they come, caches each as it arrives and shows a progress
 bar; it is resumable: each finished summary is appended to ``.<stage>.<partition digest>.partial.jsonl`` at once
-and skipped when the build runs again.
+and skipped when the build runs again. The summaries shard over processes and hosts (``index --shard
+I/N``, then ``index --merge-shards``: ``summary_shards.py``), each group's prompt depending on its partition
+alone.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from garen_infer.errors import GarenError
+from garen_infer.index.grouping import summary_shards as shards
 from garen_infer.index.grouping.groups_format import Groups, write_groups  # noqa: F401 - Groups is read from here too
 from garen_infer.index.grouping.partition import kmeans_groups, leiden_groups, random_groups
 from garen_infer.index.grouping.summaries import ExtractiveSummarizer, fit_documents, parse_summary
-from garen_infer.index.stages import Stage, register
+from garen_infer.index.stages import Stage, calls_generator, register
 from garen_infer.llm.json_generation import release_stage_generator, stage_generator, stream_json
 from garen_infer.llm.model_specs import SUMMARIZER_SPEC
 from garen_infer.settings import Count, NonNegative, Positive, Probability, execution_only
@@ -78,21 +81,24 @@ def _partition(folder: OpenIndex, dataset: Dataset, params: GroupParams) -> list
     raise GarenError(f"unknown group construction '{params.construction}' (leiden, kmeans or random)")
 
 
-def _summarize(folder: OpenIndex, dataset: Dataset, params: GroupParams, groups: list[list[int]],
-               partial: Path, stage_name: str) -> tuple[list[dict], dict]:
+def summarize_into(folder: OpenIndex, dataset: Dataset, params: GroupParams, groups: list[list[int]],
+                   partial: Path, stage_name: str, mine: list[int] | None = None) -> tuple[list[dict], dict]:
+    """The summaries of groups ``mine`` (default: all), in that order, each appended to ``partial`` as it is
+    answered; those ``partial`` holds already are kept and not asked again. Returns them and the manifest
+    facts."""
+    mine = list(range(len(groups))) if mine is None else mine
     texts = [d.full_text for d in dataset.documents]
     extractive = ExtractiveSummarizer(texts, folder.embeddings)
     done: dict[int, dict] = read_finished(partial, "group")
-    generator = stage_generator(params.summarizer, folder, texts)
-    todo = [g for g in range(len(groups)) if g not in done]
-    fallbacks = 0
+    todo = [g for g in mine if g not in done]
+    generator = stage_generator(params.summarizer, folder, texts) if todo else None
     answers = _llm_summaries(generator, todo, groups, texts, params) if generator is not None else ((g, None) for g in todo)
-    with open(partial, "a", encoding="utf-8") as out, tqdm(total=len(groups), initial=len(done), desc="group summaries", unit="group") as bar:
+    bar = tqdm(total=len(mine), initial=len(mine) - len(todo), desc="group summaries", unit="group")
+    with open(partial, "a", encoding="utf-8") as out, bar:
         for g, result in answers:  # in the order they are answered
             source = generator.name if generator else "extractive"
             if result is None:
                 if generator is not None:
-                    fallbacks += 1
                     log.warning("group %d: no valid JSON summary after %d retries; using the extractive summary", g, params.summary_retries)
                 result, source = extractive.summarize(groups[g]), "extractive"
             record = {"group": g, **result, "summarizer": source}
@@ -101,9 +107,13 @@ def _summarize(folder: OpenIndex, dataset: Dataset, params: GroupParams, groups:
             done[g] = record
             fault_point("groups:summary-batch")
             bar.update(1)
+    records = [done[g] for g in mine]
+    # counted from the records, so summaries kept from an interrupted build count as well
+    fallbacks = sum(r["summarizer"] == "extractive" for r in records) if calls_generator(params) else 0
     info = {"summarizer": params.summarizer.get("model", "extractive"), "summary_fallbacks": fallbacks,
-            **release_stage_generator(generator, stage_name)}
-    return [done[g] for g in range(len(groups))], info
+            **(release_stage_generator(generator, stage_name) if generator is not None else
+               {"truncated_prompts": 0, "answer_problems": {}} if calls_generator(params) else {})}
+    return records, info
 
 
 def _llm_summaries(generator, todo: list[int], groups, texts,
@@ -133,7 +143,7 @@ def summarize_groups(folder: OpenIndex, dataset: Dataset, params: GroupParams, s
     for stale in folder.path.glob(f".{stage_name}.*.partial.jsonl"):
         if stale != partial:
             stale.unlink()
-    return _summarize(folder, dataset, params, groups, partial, stage_name)
+    return summarize_into(folder, dataset, params, groups, partial, stage_name)
 
 
 def finish_summaries(folder, stage_name: str) -> None:
@@ -142,19 +152,46 @@ def finish_summaries(folder, stage_name: str) -> None:
         partial.unlink()
 
 
+def _stage_params(stage_name: str, params: GroupParams) -> GroupParams:
+    construction = stage_name.removeprefix("groups_")
+    return params if stage_name == "groups" else replace(params, construction=construction)
+
+
 def _build(stage_name: str):
     def build(folder: OpenIndex, dataset: Dataset, params: GroupParams) -> dict:
-        if stage_name != "groups":
-            params = replace(params, construction=stage_name.removeprefix("groups_"))
+        params = _stage_params(stage_name, params)
         start = time.perf_counter()
         groups = _partition(folder, dataset, params)
         partition_seconds = time.perf_counter() - start
-        records, info = summarize_groups(folder, dataset, params, stage_name, groups)
+        merging = folder.merging_shards and calls_generator(params)
+        if merging:  # every summary from the shards' answers: no model is loaded
+            records, info = shards.merged_summaries(folder, params, stage_name, groups)
+        else:
+            records, info = summarize_groups(folder, dataset, params, stage_name, groups)
         stats = write_groups(folder.path / stage_name, dataset.doc_ids, groups, records)
         finish_summaries(folder, stage_name)
+        if merging:
+            shards.remove_shards(folder, stage_name)
         return {**stats, **info, "partition_seconds": round(partition_seconds, 2), "seconds": round(time.perf_counter() - start, 2)}
 
     return build
+
+
+def _shard(stage_name: str):
+    """Shard (I, N) of the stage's summaries, into the index folder's ``shards/`` (``summary_shards.py``)."""
+
+    def shard(folder: OpenIndex, dataset: Dataset, params: GroupParams, which: tuple[int, int],
+              log=print) -> dict:
+        params = _stage_params(stage_name, params)
+        groups = _partition(folder, dataset, params)
+
+        def answer(log_file: Path, mine: list[int]) -> dict:
+            return summarize_into(folder, dataset, params, groups, log_file, stage_name, mine)[1]
+
+        root = shards.shards_root(folder, stage_name, groups, params)
+        return shards.answer_shard(folder, stage_name, root, len(groups), which, answer, log=log)
+
+    return shard
 
 
 @dataclass(frozen=True)
@@ -174,7 +211,8 @@ def _learned_elsewhere(folder: OpenIndex, dataset: Dataset, params) -> dict:
                      "configs/train/partition-dmon.yaml' and write it with 'garen-train export --checkpoint CKPT --index DIR'")
 
 
-register(Stage("groups", GroupParams, _build("groups"), requires=("embeddings", "knn_graph")))
-register(Stage("groups_kmeans", GroupParams, _build("groups_kmeans"), requires=("groups",)))
-register(Stage("groups_random", GroupParams, _build("groups_random"), requires=("groups",)))
+register(Stage("groups", GroupParams, _build("groups"), requires=("embeddings", "knn_graph"),
+               shard=_shard("groups")))
+for _control in ("groups_kmeans", "groups_random"):  # App. C.2's controls: as many groups as the Leiden ones
+    register(Stage(_control, GroupParams, _build(_control), requires=("groups",), shard=_shard(_control)))
 register(Stage("groups_soft", SoftGroupParams, _learned_elsewhere, requires=("embeddings", "knn_graph", "groups")))

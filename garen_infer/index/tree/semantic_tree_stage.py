@@ -3,6 +3,8 @@ read from the trees the authors released (``tree_import.py``), and written in th
 ``semantic_tree.py`` (plus, for top-down, ``doc_levels.jsonl``: each document's level summaries).
 
 Generator calls go through the response cache, so an interrupted build asked again replays what it already has.
+Top-down's document summaries shard (``index --shard I/N``, ``tree_shards.py``); its clustering and
+bottom-up's descriptions do not, since each prompt waits for answers to others.
 The manifest says who wrote the descriptions and counts every fallback.
 """
 
@@ -11,13 +13,16 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from garen_infer.errors import GarenError
+from garen_infer.index.grouping.summary_shards import remove_shards
 from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.stages import Stage, register
 from garen_infer.index.tree.semantic_tree import SemanticTree
+from garen_infer.index.tree.tree_shards import merged_levels, shard_levels
 from garen_infer.llm.model_specs import SUMMARIZER_SPEC
 from garen_infer.settings import AtLeast, Count, NonNegative, execution_only
 from garen_infer.storage.atomic import atomic_path
@@ -87,12 +92,26 @@ def _build(folder: OpenIndex, dataset: Dataset, params: SemanticTreeParams) -> d
                 "extractive descriptions"
             )
         builder = TopDownBuilder(texts, vectors, generator, params, log=lambda line: print(line, file=sys.stderr))  # stdout: the summary or --json
-        root, levels = builder.build()
+        answers, sharded = merged_levels(folder, params, len(texts)) if folder.merging_shards else (None, {})
+        root, levels = builder.build(answers)
         info.update(summarizer=generator.name, **vars(builder.stats))
     info.update(release_stage_generator(generator, "semantic_tree"))
+    shards = {}
+    if levels is not None and folder.merging_shards:  # the shards' answers are counted with the clustering's
+        info.update(_with_shards(info, sharded))
+        # the manifest's, not the tree's meta.json: the tree's files are the unsharded build's
+        shards = {"level_shards": sharded["level_shards"]}
     tree = SemanticTree.from_built(root, {**info, "max_children": params.max_children})
     _save(folder, tree, dataset.doc_ids, levels)
-    return {**tree.meta, "seconds": round(time.perf_counter() - start, 2)}
+    if folder.merging_shards:
+        remove_shards(folder, "semantic_tree")
+    return {**tree.meta, **shards, "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _with_shards(info: dict, sharded: dict) -> dict:
+    problems = Counter(info.get("answer_problems", {})) + Counter(sharded["answer_problems"])
+    return {"truncated_prompts": info.get("truncated_prompts", 0) + sharded["truncated_prompts"],
+            "answer_problems": dict(sorted(problems.items()))}
 
 
 def _save(folder, tree: SemanticTree, doc_ids: list[str], levels) -> None:
@@ -115,4 +134,4 @@ def _children(root) -> list[list]:
     return out
 
 
-register(Stage("semantic_tree", SemanticTreeParams, _build, requires=("embeddings",)))
+register(Stage("semantic_tree", SemanticTreeParams, _build, requires=("embeddings",), shard=shard_levels))

@@ -80,6 +80,13 @@ def parse_clusters(text: str, n_keys: int, max_clusters: int) -> list[tuple[str,
     return out if 2 <= len(out) <= max_clusters else None
 
 
+def level_chat(text: str, params):
+    """The prompt asking for one document's ``summary_levels`` summaries (App. B.3.2)."""
+    from garen_infer.llm.prompts import lattice_levels
+
+    return lattice_levels(text, params.summary_levels, params.summary_max_words)
+
+
 class TopDownBuilder:
     def __init__(self, doc_texts: list[str], doc_vectors: np.ndarray, generator, params, log=print):
         self.texts, self.vectors, self.generator, self.p, self.log = doc_texts, np.asarray(doc_vectors, np.float32), generator, params, log
@@ -88,12 +95,14 @@ class TopDownBuilder:
         self.stats = TopDownStats()
 
     # ---- step 1: multi-level summaries of every document -------------------------------------------------------
-    def document_levels(self) -> list[list[str]]:
-        from garen_infer.llm.prompts import lattice_levels
-
+    def document_levels(self, answers: list | None = None) -> list[list[str]]:
+        """Every document's levels: ``answers`` (each parsed answer or None, e.g. from the shards of
+        ``index --shard I/N``), or asked of the generator; a None gets the counted extractive fallback."""
         levels = self.p.summary_levels
-        chats = [lattice_levels(t, levels, self.p.summary_max_words) for t in self.texts]
-        answers = generate_json(self.generator, chats, lambda _, text: parse_levels(text, levels), self.p.retries, self.p.batch_size, "document summaries")
+        if answers is None:
+            chats = [level_chat(t, self.p) for t in self.texts]
+            answers = generate_json(self.generator, chats, lambda _, text: parse_levels(text, levels),
+                                    self.p.retries, self.p.batch_size, "document summaries")
         terms = copy.copy(self.extractive)  # the same term weights (one pass over the corpus), ``levels`` terms
         terms.n_terms = levels
         out = []
@@ -106,14 +115,14 @@ class TopDownBuilder:
         return out
 
     # ---- step 2: partition oversized nodes, each as soon as its parent's partition is in -----------------------
-    def build(self) -> tuple[BuiltNode, list[list[str]]]:
+    def build(self, level_answers: list | None = None) -> tuple[BuiltNode, list[list[str]]]:
         """A node's children depend only on its own partition, so each oversized node's clustering prompt is sent
         as soon as its parent is partitioned (``JsonStream``: every one in flight on a server, batches on a local
         engine) and no depth waits for its slowest answer. The tree does not depend on the order answers arrive:
         a node's children are fixed, in its clusters' order, when its own partition is in."""
         from garen_infer.llm.prompts import lattice_cluster
 
-        levels = self.document_levels()
+        levels = self.document_levels(level_answers)
         root = BuiltNode("", "root")
         asked: list[tuple[BuiltNode, list[int], int, int, list[str]]] = []  # (node, rows, depth, level, keys)
 
