@@ -20,7 +20,7 @@ from garen_infer.index.first_stage import (
     REWRITE,
     FirstStageConfig,
     excluded_rows,
-    first_stage,
+    first_stage_scored,
     first_stage_texts,
 )
 from garen_infer.llm.model_specs import spec_identity
@@ -101,14 +101,16 @@ def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method
                 for q in queries]
     exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
     texts = [q.text for q in queries]
+    scores: list[dict[int, float]] = [{} for _ in queries]  # rows a caller gives carry no first-stage score
     if first is None:
         texts = first_stage_texts(queries, stage, dataset.name)
-        first = first_stage(index, texts, stage, exclude)
+        hits = first_stage_scored(index, texts, stage, exclude)
+        first, scores = [[row for row, _ in h] for h in hits], [dict(h) for h in hits]
     elif exclude is not None:
         first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
-    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind,
-                         first_stage_vectors=stage.vectors, first_stage_text=text)
-              for q, rows, text in zip(queries, first, texts)]
+    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind, first_stage_vectors=stage.vectors,
+                         first_stage_text=text, first_stage_scores=score)
+              for q, rows, text, score in zip(queries, first, texts, scores)]
     if stage.models_read == "rewritten":
         for state in states:
             state.query = replace(state.query, text=state.first_stage_text)
@@ -136,9 +138,12 @@ def answer_queries(dataset: Dataset, index: IndexFolder, config: RunConfig, meth
                 method.diagnose(finished.state, gold)
             for role, kind in finished.state.answer_problems:
                 finished.ledger.count_problem(role, kind)
+            kind, scores = method.ranking_scores(finished.state, finished.ranking)
             record = {
                 "qid": finished.state.query.id,
                 "ranking": [doc_ids[r] for r in finished.ranking],
+                "score_kind": kind,  # what run.trec's scores are (results.py); "scores": each row's, None: none
+                "scores": scores,
                 "ledger": finished.ledger.summary(),
                 "seconds": round(finished.seconds, 4),
                 "trace": finished.state.trace,
