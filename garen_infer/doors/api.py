@@ -8,7 +8,9 @@
 A preset and its overrides become one checked run configuration (``config.run_config_from``) exactly as the
 CLI's do, the response cache is the CLI's, and a query searched here gets the ranking ``garen-infer run`` gives
 it. Frames follow PyTerrier's conventions: ``qid``/``docno`` strings, ``rank`` from 0, scores strictly decreasing
-(``run.trec``'s scores). Every refusal is a ``GarenError`` carrying the CLI's one line.
+(``run.trec``'s scores: the method's own where it has them, BM25's, the dense inner product, a pointwise reranker's
+P(yes); ``n - rank`` for a listwise order, and for ``bm25`` over a given frame, which keeps its order, not its scores).
+Every refusal is a ``GarenError`` carrying the CLI's one line.
 """
 
 from __future__ import annotations
@@ -162,7 +164,8 @@ class Retriever:
     def rerank(self, results):
         """Run the method from a first-stage result frame (``qid, query, docno`` and ``rank`` or ``score``, e.g. any
         PyTerrier retriever's output) instead of the configured first stage. Documents the frame does not list
-        score as the configured first stage scores them."""
+        score as the configured first stage scores them. The frame's own scores are not carried over: ``bm25``
+        over it returns its order with ``n - rank`` scores; a pointwise reranker's methods, the reranker's."""
         queries, first = _first_stage_frame(results, self.index)
         return self._answer(queries, first)
 

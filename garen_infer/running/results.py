@@ -13,8 +13,8 @@ from garen_infer.evaluation.evaluate import evaluate, remove_excluded
 from garen_infer.evaluation.reachability import hit_by_hops
 from garen_infer.llm.oracle import RUN_TAG
 from garen_infer.llm.problems import UNUSABLE
-from garen_infer.storage.atomic import write_json
 from garen_infer.methods.base import PSEUDO
+from garen_infer.storage.atomic import write_json
 from garen_infer.storage.trec import run_scores, write_run
 
 LEDGER_MEANS = ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds")

@@ -27,6 +27,7 @@ from garen_infer.llm.model_specs import spec_identity
 from garen_infer.methods.base import QueryState
 from garen_infer.running.query_rewrite import rewrite_then_search
 from garen_infer.running.scheduler import Scheduler
+from garen_infer.storage.trec import as_written
 
 if TYPE_CHECKING:
     from garen_infer.index.folder import IndexFolder
@@ -143,7 +144,7 @@ def answer_queries(dataset: Dataset, index: IndexFolder, config: RunConfig, meth
                 "qid": finished.state.query.id,
                 "ranking": [doc_ids[r] for r in finished.ranking],
                 "score_kind": kind,  # what run.trec's scores are (results.py); "scores": each row's, None: none
-                "scores": scores,
+                "scores": [as_written(score) for score in scores],
                 "ledger": finished.ledger.summary(),
                 "seconds": round(finished.seconds, 4),
                 "trace": finished.state.trace,

@@ -27,15 +27,23 @@ LOWEST = np.float32(-np.inf)
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # a score beyond it has no float32: it reads as none
 
 
+def as_written(score: float | None) -> float | None:
+    """A document's own score as run.trec can hold it: the float its float32 text reads back as; None where it has
+    none (None, a score that is not a finite float32)."""
+    if score is None or not math.isfinite(score) or abs(score) > FLOAT32_MAX:
+        return None
+    return float(format_score(score))
+
+
 def run_scores(real: list[float | None]) -> tuple[list[float], int]:
     """The scores a ranking (best first) carries, from each document's own score (None, or a non-finite one,
     where it has none): strictly decreasing as float32, each the float its text in run.trec reads back as; and
     how many own scores were lowered to keep the order."""
     out: list[float] = []
     lowered = 0
-    for score in real:
-        own = score is not None and math.isfinite(score) and abs(score) <= FLOAT32_MAX
-        if own:
+    for score in map(as_written, real):
+        own = score is not None
+        if score is not None:
             value = np.float32(score)
         else:  # a pseudo-score: n - rank when the ranking has no scores at all
             value = np.float32(max(out[-1] - 1.0, -FLOAT32_MAX) if out else float(len(real)))

@@ -65,6 +65,22 @@ def test_experiment_over_some_topics_equals_eval_judged_in_run(index, beir_dir, 
     assert scores[()] == pytest.approx(scores[("--judged-in-run",)] * 2 / 4)  # the two judged queries not run score 0
 
 
+def test_results_carry_bm25s_scores_and_the_reranker_s(index, full_index, tiny_dataset):
+    """BM25's result frame holds the index's bm25s scores (at float32, trec_eval's precision; a tie lowered to the
+    next float32 below); a reranking stage, the embedding reranker's cosines, not n - rank."""
+    texts = {q.id: q.text for q in tiny_dataset.queries}
+    row_of = {d: r for r, d in enumerate(tiny_dataset.doc_ids)}
+    bm25 = BM25(index)
+    for qid, group in bm25.transform(index.topics()).groupby("qid", sort=False):
+        own = np.float32([full_index.bm25.scores(texts[qid])[row_of[d]] for d in group.docno])
+        written = np.float32(list(group.score))
+        assert (written <= own).all() and (written == own).any() and (np.diff(written) < 0).all()
+    vectors = np.asarray(full_index.embeddings, dtype=np.float32)
+    for qid, group in (bm25 >> Rerank(index, budget=BUDGET, cache=False)).transform(index.topics()).groupby("qid"):
+        cosines = vectors @ full_index.embedder.query_vectors([texts[qid]])[0]
+        assert list(group.score) == pytest.approx([float(cosines[row_of[d]]) for d in group.docno], abs=1e-5)
+
+
 def test_a_first_stage_from_elsewhere_is_the_one_used(index):
     given = pd.DataFrame({"qid": "q1", "query": "why do volcanoes erupt lava and ash", "docno": ["py4", "pho2", "vol3", "py1"],
                           "score": [4.0, 3.0, 2.0, 1.0], "rank": [0, 1, 2, 3]})

@@ -18,7 +18,7 @@ from garen_infer.llm.pointwise import PointwiseReranker
 from garen_infer.llm.roles import Roles
 from garen_infer.llm.types import Completion
 from garen_infer.running.session import execute
-from garen_infer.storage.trec import read_order, read_run, run_scores
+from garen_infer.storage.trec import read_run, run_scores
 
 
 def run(method, dataset, index, out, budget=8, overrides=(), models=None, roles=None):
