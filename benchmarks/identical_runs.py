@@ -1,13 +1,14 @@
 """Do the run files of every method rank alike before and after a change of the code?
 
-    .venv/bin/python benchmarks/identical_runs.py --before REV [--methods bm25 rerank ...] [--budget 10] [--bytes]
+    .venv/bin/python benchmarks/identical_runs.py --before REV [--methods bm25 ...] [--budget 10] [--bytes]
 
 Exports REV (any commit, e.g. the one before a refactoring) with ``git archive``, and in that copy and in
 this checkout, each with its own code on the path: writes the tests' tiny BEIR corpus, indexes it with the
 cpu-default preset (every stage it names), and runs each method without the response cache. Prints one row
-per method: ``identical`` (byte for byte), ``same order`` (every (query, document, rank) line alike, the scores
-not: e.g. against a commit from before run.trec carried the methods' own scores), or ``DIFFERS``; and the run
-file's lines. Exit status 1 when a ranking differs (with ``--bytes``: when a file differs) or a command failed.
+per method: ``identical`` (byte for byte), ``same order`` (every (query, document, rank) line alike, the
+scores not: e.g. against a commit from before run.trec carried the methods' own scores), or ``DIFFERS``; and
+the run file's lines. Exit status 1 when a ranking differs (with ``--bytes``: when a file differs) or a
+command failed.
 Methods whose models cpu-default does not set (repair, rarg) are left out unless named.
 """
 

@@ -8,8 +8,9 @@
 A preset and its overrides become one checked run configuration (``config.run_config_from``) exactly as the
 CLI's do, the response cache is the CLI's, and a query searched here gets the ranking ``garen-infer run`` gives
 it. Frames follow PyTerrier's conventions: ``qid``/``docno`` strings, ``rank`` from 0, scores strictly decreasing
-(``run.trec``'s scores: the method's own where it has them, BM25's, the dense inner product, a pointwise reranker's
-P(yes); ``n - rank`` for a listwise order, and for ``bm25`` over a given frame, which keeps its order, not its scores).
+(``run.trec``'s scores: the method's own where it has them, BM25's, the dense inner product, a pointwise
+reranker's P(yes); ``n - rank`` for a listwise order, and for ``bm25`` over a given frame, which keeps its
+order, not its scores).
 Every refusal is a ``GarenError`` carrying the CLI's one line.
 """
 

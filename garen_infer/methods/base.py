@@ -31,11 +31,12 @@ class QueryState:
     first_stage_text: str | None = None  # the text it searched with (first_stage.query); None: the query's
     answer_problems: list[tuple[str, str]] = field(default_factory=list)  # (role, kind, llm/problems.py) of answers
     #   the method reads itself (LATTICE's slates): the runner adds them to the query's ledger
-    first_stage_scores: dict[int, float] = field(default_factory=dict)  # row -> the first stage's score (BM25,
-    #   the dense inner product) of each row of ``first_stage``; empty when a caller gave the rows without scores
-    reranker_scores: dict[int, float] = field(default_factory=dict)  # row -> the reranker's own score, filled by
-    #   the scheduler as a reranker that scores (pointwise P(yes), embedding cosine) answers; a listwise one leaves
-    #   it empty
+    # row -> the first stage's score (BM25, the dense inner product) of each row of ``first_stage``; empty
+    #   when a caller gave the rows without scores
+    first_stage_scores: dict[int, float] = field(default_factory=dict)
+    # row -> the reranker's own score, filled by the scheduler as a reranker that scores (pointwise P(yes),
+    #   embedding cosine) answers; a listwise one leaves it empty
+    reranker_scores: dict[int, float] = field(default_factory=dict)
 
     @property
     def first_stage_rank(self) -> dict[int, int]:
@@ -54,9 +55,10 @@ class Method:
     index_stages: tuple[str, ...] = ()  # stages it reads besides the first stage's (bm25 or embeddings: the runner's)
     roles: tuple[str, ...] = ()  # model roles the method uses, e.g. ("reranker", "navigator")
     keeps_excluded: bool = False  # True: BRIGHT's excluded ids stay in the first stage (RGS's author code)
-    scored_by: str = PSEUDO  # whose scores its ranking carries into run.trec: "first_stage" (the first stage's order
-    #   is its own), "reranker" (its order comes from reranked windows: real scores when the reranker scores), or
-    #   "pseudo" (listwise or agent orders: no score exists); see ``ranking_scores``
+    # whose scores its ranking carries into run.trec: "first_stage" (the first stage's order is its own),
+    #   "reranker" (its order comes from reranked windows: real scores when the reranker scores), or "pseudo"
+    #   (listwise or agent orders: no score exists); see ``ranking_scores``
+    scored_by: str = PSEUDO
 
     def __init__(self, config, index: IndexFolder, dataset: Dataset):
         self.config, self.index, self.dataset = config, index, dataset
@@ -82,8 +84,9 @@ class Method:
         raise NotImplementedError
 
     def ranking_scores(self, state: QueryState, ranking: list[int]) -> tuple[str, list[float | None]]:
-        """The kind of the scores the ranking carries (bm25 | dense | reranker | pseudo) and each row's score of
-        that kind, None for a row that has none (it carries a pseudo-score below the one above it: trec.py)."""
+        """The kind of the scores the ranking carries (bm25 | dense | reranker | pseudo) and each row's
+        score of that kind, None for a row that has none (it carries a pseudo-score below the one above it,
+        storage/trec.py)."""
         if self.scored_by == "first_stage" and state.first_stage_scores:
             source, kind = state.first_stage_scores, state.first_stage_kind or "first_stage"
         elif self.scored_by == "reranker" and state.reranker_scores:

@@ -45,10 +45,11 @@ class RunResults:
         return scored_rankings({q.id: self.records[q.id] for q in self.queries}, self.dataset)[0]
 
     def score_kinds(self) -> dict:
-        """What the run's scores are (``scores``: bm25 | dense | reranker | pseudo, several joined by "+" where
-        queries differ) and how many own scores were lowered to keep the ranking's order (``scores_lowered``)."""
+        """What the run's scores are (``scores``: bm25 | dense | reranker | pseudo, several joined by "+"
+        where queries differ) and how many own scores were lowered to keep the ranking's order
+        (``scores_lowered``)."""
         records = [self.records[q.id] for q in self.queries]
-        kinds = sorted({record.get("score_kind", PSEUDO) for record in records if record["ranking"]}) or [PSEUDO]
+        kinds = sorted({r.get("score_kind", PSEUDO) for r in records if r["ranking"]}) or [PSEUDO]
         lowered = scored_rankings({q.id: self.records[q.id] for q in self.queries}, self.dataset)[1]
         return {"scores": "+".join(kinds), "scores_lowered": lowered}
 
@@ -104,11 +105,12 @@ class RunResults:
 
 
 def scored_rankings(records: dict[str, dict], dataset: Dataset) -> tuple[dict[str, dict[str, float]], int]:
-    """Each query's ranking (its trace record's) as document -> score, best first: BRIGHT's excluded ids removed
-    (``evaluate.remove_excluded``, the one place that happens), then the scores ``trec.run_scores`` gives from the
-    record's own (``scores``; a record written before runs carried them has none: pseudo-scores). Also how many
-    own scores were lowered to keep the order."""
-    positions = {qid: {d: float(r) for r, d in enumerate(record["ranking"])} for qid, record in records.items()}
+    """Each query's ranking (its trace record's) as document -> score, best first: BRIGHT's excluded ids
+    removed (``evaluate.remove_excluded``, the one place that happens), then the scores ``trec.run_scores``
+    gives from the record's own (``scores``; a record written before runs carried them has none:
+    pseudo-scores). Also how many own scores were lowered to keep the order."""
+    positions = {qid: {d: float(r) for r, d in enumerate(record["ranking"])}
+                 for qid, record in records.items()}
     kept = remove_excluded(positions, dataset)
     scored, lowered = {}, 0
     for qid, docs in kept.items():

@@ -109,8 +109,8 @@ def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method
         first, scores = [[row for row, _ in h] for h in hits], [dict(h) for h in hits]
     elif exclude is not None:
         first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
-    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind, first_stage_vectors=stage.vectors,
-                         first_stage_text=text, first_stage_scores=score)
+    states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind,
+                         first_stage_vectors=stage.vectors, first_stage_text=text, first_stage_scores=score)
               for q, rows, text, score in zip(queries, first, texts, scores)]
     if stage.models_read == "rewritten":
         for state in states:
@@ -143,7 +143,7 @@ def answer_queries(dataset: Dataset, index: IndexFolder, config: RunConfig, meth
             record = {
                 "qid": finished.state.query.id,
                 "ranking": [doc_ids[r] for r in finished.ranking],
-                "score_kind": kind,  # what run.trec's scores are (results.py); "scores": each row's, None: none
+                "score_kind": kind,  # what run.trec's scores are (results.py); "scores": each row's or None
                 "scores": [as_written(score) for score in scores],
                 "ledger": finished.ledger.summary(),
                 "seconds": round(finished.seconds, 4),

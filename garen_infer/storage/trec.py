@@ -3,10 +3,10 @@ list order, so equal scores would silently reorder a ranking.
 
 A ranking's scores are its scorer's own where it has one (``run_scores``): BM25's, the dense inner product, a
 pointwise reranker's P(yes); a document without one (every document of a listwise or agent ranking, the
-unreranked tail below a reranked head) carries a pseudo-score, the score above it minus 1, so a ranking without
-any scores carries n - rank. trec_eval (and pytrec_eval, which ir_measures runs) keeps each score as a 32-bit
-float, so scores are written at that precision: a score that does not fall below the one above it there (a tie,
-or a later document its scorer rated higher) is lowered to the next float32 below that one
+unreranked tail below a reranked head) carries a pseudo-score, the score above it minus 1, so a ranking
+without any scores carries n - rank. trec_eval (and pytrec_eval, which ir_measures runs) keeps each score as a
+32-bit float, so scores are written at that precision: a score that does not fall below the one above it there
+(a tie, or a later document its scorer rated higher) is lowered to the next float32 below that one
 (``numpy.nextafter``). The file's order, trec_eval's and ir_measures' are the ranking's, always.
 
 Runs are read gzipped or not. A run that ranks one document twice for a query is refused: which of its lines counts
@@ -28,8 +28,8 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)  # a score beyond it has no float3
 
 
 def as_written(score: float | None) -> float | None:
-    """A document's own score as run.trec can hold it: the float its float32 text reads back as; None where it has
-    none (None, a score that is not a finite float32)."""
+    """A document's own score as run.trec can hold it: the float its float32 text reads back as; None where it
+    has none (None, a score that is not a finite float32)."""
     if score is None or not math.isfinite(score) or abs(score) > FLOAT32_MAX:
         return None
     return float(format_score(score))
@@ -67,7 +67,7 @@ def format_run(run: dict[str, dict[str, float]], tag: str) -> str:
     for qid, docs in run.items():
         scores = list(docs.values())
         if any(later >= earlier for earlier, later in zip(scores, scores[1:])):
-            raise ValueError(f"query '{qid}': run scores must decrease strictly down the ranking (storage/trec.py)")
+            raise ValueError(f"query '{qid}': run scores must decrease strictly down the ranking")
         lines.extend(f"{qid} Q0 {doc} {rank + 1} {format_score(score)} {tag}"
                      for rank, (doc, score) in enumerate(docs.items()))
     return "\n".join(lines) + ("\n" if lines else "")

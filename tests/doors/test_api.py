@@ -213,8 +213,8 @@ def test_an_empty_document_names_the_argument_that_keeps_it(tmp_path):
 
 
 def own_score_or_lowered(written: list[float], own: list[float]) -> None:
-    """Each frame score is the document's own at float32 (trec_eval's precision) or, where a tie or a rise had to
-    be broken, below it; and they decrease strictly down the ranking."""
+    """Each frame score is the document's own at float32 (trec_eval's precision) or, where a tie or a rise had
+    to be broken, below it; and they decrease strictly down the ranking."""
     import numpy as np
 
     written32, own32 = np.float32(written), np.float32(own)
@@ -222,7 +222,7 @@ def own_score_or_lowered(written: list[float], own: list[float]) -> None:
     assert (np.diff(written32) < 0).all()
 
 
-def test_a_bm25_frame_carries_the_bm25s_scores_and_a_rerank_frame_the_embedder_s_cosines(tiny_dataset, tiny_index):
+def test_a_bm25_frame_carries_bm25s_scores_and_a_rerank_frame_cosines(tiny_dataset, tiny_index):
     import numpy as np
 
     index = gi.Index.open(tiny_index.path, tiny_dataset)
@@ -233,7 +233,8 @@ def test_a_bm25_frame_carries_the_bm25s_scores_and_a_rerank_frame_the_embedder_s
         bm25s = tiny_index.bm25.scores(texts[qid])
         own_score_or_lowered(list(group.score), [float(bm25s[row_of[d]]) for d in group.docno])
 
-    reranked = gi.Retriever(index, "rerank", budget=8, preset="cpu-default", cache=False).search(index.topics())
+    rerank = gi.Retriever(index, "rerank", budget=8, preset="cpu-default", cache=False)
+    reranked = rerank.search(index.topics())
     vectors = np.asarray(tiny_index.embeddings, dtype=np.float32)
     for qid, group in reranked.groupby("qid", sort=False):
         cosines = vectors @ tiny_index.embedder.query_vectors([texts[qid]])[0]

@@ -66,8 +66,8 @@ def test_experiment_over_some_topics_equals_eval_judged_in_run(index, beir_dir, 
 
 
 def test_results_carry_bm25s_scores_and_the_reranker_s(index, full_index, tiny_dataset):
-    """BM25's result frame holds the index's bm25s scores (at float32, trec_eval's precision; a tie lowered to the
-    next float32 below); a reranking stage, the embedding reranker's cosines, not n - rank."""
+    """BM25's result frame holds the index's bm25s scores (at float32, trec_eval's precision; a tie lowered to
+    the next float32 below); a reranking stage, the embedding reranker's cosines, not n - rank."""
     texts = {q.id: q.text for q in tiny_dataset.queries}
     row_of = {d: r for r, d in enumerate(tiny_dataset.doc_ids)}
     bm25 = BM25(index)
@@ -76,7 +76,8 @@ def test_results_carry_bm25s_scores_and_the_reranker_s(index, full_index, tiny_d
         written = np.float32(list(group.score))
         assert (written <= own).all() and (written == own).any() and (np.diff(written) < 0).all()
     vectors = np.asarray(full_index.embeddings, dtype=np.float32)
-    for qid, group in (bm25 >> Rerank(index, budget=BUDGET, cache=False)).transform(index.topics()).groupby("qid"):
+    reranked = (bm25 >> Rerank(index, budget=BUDGET, cache=False)).transform(index.topics())
+    for qid, group in reranked.groupby("qid"):
         cosines = vectors @ full_index.embedder.query_vectors([texts[qid]])[0]
         assert list(group.score) == pytest.approx([float(cosines[row_of[d]]) for d in group.docno], abs=1e-5)
 

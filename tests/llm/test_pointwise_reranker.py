@@ -137,8 +137,8 @@ SMALL_WINDOWS = {  # windows of 4 that overlap by 2, so documents come back in l
 
 @pytest.mark.parametrize("method", sorted(SMALL_WINDOWS))
 def test_every_method_that_reranks_runs_unchanged_with_the_embedding_scorer_as_pointwise_reranker(method, tiny_dataset, full_index, tmp_path):
-    """(1 + cos) / 2 sorts a window as the embedding reranker's cosine does, so the runs rank alike; each carries
-    its own reranker's scores, (1 + cos) / 2 beside cos."""
+    """(1 + cos) / 2 sorts a window as the embedding reranker's cosine does, so the runs rank alike; each
+    carries its own reranker's scores, (1 + cos) / 2 beside cos."""
     overrides = ["first_stage.kind=dense", *SMALL_WINDOWS[method]]
     listwise, _ = run(method, tiny_dataset, full_index, tmp_path / "listwise", budget=10, overrides=overrides)
     spec = {"mode": "pointwise", "backend": "embedding"}
@@ -149,9 +149,10 @@ def test_every_method_that_reranks_runs_unchanged_with_the_embedding_scorer_as_p
     pointwise, trace = run(method, tiny_dataset, full_index, tmp_path / "pointwise", budget=10, overrides=overrides, models={"reranker": spec}, roles=roles)
     assert listwise["mean_requests"] > 3  # several overlapping windows per query
     assert read_order(tmp_path / "pointwise" / "run.trec") == read_order(tmp_path / "listwise" / "run.trec")
-    cosines, halves = read_run(tmp_path / "listwise" / "run.trec"), read_run(tmp_path / "pointwise" / "run.trec")
-    for qid, docs in halves.items():
-        assert list(docs.values()) == pytest.approx([(1 + cos) / 2 for cos in cosines[qid].values()], abs=1e-6)
+    cosines = read_run(tmp_path / "listwise" / "run.trec")
+    for qid, docs in read_run(tmp_path / "pointwise" / "run.trec").items():
+        halves = [(1 + cos) / 2 for cos in cosines[qid].values()]
+        assert list(docs.values()) == pytest.approx(halves, abs=1e-6)
     assert pointwise["scores"] == listwise["scores"] == "reranker"
     assert pointwise["mean_budget_used"] == listwise["mean_budget_used"] and pointwise["nDCG@10"] == listwise["nDCG@10"]
     saved = json.loads((tmp_path / "pointwise" / "config.json").read_text())

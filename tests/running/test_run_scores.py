@@ -1,6 +1,7 @@
-"""The scores a run writes: BM25's for bm25, the dense inner product for a dense first stage, the reranker's own
-for a method whose windows a pointwise reranker orders, strictly decreasing pseudo-scores for listwise orders;
-the same order as the trace's ranking whatever the scores, and the same measures as that order gives."""
+"""The scores a run writes: BM25's for bm25, the dense inner product for a dense first stage, the reranker's
+own for a method whose windows a pointwise reranker orders, strictly decreasing pseudo-scores for listwise
+orders; the same order as the trace's ranking whatever the scores, and the same measures as that order
+gives."""
 
 from __future__ import annotations
 
@@ -25,27 +26,37 @@ def run(method, dataset, index, out, budget=8, overrides=(), models=None, roles=
     preset = load_preset("cpu-default", list(overrides))
     if models:
         preset["models"].update(models)
-    metrics = execute(dataset, index, run_config_from(preset, method, budget), out, roles=roles, cache=NoCache(),
-                      log=lambda *_: None)
+    metrics = execute(
+        dataset,
+        index,
+        run_config_from(preset, method, budget),
+        out,
+        roles=roles,
+        cache=NoCache(),
+        log=lambda *_: None,
+    )
     trace = {r["qid"]: r for r in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
     return metrics, trace, read_run(out / "run.trec")
 
 
 def kept_ranking(record, dataset) -> list[str]:
     """The trace's ranking with the query's excluded ids removed, as run.trec lists it."""
-    return list(remove_excluded({record["qid"]: dict.fromkeys(record["ranking"], 0.0)}, dataset)[record["qid"]])
+    return list(
+        remove_excluded({record["qid"]: dict.fromkeys(record["ranking"], 0.0)}, dataset)[record["qid"]]
+    )
 
 
 def assert_same_order(trace, written, dataset):
     for qid, record in trace.items():
         assert list(written.get(qid, {})) == kept_ranking(record, dataset), qid
         scores = list(written.get(qid, {}).values())
-        assert all(np.float32(a) > np.float32(b) for a, b in zip(scores, scores[1:])), qid  # as trec_eval reads them
+        as_read = np.float32(scores)  # as trec_eval reads them
+        assert all(a > b for a, b in zip(as_read, as_read[1:])), qid
 
 
 def own_scores_kept(written: dict[str, float], own: dict[str, float]) -> int:
-    """How many written scores are the document's own, at float32 (trec_eval's precision); each one that is not
-    must lie below its own (lowered to keep the order)."""
+    """How many written scores are the document's own, at float32 (trec_eval's precision); each one that is
+    not must lie below its own (lowered to keep the order)."""
     same = 0
     for doc, score in written.items():
         if np.float32(score) == np.float32(own[doc]):
@@ -65,23 +76,31 @@ def test_bm25_writes_the_bm25s_scores_of_the_index(tiny_dataset, tiny_index, tmp
         own = {tiny_dataset.doc_ids[row]: float(bm25s[row]) for row in range(len(bm25s))}
         kept += own_scores_kept(written[query.id], own)
         lowered += run_scores([own[d] for d in written[query.id]])[1]
-    assert kept > 0 and kept + lowered == sum(map(len, written.values())) and metrics["scores_lowered"] == lowered
+    assert (
+        kept > 0
+        and kept + lowered == sum(map(len, written.values()))
+        and metrics["scores_lowered"] == lowered
+    )
 
 
 def test_a_dense_first_stage_writes_its_inner_products(tiny_dataset, tiny_index, tmp_path):
-    metrics, trace, written = run("bm25", tiny_dataset, tiny_index, tmp_path / "run", overrides=["first_stage.kind=dense"])
+    metrics, trace, written = run(
+        "bm25", tiny_dataset, tiny_index, tmp_path / "run", overrides=["first_stage.kind=dense"]
+    )
     assert metrics["scores"] == "dense"
     assert_same_order(trace, written, tiny_dataset)
     vectors = np.asarray(tiny_index.embeddings, dtype=np.float32)
     for query in tiny_dataset.judged_queries():
         sims = vectors @ tiny_index.embedder.query_vectors([query.text])[0]
         own = {tiny_dataset.doc_ids[row]: float(sims[row]) for row in range(len(sims))}
-        assert list(written[query.id].values()) == pytest.approx([own[d] for d in written[query.id]], abs=1e-5)
+        assert list(written[query.id].values()) == pytest.approx(
+            [own[d] for d in written[query.id]], abs=1e-5
+        )
 
 
 class TiedScorer:
-    """P(yes) by a table over the corpus texts, with a tie the window order must break: py1, py3 and vol2 share
-    0.5 (scored in any order, they must keep the first stage's)."""
+    """P(yes) by a table over the corpus texts, with a tie the window order must break: py1, py3 and vol2
+    share 0.5 (scored in any order, they must keep the first stage's)."""
 
     name = "tied"
 
@@ -96,14 +115,25 @@ class TiedScorer:
 
 
 @pytest.mark.parametrize("method", ["rerank", "slidegar", "garen", "rgs"])
-def test_a_pointwise_reranker_s_scores_are_what_a_method_that_reranks_writes(method, tiny_dataset, full_index, tmp_path):
+def test_a_pointwise_reranker_s_scores_are_what_a_method_that_reranks_writes(
+    method, tiny_dataset, full_index, tmp_path
+):
     scorer = TiedScorer(tiny_dataset)
     own = {d.id: scorer.by_text[d.full_text] for d in tiny_dataset.documents}
-    roles = Roles(reranker=PointwiseReranker(scorer, [d.full_text for d in tiny_dataset.documents]),
-                  scorers={"navigator": scorer})
+    roles = Roles(
+        reranker=PointwiseReranker(scorer, [d.full_text for d in tiny_dataset.documents]),
+        scorers={"navigator": scorer},
+    )
     overrides = ["first_stage.kind=dense"]
-    metrics, trace, written = run(method, tiny_dataset, full_index, tmp_path / "run", overrides=overrides,
-                                  models={"reranker": {"mode": "pointwise", "backend": "embedding"}}, roles=roles)
+    metrics, trace, written = run(
+        method,
+        tiny_dataset,
+        full_index,
+        tmp_path / "run",
+        overrides=overrides,
+        models={"reranker": {"mode": "pointwise", "backend": "embedding"}},
+        roles=roles,
+    )
     assert metrics["scores"] == "reranker"
     assert_same_order(trace, written, tiny_dataset)
     lowered = 0
@@ -119,13 +149,22 @@ def test_a_pointwise_reranker_s_scores_are_what_a_method_that_reranks_writes(met
 
 
 def test_a_tie_of_the_reranker_is_lowered_and_keeps_the_window_order(tiny_dataset, tiny_index, tmp_path):
-    """Every document scores 0.5: the order is the first stage's (stable sort), each line a float32 below the last."""
+    """Every document scores 0.5: the order is the first stage's (stable sort), each line a float32 below the
+    last."""
     scorer = TiedScorer(tiny_dataset)
     scorer.by_text = dict.fromkeys(scorer.by_text, 0.5)
     roles = Roles(reranker=PointwiseReranker(scorer, [d.full_text for d in tiny_dataset.documents]))
-    metrics, trace, written = run("rerank", tiny_dataset, tiny_index, tmp_path / "run", overrides=["first_stage.kind=dense"],
-                                  roles=roles)
-    _, _, first = run("bm25", tiny_dataset, tiny_index, tmp_path / "first", overrides=["first_stage.kind=dense"])
+    metrics, trace, written = run(
+        "rerank",
+        tiny_dataset,
+        tiny_index,
+        tmp_path / "run",
+        overrides=["first_stage.kind=dense"],
+        roles=roles,
+    )
+    _, _, first = run(
+        "bm25", tiny_dataset, tiny_index, tmp_path / "first", overrides=["first_stage.kind=dense"]
+    )
     for qid, docs in written.items():
         assert list(docs) == list(first[qid])[: len(docs)]
         assert list(docs.values()) == run_scores([0.5] * len(docs))[0] and list(docs.values())[0] == 0.5
@@ -148,8 +187,9 @@ def test_a_reranked_head_sits_above_a_pseudo_scored_tail(tiny_dataset, full_inde
     own = {d.id: scorer.by_text[d.full_text] for d in tiny_dataset.documents}
     roles = Roles(reranker=PointwiseReranker(scorer, [d.full_text for d in tiny_dataset.documents]))
     overrides = ["first_stage.kind=dense", "methods.rgs.backfill=true", "methods.rgs.first_stage=run"]
-    metrics, trace, written = run("rgs", tiny_dataset, full_index, tmp_path / "run", budget=4, overrides=overrides,
-                                  roles=roles)
+    metrics, trace, written = run(
+        "rgs", tiny_dataset, full_index, tmp_path / "run", budget=4, overrides=overrides, roles=roles
+    )
     assert metrics["scores"] == "reranker"
     assert_same_order(trace, written, tiny_dataset)
     for qid, record in trace.items():
@@ -158,18 +198,29 @@ def test_a_reranked_head_sits_above_a_pseudo_scored_tail(tiny_dataset, full_inde
         assert head >= 1 and not any(scored[head:])  # reranked head, then the backfilled tail
         scores = list(written[qid].values())
         assert own_scores_kept(dict(list(written[qid].items())[:head]), own) >= 1
-        assert scores[head:] == pytest.approx([scores[head - 1] - k for k in range(1, len(scores) - head + 1)], abs=1e-6)
+        assert scores[head:] == pytest.approx(
+            [scores[head - 1] - k for k in range(1, len(scores) - head + 1)], abs=1e-6
+        )
 
 
 def test_measures_on_run_trec_equal_the_ranking_order_s(tiny_dataset, full_index, tmp_path):
-    """ir_measures (pytrec_eval, trec_eval's code) on run.trec, with its ties lowered, gives what the trace's order
-    gives with n - rank scores, and what metrics.json says."""
+    """ir_measures (pytrec_eval, trec_eval's code) on run.trec, with its ties lowered, gives what the trace's
+    order gives with n - rank scores, and what metrics.json says."""
     scorer = TiedScorer(tiny_dataset)
     roles = Roles(reranker=PointwiseReranker(scorer, [d.full_text for d in tiny_dataset.documents]))
-    metrics, trace, written = run("rerank", tiny_dataset, full_index, tmp_path / "run", overrides=["first_stage.kind=dense"],
-                                  roles=roles)
+    metrics, trace, written = run(
+        "rerank",
+        tiny_dataset,
+        full_index,
+        tmp_path / "run",
+        overrides=["first_stage.kind=dense"],
+        roles=roles,
+    )
     assert metrics["scores_lowered"] > 0
-    order = {qid: {d: float(100 - r) for r, d in enumerate(kept_ranking(record, tiny_dataset))} for qid, record in trace.items()}
+    order = {
+        qid: {d: float(100 - r) for r, d in enumerate(kept_ranking(record, tiny_dataset))}
+        for qid, record in trace.items()
+    }
     qrels = {qid: docs for qid, docs in tiny_dataset.qrels.items()}
     measures = [ir_measures.parse_measure(m) for m in ("nDCG@10", "R@100", "RR", "AP")]
     on_file = ir_measures.calc_aggregate(measures, qrels, written)

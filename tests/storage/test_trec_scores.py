@@ -1,6 +1,6 @@
-"""run.trec's score column: a ranking's own scores where it has them, lowered by the least step where its order
-does not follow them, pseudo-scores below where it has none, and a file that trec_eval's readers (ir_measures,
-through pytrec_eval) rank exactly as the ranking is ordered."""
+"""run.trec's score column: a ranking's own scores where it has them, lowered by the least step where its
+order does not follow them, pseudo-scores below where it has none, and a file that trec_eval's readers
+(ir_measures, through pytrec_eval) rank exactly as the ranking is ordered."""
 
 from __future__ import annotations
 
@@ -55,7 +55,11 @@ def test_scores_that_differ_only_past_float32_precision_are_a_tie_for_trec_eval_
 def test_a_written_score_reads_back_as_the_same_float():
     for score in (3.0, 0.1, below(0.5), below(0.0), below(12.345678, 7), -2.0, 1e20):
         assert float(format_score(score)) == score
-    assert format_score(100.0) == "100" and format_score(0.25) == "0.25" and format_score(12.345678329467773) == "12.345678"
+    assert (
+        format_score(100.0) == "100"
+        and format_score(0.25) == "0.25"
+        and format_score(12.345678329467773) == "12.345678"
+    )
 
 
 def test_format_run_refuses_scores_that_do_not_decrease():
@@ -64,8 +68,9 @@ def test_format_run_refuses_scores_that_do_not_decrease():
 
 
 def test_ir_measures_ranks_a_run_with_lowered_ties_in_the_ranking_s_order(tmp_path):
-    """Three documents tied on their own score, the relevant one last in our order and first by trec_eval's tie
-    break (docno, descending): the tied file would score it at rank 1; the written one keeps it at rank 3."""
+    """Three documents tied on their own score, the relevant one last in our order and first by trec_eval's
+    tie break (docno, descending): the tied file would score it at rank 1; the written one keeps it at rank
+    3."""
     ranking, own = ["d1", "d2", "d3"], [0.5, 0.5, 0.5]
     qrels = {"q1": {"d3": 1}}
     measures = [ir_measures.parse_measure("nDCG@10"), ir_measures.parse_measure("RR")]
@@ -74,6 +79,12 @@ def test_ir_measures_ranks_a_run_with_lowered_ties_in_the_ranking_s_order(tmp_pa
     written = read_run(tmp_path / "run.trec")
     in_order = {"q1": {d: float(len(ranking) - r) for r, d in enumerate(ranking)}}
     tied = {"q1": dict(zip(ranking, own))}
-    assert lowered == 2 and read_order(tmp_path / "run.trec") == [("q1", d, r + 1) for r, d in enumerate(ranking)]
-    assert ir_measures.calc_aggregate(measures, qrels, written) == ir_measures.calc_aggregate(measures, qrels, in_order)
-    assert ir_measures.calc_aggregate(measures, qrels, tied) != ir_measures.calc_aggregate(measures, qrels, in_order)
+    assert lowered == 2 and read_order(tmp_path / "run.trec") == [
+        ("q1", d, r + 1) for r, d in enumerate(ranking)
+    ]
+    assert ir_measures.calc_aggregate(measures, qrels, written) == ir_measures.calc_aggregate(
+        measures, qrels, in_order
+    )
+    assert ir_measures.calc_aggregate(measures, qrels, tied) != ir_measures.calc_aggregate(
+        measures, qrels, in_order
+    )
