@@ -24,7 +24,7 @@ from garen_infer.index.first_stage import (
     first_stage_texts,
 )
 from garen_infer.llm.model_specs import spec_identity
-from garen_infer.methods.base import QueryState
+from garen_infer.methods.base import PSEUDO, QueryState
 from garen_infer.running.query_rewrite import rewrite_then_search
 from garen_infer.running.scheduler import Scheduler
 from garen_infer.storage.trec import as_written
@@ -143,12 +143,13 @@ def answer_queries(dataset: Dataset, index: IndexFolder, config: RunConfig, meth
             record = {
                 "qid": finished.state.query.id,
                 "ranking": [doc_ids[r] for r in finished.ranking],
-                "score_kind": kind,  # what run.trec's scores are (results.py); "scores": each row's or None
-                "scores": [as_written(score) for score in scores],
+                "score_kind": kind,  # what run.trec's scores are (results.py)
                 "ledger": finished.ledger.summary(),
                 "seconds": round(finished.seconds, 4),
                 "trace": finished.state.trace,
             }
+            if kind != PSEUDO:  # each ranked document's own score, None where it has none
+                record["scores"] = [as_written(score) for score in scores]
             if gold and index.has("knn_graph"):  # Fig. 4/8: hops from the first-stage top 20, Hit@100
                 record["reach"] = reach(index.knn_graph, finished.state.first_stage, gold, finished.ranking)
             bar.update(1)

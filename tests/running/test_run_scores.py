@@ -226,3 +226,23 @@ def test_measures_on_run_trec_equal_the_ranking_order_s(tiny_dataset, full_index
     on_file = ir_measures.calc_aggregate(measures, qrels, written)
     assert on_file == ir_measures.calc_aggregate(measures, qrels, order)
     assert metrics["nDCG@10"] == pytest.approx(on_file[measures[0]])
+
+
+def test_a_folder_whose_trace_predates_scores_resumes_with_pseudo_scores_for_its_queries(
+    tiny_dataset, tiny_index, tmp_path
+):
+    """Queries finished before runs kept their scores have only their order: they carry n - rank, the queries
+    answered now their BM25 scores, and metrics.json names both kinds."""
+    out = tmp_path / "run"
+    run("bm25", tiny_dataset, tiny_index, out)
+    records = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
+    old = [{k: v for k, v in r.items() if k not in ("scores", "score_kind")} for r in records[:2]]
+    (out / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    metrics, trace, written = run("bm25", tiny_dataset, tiny_index, out)
+    assert metrics["scores"] == "bm25+pseudo"
+    assert_same_order(trace, written, tiny_dataset)
+    for record in old:
+        docs = written[record["qid"]]
+        assert list(docs.values()) == [float(len(docs) - rank) for rank in range(len(docs))]
+    for record in records[2:]:
+        assert list(written[record["qid"]].values()) == run_scores(record["scores"])[0]
