@@ -14,9 +14,10 @@ Each method is a ``pt.Transformer`` with two modes, chosen by the input frame as
 
 The output is a result frame (``qid, query, docno, score, rank``; rank from 0, scores strictly decreasing) with
 the ranking the method returns and ``run.trec``'s scores: the method's own where it has them (BM25's for
-``BM25`` from a query frame, a pointwise reranker's P(yes) or the embedding reranker's cosine for the methods
-that rerank), ``n - rank`` for a listwise order (docs/running.md, "Scores in run.trec"). Fuse them by rank
-across kinds. The retriever's ``ledger`` holds what each query of the last call cost.
+``BM25`` from a query frame, a result frame's own for ``BM25`` fed one, a pointwise reranker's P(yes) or the
+embedding reranker's cosine for the methods that rerank), ``n - rank`` for a listwise order (docs/running.md,
+"Scores in run.trec"). Fuse them by rank across kinds. The retriever's ``ledger`` holds what each query of the
+last call cost.
 """
 
 from __future__ import annotations

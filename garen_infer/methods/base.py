@@ -34,6 +34,8 @@ class QueryState:
     # row -> the first stage's score (BM25, the dense inner product) of each row of ``first_stage``; empty
     #   when a caller gave the rows without scores
     first_stage_scores: dict[int, float] = field(default_factory=dict)
+    first_stage_scored_by: str | None = None  # their kind: the first stage's (bm25 | dense), or "given" (a
+    #   caller's ranking with its scores); None: ``first_stage_kind``
     # row -> the reranker's own score, filled by the scheduler as a reranker that scores (pointwise P(yes),
     #   embedding cosine) answers; a listwise one leaves it empty
     reranker_scores: dict[int, float] = field(default_factory=dict)
@@ -84,11 +86,12 @@ class Method:
         raise NotImplementedError
 
     def ranking_scores(self, state: QueryState, ranking: list[int]) -> tuple[str, list[float | None]]:
-        """The kind of the scores the ranking carries (bm25 | dense | reranker | pseudo) and each row's
-        score of that kind, None for a row that has none (it carries a pseudo-score below the one above it,
-        storage/trec.py)."""
+        """The kind of the scores the ranking carries (bm25 | dense | given | reranker | pseudo) and each
+        row's score of that kind, None for a row that has none (it carries a pseudo-score below the one above
+        it, storage/trec.py)."""
         if self.scored_by == "first_stage" and state.first_stage_scores:
-            source, kind = state.first_stage_scores, state.first_stage_kind or "first_stage"
+            source = state.first_stage_scores
+            kind = state.first_stage_scored_by or state.first_stage_kind or "first_stage"
         elif self.scored_by == "reranker" and state.reranker_scores:
             source, kind = state.reranker_scores, "reranker"
         else:

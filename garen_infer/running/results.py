@@ -45,8 +45,8 @@ class RunResults:
         return scored_rankings({q.id: self.records[q.id] for q in self.queries}, self.dataset)[0]
 
     def score_kinds(self) -> dict:
-        """What the run's scores are (``scores``: bm25 | dense | reranker | pseudo, several joined by "+"
-        where queries differ) and how many own scores were lowered to keep the ranking's order
+        """What the run's scores are (``scores``: bm25 | dense | given | reranker | pseudo, several joined by
+        "+" where queries differ) and how many own scores were lowered to keep the ranking's order
         (``scores_lowered``)."""
         records = [self.records[q.id] for q in self.queries]
         kinds = sorted({r.get("score_kind", PSEUDO) for r in records if r["ranking"]}) or [PSEUDO]

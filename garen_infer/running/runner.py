@@ -91,26 +91,35 @@ def model_roles(config: RunConfig, dataset: Dataset, index: IndexFolder, cache=N
                        dataset.name, dataset=dataset)
 
 
+GIVEN = "given"  # the score kind of a first stage a caller gives with its scores
+
+
 def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method, budget, queries,
                  first=None) -> list[QueryState]:
     """Each query with its first-stage ranking (corpus rows, excluded ids dropped unless the method keeps them, as
-    RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
-    the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
+    RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage: rows,
+    or row -> score in rank order, its scores then the ranking's where a method returns that order: kind
+    "given"); otherwise the configured first stage ranks the index. Either way, documents past its depth
+    score by the configured one."""
     stage = config.first_stage
     if first is None and stage.query == REWRITE:  # each query's text is written as the scheduler runs it
         return [QueryState(q, [], budget, first_stage_kind=stage.kind, first_stage_vectors=stage.vectors)
                 for q in queries]
     exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
     texts = [q.text for q in queries]
-    scores: list[dict[int, float]] = [{} for _ in queries]  # rows a caller gives carry no first-stage score
+    scored_by = stage.kind
     if first is None:
         texts = first_stage_texts(queries, stage, dataset.name)
         hits = first_stage_scored(index, texts, stage, exclude)
         first, scores = [[row for row, _ in h] for h in hits], [dict(h) for h in hits]
-    elif exclude is not None:
-        first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
+    else:  # rows a caller gives carry the scores it gives, if any
+        scored_by, scores = GIVEN, [dict(rows) if isinstance(rows, dict) else {} for rows in first]
+        first = [list(rows) for rows in first]
+        if exclude is not None:
+            first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
     states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind,
-                         first_stage_vectors=stage.vectors, first_stage_text=text, first_stage_scores=score)
+                         first_stage_vectors=stage.vectors, first_stage_text=text, first_stage_scores=score,
+                         first_stage_scored_by=scored_by)
               for q, rows, text, score in zip(queries, first, texts, scores)]
     if stage.models_read == "rewritten":
         for state in states:

@@ -93,6 +93,21 @@ def test_a_first_stage_from_elsewhere_is_the_one_used(index):
     assert list(reranked.columns) == ["qid", "query", "docno", "score", "rank"]
 
 
+def test_bm25_fed_a_result_frame_returns_its_order_with_its_scores(index):
+    """The frame's scores go with its order (a tie lowered to the next float32 below); a frame without scores
+    gets n - rank."""
+    given = pd.DataFrame({"qid": "q1", "query": "why do volcanoes erupt lava and ash",
+                          "docno": ["py4", "pho2", "vol3", "py1"], "score": [7.5, 2.25, 2.25, -1.0],
+                          "rank": [0, 1, 2, 3]})
+    topics = given[["qid", "query"]].drop_duplicates()
+    kept = (pt.Transformer.from_df(given) >> BM25(index))(topics)
+    lowered = float(str(np.nextafter(np.float32(2.25), np.float32(-np.inf))))  # as run.trec writes it
+    assert list(kept.docno) == ["py4", "pho2", "vol3", "py1"]
+    assert list(kept.score) == [7.5, 2.25, lowered, -1.0]
+    ranked_only = (pt.Transformer.from_df(given.drop(columns="score")) >> BM25(index))(topics)
+    assert list(ranked_only.docno) == list(kept.docno) and list(ranked_only.score) == [4.0, 3.0, 2.0, 1.0]
+
+
 def test_transformers_follow_pyterrier_conventions(index):
     garen = GAREN(index, budget=BUDGET, cache=False)
     assert pt.inspect.transformer_outputs(garen, ["qid", "query"]) == ["qid", "query", "docno", "score", "rank"]
