@@ -1,14 +1,16 @@
-"""Are the run files of every method the same, byte for byte, before and after a change of the code?
+"""Do the run files of every method rank alike before and after a change of the code?
 
     .venv/bin/python benchmarks/identical_runs.py --before REV [--methods bm25 rerank ...] [--budget 10]
-        [--models cpu-default oracle] [--write-rankings tests/fixtures/rankings]
+        [--models cpu-default oracle] [--bytes] [--write-rankings tests/fixtures/rankings]
 
 Exports REV (any commit, e.g. the one before a refactoring) with ``git archive``, and in that copy and in
 this checkout, each with its own code on the path: writes the tests' tiny BEIR corpus, indexes it with the
 cpu-default preset (every stage it names), and runs each method without the response cache, once per model set:
 ``cpu-default`` (the preset's own models) and ``oracle`` (the simulated reranker and navigator, sigma 0.3, seed
-7). Prints one row per (models, method): identical or not, and the run file's lines. Exit status 1 when a run file
-differs or a command failed. Methods whose models cpu-default does not set (repair, rarg) are left out unless
+7). Prints one row per (models, method): ``identical`` (byte for byte), ``same order`` (every (query, document,
+rank) line alike, the scores not: e.g. against a commit from before run.trec carried the methods' own scores), or
+``DIFFERS``; and the run file's lines. Exit status 1 when a ranking differs (with ``--bytes``: when a file
+differs) or a command failed. Methods whose models cpu-default does not set (repair, rarg) are left out unless
 named. ``--write-rankings DIR`` keeps REV's rankings (query, document, rank; not the score column) as
 ``DIR/<models>/<method>.tsv``, the files tests/project/test_rankings_unchanged.py compares every method with.
 """
@@ -87,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=10)
     parser.add_argument("--models", nargs="+", default=list(MODEL_SETS), choices=list(MODEL_SETS))
     parser.add_argument("--write-rankings", type=Path, metavar="DIR", help="keep the rankings of --before in DIR")
+    parser.add_argument("--bytes", action="store_true", help="require identical files, scores included")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="identical-runs-") as tmp:
         work = Path(tmp)
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 target = args.write_rankings / name / f"{method}.tsv"
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(rankings(old))
-            same &= verdict == "identical"
+            same &= verdict == "identical" or (verdict == "same order" and not args.bytes)
             print(f"{name:<12} {method:<12} {verdict:<10} {lines}")
     return 0 if same else 1
 

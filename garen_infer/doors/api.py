@@ -8,7 +8,9 @@
 A preset and its overrides become one checked run configuration (``config.run_config_from``) exactly as the
 CLI's do, the response cache is the CLI's, and a query searched here gets the ranking ``garen-infer run`` gives
 it. Frames follow PyTerrier's conventions: ``qid``/``docno`` strings, ``rank`` from 0, scores strictly decreasing
-(``run.trec``'s scores). Every refusal is a ``GarenError`` carrying the CLI's one line.
+(``run.trec``'s scores: the method's own where it has them, BM25's, the dense inner product, a pointwise
+reranker's P(yes), a given frame's own for ``bm25`` over it; ``n - rank`` for a listwise order).
+Every refusal is a ``GarenError`` carrying the CLI's one line.
 """
 
 from __future__ import annotations
@@ -162,7 +164,8 @@ class Retriever:
     def rerank(self, results):
         """Run the method from a first-stage result frame (``qid, query, docno`` and ``rank`` or ``score``, e.g. any
         PyTerrier retriever's output) instead of the configured first stage. Documents the frame does not list
-        score as the configured first stage scores them."""
+        score as the configured first stage scores them. A method that returns the frame's order (``bm25``)
+        returns its scores too (score kind ``given``); the methods that rerank, their reranker's."""
         queries, first = _first_stage_frame(results, self.index)
         return self._answer(queries, first)
 
@@ -234,8 +237,11 @@ def _queries(queries, dataset: Dataset) -> list[Query]:
     return out
 
 
-def _first_stage_frame(results, index: Index) -> tuple[list[Query], list[list[int]]]:
-    """Queries and their first-stage rankings (corpus rows, best first) from a result frame."""
+def _first_stage_frame(results, index: Index) -> tuple[list[Query], list]:
+    """Queries and their first-stage rankings from a result frame: corpus rows best first, or row -> score in
+    that order where the frame has scores."""
+    import pandas as pd
+
     if not hasattr(results, "columns"):
         raise GarenError(f"results: expected a DataFrame with columns qid, query, docno and rank or score, got {type(results).__name__}")
     missing = [c for c in ("qid", "query", "docno") if c not in results.columns]
@@ -254,5 +260,12 @@ def _first_stage_frame(results, index: Index) -> tuple[list[Query], list[list[in
         if unknown is not None:
             raise GarenError(f"results: document '{unknown}' of query '{qid}' is not in the corpus of {index.path} "
                              f"({index.dataset.name})")
-        first.append(list(dict.fromkeys(row_of[d] for d in group["docno"])))
+        rows = [row_of[d] for d in group["docno"]]
+        if "score" in group.columns:  # its scores go with its order (a score that is no number: none)
+            given: dict[int, float] = {}
+            for row, score in zip(rows, pd.to_numeric(group["score"], errors="coerce")):
+                given.setdefault(row, float(score))
+            first.append(given)
+        else:
+            first.append(list(dict.fromkeys(rows)))
     return queries, first

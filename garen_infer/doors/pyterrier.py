@@ -13,7 +13,11 @@ Each method is a ``pt.Transformer`` with two modes, chosen by the input frame as
     pt.Experiment([bm25, bm25 >> SlideGAR(index), bm25 >> GAREN(index)], index.topics(), index.qrels(), ["nDCG@10"])
 
 The output is a result frame (``qid, query, docno, score, rank``; rank from 0, scores strictly decreasing) with
-the ranking the method returns; the retriever's ``ledger`` holds what each query of the last call cost.
+the ranking the method returns and ``run.trec``'s scores: the method's own where it has them (BM25's for
+``BM25`` from a query frame, a result frame's own for ``BM25`` fed one, a pointwise reranker's P(yes) or the
+embedding reranker's cosine for the methods that rerank), ``n - rank`` for a listwise order (docs/running.md,
+"Scores in run.trec"). Fuse them by rank across kinds. The retriever's ``ledger`` holds what each query of the
+last call cost.
 """
 
 from __future__ import annotations

@@ -48,21 +48,30 @@ class FirstStageConfig:
 def first_stage(index: OpenIndex, query_texts: list[str], config: FirstStageConfig,
                 exclude: list[set[int]] | None = None) -> list[list[int]]:
     """Corpus rows per query, best first: the top ``depth`` once each query's ``exclude`` rows are dropped."""
+    return [[row for row, _ in hits] for hits in first_stage_scored(index, query_texts, config, exclude)]
+
+
+def first_stage_scored(index: OpenIndex, query_texts: list[str], config: FirstStageConfig,
+                       exclude: list[set[int]] | None = None) -> list[list[tuple[int, float]]]:
+    """``first_stage`` with each row's score: BM25's (bm25s), or the dense inner product of query and
+    document."""
     depth = config.depth + max((len(e) for e in exclude), default=0) if exclude else config.depth
     if config.kind == "bm25":
-        ranked = [[row for row, _ in hits] for hits in index.bm25.search(query_texts, depth)]
+        found = index.bm25.search(query_texts, depth)
+        ranked = [[(row, float(score)) for row, score in hits] for hits in found]
     elif config.kind == "dense":
         from garen_infer.index.knn_graph import flat_ip_index
 
         vectors = np.ascontiguousarray(index.vectors(config.vectors), dtype=np.float32)
         queries = index.encoder(config.vectors).encode_queries(query_texts)
-        _, ids = flat_ip_index(vectors).search(queries, min(depth, len(vectors)))
-        ranked = [[int(i) for i in row if i >= 0] for row in ids]
+        sims, ids = flat_ip_index(vectors).search(queries, min(depth, len(vectors)))
+        ranked = [[(int(i), float(s)) for i, s in zip(row, row_sims) if i >= 0]
+                  for row, row_sims in zip(ids, sims)]
     else:
         raise GarenError(f"unknown first stage '{config.kind}' (bm25 or dense)")
     if not exclude:
         return ranked
-    return [[r for r in rows if r not in drop][: config.depth] for rows, drop in zip(ranked, exclude)]
+    return [[(r, s) for r, s in hits if r not in drop][: config.depth] for hits, drop in zip(ranked, exclude)]
 
 
 def first_stage_texts(queries, config: FirstStageConfig, dataset_name: str) -> list[str]:

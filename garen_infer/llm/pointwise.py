@@ -47,5 +47,6 @@ class PointwiseReranker:
             seconds=sum(c.seconds for c in paid),
             extra={"scored": len(paid), "reused": len(rows) - len(paid)},
             problems=[kind for c in paid for kind in c.problems],  # the documents' scores' (a NaN, a retry)
+            scores=tuple(scores[i] for i in order),  # each row's P(yes) (the scorer's own), in the new order
         )
         return [rows[i] for i in order], completion

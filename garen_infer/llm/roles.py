@@ -65,8 +65,10 @@ class EmbeddingReranker:
             rows = list(job.rows)
             sims = np.asarray(self.doc_vectors[rows]) @ qv
             order = np.argsort(-sims, kind="stable")
-            out.append(([rows[i] for i in order], Completion(text=" > ".join(f"[{i + 1}]" for i in order),
-                                                             cached=self.embedder.answered_from_cache([job.query]))))
+            completion = Completion(text=" > ".join(f"[{i + 1}]" for i in order),
+                                    cached=self.embedder.answered_from_cache([job.query]),
+                                    scores=tuple(float(sims[i]) for i in order))  # run.trec's scores
+            out.append(([rows[i] for i in order], completion))
         share = (time.perf_counter() - start) / max(len(jobs), 1)
         for _, completion in out:
             completion.seconds = share

@@ -44,10 +44,13 @@ class Completion:
     many prompt tokens the backend cut (from the middle) to fit the model's limit; ``input_tokens`` is what was left.
     ``finish_reason`` is the engine's own word for why the answer ended ("stop", "length", ...; "" where the engine
     gives none). ``problems`` names each thing about this answer that we could not use as asked or had to assume
-    (an unreadable ranking, ids missing, a retry and its cause, ...): the ledger counts them per role."""
+    (an unreadable ranking, ids missing, a retry and its cause, ...): the ledger counts them per role.
+    ``scores``: a reranker that orders a window by a score of its own (pointwise, embedding) gives each row's,
+    in the order it returns the rows; None for a listwise one, which gives only the order."""
 
     text: str = ""
     score: float | None = None
+    scores: tuple[float, ...] | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     truncated_tokens: int = 0

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 # A method's per-query search: yields requests, receives answers, returns corpus rows best first.
 Search = Generator[Any, Any, list[int]]
+PSEUDO = "pseudo"  # the score kind of a ranking that only has an order: run.trec's n - rank
 
 
 @dataclass
@@ -30,6 +31,14 @@ class QueryState:
     first_stage_text: str | None = None  # the text it searched with (first_stage.query); None: the query's
     answer_problems: list[tuple[str, str]] = field(default_factory=list)  # (role, kind, llm/problems.py) of answers
     #   the method reads itself (LATTICE's slates): the runner adds them to the query's ledger
+    # row -> the first stage's score (BM25, the dense inner product) of each row of ``first_stage``; empty
+    #   when a caller gave the rows without scores
+    first_stage_scores: dict[int, float] = field(default_factory=dict)
+    first_stage_scored_by: str | None = None  # their kind: the first stage's (bm25 | dense), or "given" (a
+    #   caller's ranking with its scores); None: ``first_stage_kind``
+    # row -> the reranker's own score, filled by the scheduler as a reranker that scores (pointwise P(yes),
+    #   embedding cosine) answers; a listwise one leaves it empty
+    reranker_scores: dict[int, float] = field(default_factory=dict)
 
     @property
     def first_stage_rank(self) -> dict[int, int]:
@@ -48,6 +57,10 @@ class Method:
     index_stages: tuple[str, ...] = ()  # stages it reads besides the first stage's (bm25 or embeddings: the runner's)
     roles: tuple[str, ...] = ()  # model roles the method uses, e.g. ("reranker", "navigator")
     keeps_excluded: bool = False  # True: BRIGHT's excluded ids stay in the first stage (RGS's author code)
+    # whose scores its ranking carries into run.trec: "first_stage" (the first stage's order is its own),
+    #   "reranker" (its order comes from reranked windows: real scores when the reranker scores), or "pseudo"
+    #   (listwise or agent orders: no score exists); see ``ranking_scores``
+    scored_by: str = PSEUDO
 
     def __init__(self, config, index: IndexFolder, dataset: Dataset):
         self.config, self.index, self.dataset = config, index, dataset
@@ -77,6 +90,19 @@ class Method:
         something other than what its name promises (GAREN with no room to expand); None when there is nothing
         to say."""
         return None
+
+    def ranking_scores(self, state: QueryState, ranking: list[int]) -> tuple[str, list[float | None]]:
+        """The kind of the scores the ranking carries (bm25 | dense | given | reranker | pseudo) and each
+        row's score of that kind, None for a row that has none (it carries a pseudo-score below the one above
+        it, storage/trec.py)."""
+        if self.scored_by == "first_stage" and state.first_stage_scores:
+            source = state.first_stage_scores
+            kind = state.first_stage_scored_by or state.first_stage_kind or "first_stage"
+        elif self.scored_by == "reranker" and state.reranker_scores:
+            source, kind = state.reranker_scores, "reranker"
+        else:
+            return PSEUDO, [None] * len(ranking)
+        return kind, [source.get(row) for row in ranking]
 
     def diagnose(self, state: QueryState, gold_rows: set[int]) -> None:
         """After a query finished: add diagnostics that need the relevance judgements to ``state.trace``."""

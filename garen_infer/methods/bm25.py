@@ -15,6 +15,7 @@ class Bm25Config:
 
 class Bm25Method(Method):
     name, Config = "bm25", Bm25Config
+    scored_by = "first_stage"  # run.trec carries the BM25 (or dense inner-product) scores it ranked by
 
     def search(self, state: QueryState) -> Search:
         return state.first_stage[: self.config.depth]

@@ -68,6 +68,7 @@ class GarenConfig:
 
 class Garen(Method):
     name, Config, roles = "garen", GarenConfig, ("reranker", "navigator")
+    scored_by = "reranker"  # a pointwise reranker's scores in run.trec; pseudo-scores with a listwise one
     index_stages = ("bm25", "knn_graph", "groups")
 
     def __init__(self, config: GarenConfig, index: IndexFolder, dataset: Dataset):

@@ -19,6 +19,7 @@ class RerankConfig:
 
 class RetrieveAndRerank(Method):
     name, Config, roles = "rerank", RerankConfig, ("reranker",)
+    scored_by = "reranker"  # a pointwise reranker's P(yes) (or the embedder's cosine) in run.trec
 
     def search(self, state: QueryState) -> Search:
         pool = list(state.first_stage[: state.budget])

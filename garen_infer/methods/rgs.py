@@ -78,6 +78,7 @@ class RgsConfig:
 
 class ReRankerGuidedSearch(Method):
     name, Config, index_stages, roles = "rgs", RgsConfig, ("embeddings", "proximity_graph"), ("reranker",)
+    scored_by = "reranker"  # a pointwise reranker's scores in run.trec; pseudo-scores with a listwise one
 
     def __init__(self, config: RgsConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)

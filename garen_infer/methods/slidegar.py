@@ -48,6 +48,7 @@ VARIANTS = ("official", "rgs-author")
 
 class SlideGar(Method):
     name, Config, index_stages, roles = "slidegar", SlideGarConfig, ("knn_graph",), ("reranker",)
+    scored_by = "reranker"  # a pointwise reranker's scores in run.trec; pseudo-scores with a listwise one
 
     def __init__(self, config: SlideGarConfig, index: IndexFolder, dataset: Dataset):
         super().__init__(config, index, dataset)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from garen_infer.index.first_stage import FirstStageConfig, excluded_rows, first_stage
+from garen_infer.index.first_stage import FirstStageConfig, excluded_rows, first_stage_scored
 from garen_infer.llm.problems import UNREADABLE
 from garen_infer.llm.requests import Generate
 from garen_infer.llm.types import Chat
@@ -53,12 +53,13 @@ def rewrite_then_search(search: Callable[[QueryState], Search], index, stage: Fi
             (answer,) = yield Generate((reasoning_query_chat(state.query.text),), role=QUERY_WRITER)
             exclude = None if keeps_excluded else [excluded_rows(state.query, dataset.doc_index)]
             text = read_rewrite(answer)
-            rows = first_stage(index, [text], stage, exclude)[0] if text is not None else []
-            if not rows:  # nothing usable, or words no document holds (garbage): the original query searches
+            hits = first_stage_scored(index, [text], stage, exclude)[0] if text is not None else []
+            if not hits:  # nothing usable, or words no document holds (garbage): the original query searches
                 state.answer_problems.append((QUERY_WRITER, UNREADABLE))
                 text = state.query.text
-                rows = first_stage(index, [text], stage, exclude)[0]
-            state.first_stage[:] = rows
+                hits = first_stage_scored(index, [text], stage, exclude)[0]
+            state.first_stage[:] = [row for row, _ in hits]
+            state.first_stage_scores = dict(hits)
             state.first_stage_text = text
             state.trace["first_stage_query"] = text
             if stage.models_read == "rewritten":

@@ -13,8 +13,9 @@ from garen_infer.evaluation.evaluate import evaluate, remove_excluded
 from garen_infer.evaluation.reachability import hit_by_hops
 from garen_infer.llm.oracle import RUN_TAG
 from garen_infer.llm.problems import UNUSABLE
+from garen_infer.methods.base import PSEUDO
 from garen_infer.storage.atomic import write_json
-from garen_infer.storage.trec import write_run
+from garen_infer.storage.trec import run_scores, write_run
 
 LEDGER_MEANS = ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds")
 
@@ -41,7 +42,16 @@ class RunResults:
         return {q.id: self.records[q.id]["ranking"] for q in self.queries}
 
     def scored(self) -> dict[str, dict[str, float]]:
-        return scored_rankings(self.rankings(), self.dataset)
+        return scored_rankings({q.id: self.records[q.id] for q in self.queries}, self.dataset)[0]
+
+    def score_kinds(self) -> dict:
+        """What the run's scores are (``scores``: bm25 | dense | given | reranker | pseudo, several joined by
+        "+" where queries differ) and how many own scores were lowered to keep the ranking's order
+        (``scores_lowered``)."""
+        records = [self.records[q.id] for q in self.queries]
+        kinds = sorted({r.get("score_kind", PSEUDO) for r in records if r["ranking"]}) or [PSEUDO]
+        lowered = scored_rankings({q.id: self.records[q.id] for q in self.queries}, self.dataset)[1]
+        return {"scores": "+".join(kinds), "scores_lowered": lowered}
 
     def ranked_rows(self) -> list[tuple[str, str, int, float]]:
         """(qid, docno, rank from 0, score) for every ranked document, the queries in order."""
@@ -51,8 +61,7 @@ class RunResults:
     def write(self, out: Path, log) -> dict:
         """``run.trec`` and ``metrics.json`` in ``out``; returns the metrics."""
         kept = self.scored()
-        write_run(out / "run.trec", {qid: [d for d in ids if d in kept[qid]] for qid, ids in self.rankings().items()},
-                  tag=f"{self.method}.{RUN_TAG}" if self.simulation else self.method)
+        write_run(out / "run.trec", kept, tag=f"{self.method}.{RUN_TAG}" if self.simulation else self.method)
         metrics = self.metrics(kept, log)
         write_json(out / "metrics.json", metrics)
         return metrics
@@ -63,6 +72,7 @@ class RunResults:
         if self.simulation:
             metrics = {"simulation": self.simulation, **metrics}
         metrics.update(self._quality(kept))
+        metrics.update(self.score_kinds())
         ledgers = [record["ledger"] for record in records]
         n = max(len(ledgers), 1)
         for key in LEDGER_MEANS:
@@ -94,11 +104,21 @@ class RunResults:
         return evaluate(kept, subset)
 
 
-def scored_rankings(rankings: dict[str, list[str]], dataset: Dataset) -> dict[str, dict[str, float]]:
-    """Each ranking as document -> score, strictly decreasing with rank (``run.trec``'s scores), BRIGHT's excluded
-    ids removed (``evaluate.remove_excluded``, the one place that happens)."""
-    scored = {qid: {d: float(len(ids) - r) for r, d in enumerate(ids)} for qid, ids in rankings.items()}
-    return remove_excluded(scored, dataset)
+def scored_rankings(records: dict[str, dict], dataset: Dataset) -> tuple[dict[str, dict[str, float]], int]:
+    """Each query's ranking (its trace record's) as document -> score, best first: BRIGHT's excluded ids
+    removed (``evaluate.remove_excluded``, the one place that happens), then the scores ``trec.run_scores``
+    gives from the record's own (``scores``; a record written before runs carried them has none:
+    pseudo-scores). Also how many own scores were lowered to keep the order."""
+    positions = {qid: {d: float(r) for r, d in enumerate(record["ranking"])}
+                 for qid, record in records.items()}
+    kept = remove_excluded(positions, dataset)
+    scored, lowered = {}, 0
+    for qid, docs in kept.items():
+        own = records[qid].get("scores") or [None] * len(records[qid]["ranking"])
+        scores, n = run_scores([own[int(r)] for r in docs.values()])
+        scored[qid] = dict(zip(docs, scores))
+        lowered += n
+    return scored, lowered
 
 
 def truncations(ledgers: list[dict]) -> dict:

@@ -20,13 +20,14 @@ from garen_infer.index.first_stage import (
     REWRITE,
     FirstStageConfig,
     excluded_rows,
-    first_stage,
+    first_stage_scored,
     first_stage_texts,
 )
 from garen_infer.llm.model_specs import spec_identity
-from garen_infer.methods.base import QueryState
+from garen_infer.methods.base import PSEUDO, QueryState
 from garen_infer.running.query_rewrite import rewrite_then_search
 from garen_infer.running.scheduler import Scheduler
+from garen_infer.storage.trec import as_written
 
 if TYPE_CHECKING:
     from garen_infer.index.folder import IndexFolder
@@ -90,25 +91,36 @@ def model_roles(config: RunConfig, dataset: Dataset, index: IndexFolder, cache=N
                        dataset.name, dataset=dataset)
 
 
+GIVEN = "given"  # the score kind of a first stage a caller gives with its scores
+
+
 def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method, budget, queries,
                  first=None) -> list[QueryState]:
     """Each query with its first-stage ranking (corpus rows, excluded ids dropped unless the method keeps them, as
-    RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage); otherwise
-    the configured first stage ranks the index. Either way, documents past its depth score by the configured one."""
+    RGS's code does). ``first``: the rankings a caller already has (a PyTerrier pipeline's first stage: rows,
+    or row -> score in rank order, its scores then the ranking's where a method returns that order: kind
+    "given"); otherwise the configured first stage ranks the index. Either way, documents past its depth
+    score by the configured one."""
     stage = config.first_stage
     if first is None and stage.query == REWRITE:  # each query's text is written as the scheduler runs it
         return [QueryState(q, [], budget, first_stage_kind=stage.kind, first_stage_vectors=stage.vectors)
                 for q in queries]
     exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
     texts = [q.text for q in queries]
+    scored_by = stage.kind
     if first is None:
         texts = first_stage_texts(queries, stage, dataset.name)
-        first = first_stage(index, texts, stage, exclude)
-    elif exclude is not None:
-        first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
+        hits = first_stage_scored(index, texts, stage, exclude)
+        first, scores = [[row for row, _ in h] for h in hits], [dict(h) for h in hits]
+    else:  # rows a caller gives carry the scores it gives, if any
+        scored_by, scores = GIVEN, [dict(rows) if isinstance(rows, dict) else {} for rows in first]
+        first = [list(rows) for rows in first]
+        if exclude is not None:
+            first = [[r for r in rows if r not in drop] for rows, drop in zip(first, exclude)]
     states = [QueryState(q, list(rows), budget, first_stage_kind=stage.kind,
-                         first_stage_vectors=stage.vectors, first_stage_text=text)
-              for q, rows, text in zip(queries, first, texts)]
+                         first_stage_vectors=stage.vectors, first_stage_text=text, first_stage_scores=score,
+                         first_stage_scored_by=scored_by)
+              for q, rows, text, score in zip(queries, first, texts, scores)]
     if stage.models_read == "rewritten":
         for state in states:
             state.query = replace(state.query, text=state.first_stage_text)
@@ -136,13 +148,17 @@ def answer_queries(dataset: Dataset, index: IndexFolder, config: RunConfig, meth
                 method.diagnose(finished.state, gold)
             for role, kind in finished.state.answer_problems:
                 finished.ledger.count_problem(role, kind)
+            kind, scores = method.ranking_scores(finished.state, finished.ranking)
             record = {
                 "qid": finished.state.query.id,
                 "ranking": [doc_ids[r] for r in finished.ranking],
+                "score_kind": kind,  # what run.trec's scores are (results.py)
                 "ledger": finished.ledger.summary(),
                 "seconds": round(finished.seconds, 4),
                 "trace": finished.state.trace,
             }
+            if kind != PSEUDO:  # each ranked document's own score, None where it has none
+                record["scores"] = [as_written(score) for score in scores]
             if gold and index.has("knn_graph"):  # Fig. 4/8: hops from the first-stage top 20, Hit@100
                 record["reach"] = reach(index.knn_graph, finished.state.first_stage, gold, finished.ranking)
             bar.update(1)

@@ -112,6 +112,8 @@ class Scheduler:
         """File one item's answer; once the query has all of its answers, record them and say so."""
         query = item.query
         value, completion = item.read(answer)
+        if item.role == "reranker" and isinstance(query.requests[item.request], Rerank) and completion.scores:
+            query.state.reranker_scores.update(zip(value, completion.scores))  # the run's scores (base.py)
         if item.slot is None:
             query.answers[item.request] = value
             query.completions[item.request] = [(item.role, completion)]

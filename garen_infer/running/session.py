@@ -75,9 +75,9 @@ class Session:
         """The judged queries ``run`` answers, in the dataset's order (``limit`` and ``shard`` applied)."""
         return run_queries(self.dataset, self.config)
 
-    def search(self, queries: list[Query], first: list[list[int]] | None = None) -> RunResults:
+    def search(self, queries: list[Query], first: list | None = None) -> RunResults:
         """Answer ``queries`` in memory, from the configured first stage or from ``first`` (corpus rows per query,
-        best first); the dataset's judgements are not given to them."""
+        best first, or row -> score in that order); the dataset's judgements are not given to them."""
         asked = Dataset(self.dataset.name, self.dataset.documents, queries)
         method_cls, _, method, budget = configure_method(asked, self.index, self.config)
         self._notice(method, budget)

@@ -210,3 +210,33 @@ def test_an_empty_document_names_the_argument_that_keeps_it(tmp_path):
     message = str(refused(build).value)
     assert "empty (and so is 'title'); pass allow_empty_docs=True to keep such documents" in message and "--allow" not in message
     assert "blank" in build(allow_empty_docs=True).dataset.doc_index
+
+
+def own_score_or_lowered(written: list[float], own: list[float]) -> None:
+    """Each frame score is the document's own at float32 (trec_eval's precision) or, where a tie or a rise had
+    to be broken, below it; and they decrease strictly down the ranking."""
+    import numpy as np
+
+    written32, own32 = np.float32(written), np.float32(own)
+    assert (written32 <= own32).all() and (written32 == own32).any()
+    assert (np.diff(written32) < 0).all()
+
+
+def test_a_bm25_frame_carries_bm25s_scores_and_a_rerank_frame_cosines(tiny_dataset, tiny_index):
+    import numpy as np
+
+    index = gi.Index.open(tiny_index.path, tiny_dataset)
+    texts = {q.id: q.text for q in tiny_dataset.queries}
+    row_of = {d: r for r, d in enumerate(tiny_dataset.doc_ids)}
+    found = gi.Retriever(index, "bm25", preset="cpu-default", cache=False).search(index.topics())
+    for qid, group in found.groupby("qid", sort=False):
+        bm25s = tiny_index.bm25.scores(texts[qid])
+        own_score_or_lowered(list(group.score), [float(bm25s[row_of[d]]) for d in group.docno])
+
+    rerank = gi.Retriever(index, "rerank", budget=8, preset="cpu-default", cache=False)
+    reranked = rerank.search(index.topics())
+    vectors = np.asarray(tiny_index.embeddings, dtype=np.float32)
+    for qid, group in reranked.groupby("qid", sort=False):
+        cosines = vectors @ tiny_index.embedder.query_vectors([texts[qid]])[0]
+        assert list(group.score) == pytest.approx([float(cosines[row_of[d]]) for d in group.docno], abs=1e-5)
+        assert list(group.score) != [float(len(group) - r) for r in range(len(group))]

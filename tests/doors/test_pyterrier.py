@@ -65,6 +65,23 @@ def test_experiment_over_some_topics_equals_eval_judged_in_run(index, beir_dir, 
     assert scores[()] == pytest.approx(scores[("--judged-in-run",)] * 2 / 4)  # the two judged queries not run score 0
 
 
+def test_results_carry_bm25s_scores_and_the_reranker_s(index, full_index, tiny_dataset):
+    """BM25's result frame holds the index's bm25s scores (at float32, trec_eval's precision; a tie lowered to
+    the next float32 below); a reranking stage, the embedding reranker's cosines, not n - rank."""
+    texts = {q.id: q.text for q in tiny_dataset.queries}
+    row_of = {d: r for r, d in enumerate(tiny_dataset.doc_ids)}
+    bm25 = BM25(index)
+    for qid, group in bm25.transform(index.topics()).groupby("qid", sort=False):
+        own = np.float32([full_index.bm25.scores(texts[qid])[row_of[d]] for d in group.docno])
+        written = np.float32(list(group.score))
+        assert (written <= own).all() and (written == own).any() and (np.diff(written) < 0).all()
+    vectors = np.asarray(full_index.embeddings, dtype=np.float32)
+    reranked = (bm25 >> Rerank(index, budget=BUDGET, cache=False)).transform(index.topics())
+    for qid, group in reranked.groupby("qid"):
+        cosines = vectors @ full_index.embedder.query_vectors([texts[qid]])[0]
+        assert list(group.score) == pytest.approx([float(cosines[row_of[d]]) for d in group.docno], abs=1e-5)
+
+
 def test_a_first_stage_from_elsewhere_is_the_one_used(index):
     given = pd.DataFrame({"qid": "q1", "query": "why do volcanoes erupt lava and ash", "docno": ["py4", "pho2", "vol3", "py1"],
                           "score": [4.0, 3.0, 2.0, 1.0], "rank": [0, 1, 2, 3]})
@@ -74,6 +91,21 @@ def test_a_first_stage_from_elsewhere_is_the_one_used(index):
     reranked = (pt.Transformer.from_df(given) >> Rerank(index, budget=4, cache=False))(topics)
     assert set(reranked.docno) == {"py4", "pho2", "vol3", "py1"} and reranked.docno.iloc[0] == "vol3"  # the volcano first
     assert list(reranked.columns) == ["qid", "query", "docno", "score", "rank"]
+
+
+def test_bm25_fed_a_result_frame_returns_its_order_with_its_scores(index):
+    """The frame's scores go with its order (a tie lowered to the next float32 below); a frame without scores
+    gets n - rank."""
+    given = pd.DataFrame({"qid": "q1", "query": "why do volcanoes erupt lava and ash",
+                          "docno": ["py4", "pho2", "vol3", "py1"], "score": [7.5, 2.25, 2.25, -1.0],
+                          "rank": [0, 1, 2, 3]})
+    topics = given[["qid", "query"]].drop_duplicates()
+    kept = (pt.Transformer.from_df(given) >> BM25(index))(topics)
+    lowered = float(str(np.nextafter(np.float32(2.25), np.float32(-np.inf))))  # as run.trec writes it
+    assert list(kept.docno) == ["py4", "pho2", "vol3", "py1"]
+    assert list(kept.score) == [7.5, 2.25, lowered, -1.0]
+    ranked_only = (pt.Transformer.from_df(given.drop(columns="score")) >> BM25(index))(topics)
+    assert list(ranked_only.docno) == list(kept.docno) and list(ranked_only.score) == [4.0, 3.0, 2.0, 1.0]
 
 
 def test_transformers_follow_pyterrier_conventions(index):

@@ -20,6 +20,7 @@ from garen_infer.llm.roles import (
     build_roles,
 )
 from garen_infer.llm.types import Completion
+from garen_infer.storage.trec import read_order, read_run
 
 DOCS = [f"doc {i}" for i in range(8)]
 SCORES = {"doc 0": 0.1, "doc 1": 0.9, "doc 2": 0.5, "doc 3": 0.5, "doc 4": 0.7, "doc 5": 0.5, "doc 6": 0.0, "doc 7": 0.95}
@@ -136,7 +137,8 @@ SMALL_WINDOWS = {  # windows of 4 that overlap by 2, so documents come back in l
 
 @pytest.mark.parametrize("method", sorted(SMALL_WINDOWS))
 def test_every_method_that_reranks_runs_unchanged_with_the_embedding_scorer_as_pointwise_reranker(method, tiny_dataset, full_index, tmp_path):
-    """(1 + cos) / 2 sorts a window as the listwise embedding reranker does, so the runs must be identical."""
+    """(1 + cos) / 2 sorts a window as the embedding reranker's cosine does, so the runs rank alike; each
+    carries its own reranker's scores, (1 + cos) / 2 beside cos."""
     overrides = ["first_stage.kind=dense", *SMALL_WINDOWS[method]]
     listwise, _ = run(method, tiny_dataset, full_index, tmp_path / "listwise", budget=10, overrides=overrides)
     spec = {"mode": "pointwise", "backend": "embedding"}
@@ -146,7 +148,12 @@ def test_every_method_that_reranks_runs_unchanged_with_the_embedding_scorer_as_p
     roles.reranker.scorer.score = lambda jobs: scored.extend((j.query, j.text) for j in jobs) or score(jobs)
     pointwise, trace = run(method, tiny_dataset, full_index, tmp_path / "pointwise", budget=10, overrides=overrides, models={"reranker": spec}, roles=roles)
     assert listwise["mean_requests"] > 3  # several overlapping windows per query
-    assert (tmp_path / "pointwise" / "run.trec").read_text() == (tmp_path / "listwise" / "run.trec").read_text()
+    assert read_order(tmp_path / "pointwise" / "run.trec") == read_order(tmp_path / "listwise" / "run.trec")
+    cosines = read_run(tmp_path / "listwise" / "run.trec")
+    for qid, docs in read_run(tmp_path / "pointwise" / "run.trec").items():
+        halves = [(1 + cos) / 2 for cos in cosines[qid].values()]
+        assert list(docs.values()) == pytest.approx(halves, abs=1e-6)
+    assert pointwise["scores"] == listwise["scores"] == "reranker"
     assert pointwise["mean_budget_used"] == listwise["mean_budget_used"] and pointwise["nDCG@10"] == listwise["nDCG@10"]
     saved = json.loads((tmp_path / "pointwise" / "config.json").read_text())
     assert saved["models"]["reranker"] == {"mode": "pointwise", "backend": "embedding"}
