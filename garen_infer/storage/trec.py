@@ -15,7 +15,7 @@ from garen_infer.storage.atomic import write_text
 
 
 def format_run(rankings: dict[str, list[str]], tag: str) -> str:
-    lines = []
+    lines: list[str] = []
     for qid, doc_ids in rankings.items():
         n = len(doc_ids)
         lines.extend(f"{qid} Q0 {doc} {rank + 1} {n - rank} {tag}" for rank, doc in enumerate(doc_ids))
