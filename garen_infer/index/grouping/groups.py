@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -107,7 +107,7 @@ def _summarize(folder: OpenIndex, dataset: Dataset, params: GroupParams, groups:
 
 
 def _llm_summaries(generator, todo: list[int], groups, texts,
-                   params: GroupParams) -> Iterator[tuple[int, object]]:
+                   params: GroupParams) -> Iterator[tuple[int, dict | None]]:
     """(group, its summary or None) for the groups of ``todo``, all submitted at once, each as it is answered."""
     from garen_infer.llm.prompts import summarizer as summarizer_prompt
 
@@ -120,7 +120,7 @@ def _llm_summaries(generator, todo: list[int], groups, texts,
 
     for k, answer in stream_json(generator, len(todo), chat, lambda _, answer: parse_summary(answer), params.summary_retries,
                                  params.batch_size):
-        yield todo[k], answer
+        yield todo[k], cast("dict | None", answer)  # parse_summary's
 
 
 def summarize_groups(folder: OpenIndex, dataset: Dataset, params: GroupParams, stage_name: str,
@@ -145,7 +145,8 @@ def finish_summaries(folder, stage_name: str) -> None:
 def _build(stage_name: str):
     def build(folder: OpenIndex, dataset: Dataset, params: GroupParams) -> dict:
         if stage_name != "groups":
-            params = replace(params, construction=stage_name.removeprefix("groups_"))
+            construction = cast(Literal["kmeans", "random"], stage_name.removeprefix("groups_"))  # the stages below
+            params = replace(params, construction=construction)
         start = time.perf_counter()
         groups = _partition(folder, dataset, params)
         partition_seconds = time.perf_counter() - start
