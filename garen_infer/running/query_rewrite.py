@@ -58,6 +58,7 @@ def rewrite_then_search(search: Callable[[QueryState], Search], index, stage: Fi
                 state.answer_problems.append((QUERY_WRITER, UNREADABLE))
                 text = state.query.text
                 rows = first_stage(index, [text], stage, exclude)[0]
+            assert text is not None  # rows come from a text
             state.first_stage[:] = rows
             state.first_stage_text = text
             state.trace["first_stage_query"] = text

@@ -111,6 +111,7 @@ def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method
               for q, rows, text in zip(queries, first, texts)]
     if stage.models_read == "rewritten":
         for state in states:
+            assert state.first_stage_text is not None  # set from texts above
             state.query = replace(state.query, text=state.first_stage_text)
     return states
 
