@@ -167,7 +167,8 @@ class Sandbox:
     def _xargs(self, stage: ParsedCommand, data: bytes, deadline: float, stop) -> tuple:
         items = split_items(data, stage.flags)
         inner = parse_command(stage.positionals)
-        per_call = next((int(v) for n, v in stage.flags if n in ("-n", "--max-args", "-L", "--max-lines") and v is not None), 0)
+        per_call = next((int(v) for n, v in stage.flags
+                         if n in ("-n", "--max-args", "-L", "--max-lines") and v is not None), 0)
         chunks: list[list[str]] = []
         size = 0  # item bytes in the last chunk
         for item in items:

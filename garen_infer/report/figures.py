@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -63,10 +63,10 @@ def save(fig, path: Path, formats=("png",)) -> Path:
     """``path`` as PNG, and beside it the same figure in every other format named (``pdf``, ``svg``: vector)."""
     # no dates, and SVG element ids from a fixed salt (else random): the same numbers give the same files
     metadata = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}, "svg": {"Date": None}}
-    style = {**PAPER_STYLE, "svg.hashsalt": "garen-report"}  # matplotlib types rc names as one Literal of them all
+    style: Any = {**PAPER_STYLE, "svg.hashsalt": "garen-report"}  # matplotlib's stubs type rc names as Literals
     try:
         for fmt in dict.fromkeys(["png", *formats]):
-            with atomic_path(path.with_suffix(f".{fmt}")) as tmp, plt.rc_context(style):  # type: ignore[arg-type]
+            with atomic_path(path.with_suffix(f".{fmt}")) as tmp, plt.rc_context(style):
                 fig.savefig(tmp, format=fmt, dpi=DPI, metadata=metadata[fmt])  # the drawn size: no tight crop
     finally:
         plt.close(fig)
@@ -174,7 +174,8 @@ def reachability(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | N
     style = styles(matrix.labels)
     fig, axes = figure(len(columns), sharey=True)
     for ax, budget in zip(axes[0], columns):
-        cells = [c for c in (matrix.cell(label, budget) for label in matrix.labels) if c is not None and c.reach]
+        found = (matrix.cell(label, budget) for label in matrix.labels)
+        cells = [c for c in found if c is not None and c.reach]
         hops = sorted({h for c in cells for h in c.reach}, key=lambda h: (h == "none", int(h) if h != "none" else 0))
         width = 0.8 / max(len(cells), 1)
         for i, c in enumerate(cells):

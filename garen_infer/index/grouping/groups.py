@@ -145,7 +145,7 @@ def finish_summaries(folder, stage_name: str) -> None:
 def _build(stage_name: str):
     def build(folder: OpenIndex, dataset: Dataset, params: GroupParams) -> dict:
         if stage_name != "groups":
-            construction = cast(Literal["kmeans", "random"], stage_name.removeprefix("groups_"))  # the stages below
+            construction = cast(Literal["kmeans", "random"], stage_name.removeprefix("groups_"))  # see below
             params = replace(params, construction=construction)
         start = time.perf_counter()
         groups = _partition(folder, dataset, params)

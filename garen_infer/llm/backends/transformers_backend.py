@@ -63,7 +63,7 @@ def load_weights(source: str, gguf_file: str | None, dtype: str, trust_remote_co
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code, **extra)
     if gguf_file:  # dequantised on load: what remains is an ordinary fp model, which trains and saves as one
-        net.hf_quantizer = None  # type: ignore[assignment]  # torch types a Module's attributes Tensor | Module
+        net.hf_quantizer = None  # type: ignore[assignment]  # torch types Module attributes Tensor | Module
         net.config.quantization_config = None
         if hasattr(net, "is_quantized"):
             net.is_quantized = False  # type: ignore[assignment]  # likewise
