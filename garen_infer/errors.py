@@ -42,6 +42,7 @@ def storage_refusal(err: OSError) -> GarenError | None:
     if folder:
         return GarenError(f"{where}: {folder}")
     said = " ".join(map(str, err.args))  # a filename set later hides the message from str(err)
+    reason: str | None
     if err.errno is None and SHORT_WRITE.search(said):
         advice, reason = SHORT_WRITE_ADVICE, said
     elif err.errno in STORAGE_ERRORS:

@@ -247,7 +247,7 @@ def _kind(hint) -> str:
         return "a mapping"
     if hint in (list, tuple) or origin in (list, tuple):
         return "a list"
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return f"a mapping of {hint.__name__} options"
     return "any value"
 

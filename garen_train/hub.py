@@ -38,7 +38,7 @@ def share(manifest: dict, args: argparse.Namespace, api=None) -> dict:
     repo = getattr(args, "push_to_hub", None)
     if manifest.get("kind") != KIND or folder is None:  # e.g. a soft partition (check_arguments refused a push)
         return {}
-    done = {"model_card": str(write_model_card(Path(folder), manifest, repo))}
+    done: dict[str, object] = {"model_card": str(write_model_card(Path(folder), manifest, repo))}
     if repo:
         done["pushed"] = push(Path(folder), repo, private=args.private, api=api)
     return done

@@ -34,7 +34,9 @@ class LoRAFSDPStrategy(FSDPStrategy):
 
     def __init__(self, sharding_strategy: str = "FULL_SHARD", state_dict_type: str = "full", **kwargs):
         kwargs.setdefault("use_orig_params", True)
-        super().__init__(sharding_strategy=sharding_strategy, state_dict_type=state_dict_type, **kwargs)
+        # the CLI hands over names as str, which FSDPStrategy checks; its annotations name the Literals
+        super().__init__(sharding_strategy=sharding_strategy,  # type: ignore[arg-type]
+                         state_dict_type=state_dict_type, **kwargs)  # type: ignore[arg-type]
 
     def _setup_model(self, model):
         from torch.distributed.fsdp import FullyShardedDataParallel

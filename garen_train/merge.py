@@ -56,9 +56,9 @@ def main(argv: list[str]) -> int:
 
 
 def merge_mined(dataset: Dataset, folders: list[str | Path], out: str | Path, partial: bool = False) -> dict:
-    folders, out = [Path(f) for f in folders], Path(out)
-    check_out_folder(out, folders, earlier=Path("traversal") / MERGE_RECORD)
-    shards = [read_mined(f) for f in folders]
+    paths, out = [Path(f) for f in folders], Path(out)
+    check_out_folder(out, paths, earlier=Path("traversal") / MERGE_RECORD)
+    shards = [read_mined(f) for f in paths]
     for pairs in shards:
         if "shard" not in pairs.manifest:
             raise GarenError(f"{pairs.folder}: not a shard (its {MANIFEST} has no 'shard'); only folders of 'garen-train mine --shard I/N' are merged")
@@ -72,7 +72,7 @@ def merge_mined(dataset: Dataset, folders: list[str | Path], out: str | Path, pa
     dropped = {d["qid"] for d in first["guard"].get("dropped", [])}  # the queries the guard left out of every shard
     mined = Dataset(dataset.name, dataset.documents, [q for q in dataset.queries if q.id not in dropped],
                     {q: j for q, j in dataset.qrels.items() if q not in dropped})
-    metrics = merge_runs(mined, [f / "traversal" for f in folders], out / "traversal", partial, log=lambda *_: None)
+    metrics = merge_runs(mined, [f / "traversal" for f in paths], out / "traversal", partial, log=lambda *_: None)
     traversal_config = json.loads((out / "traversal" / "config.json").read_text(encoding="utf-8"))
     order = {qid: k for k, qid in enumerate(read_finished(out / "traversal" / "trace.jsonl", "qid"))}
     groups = sorted((line for p in shards for line in p.groups), key=lambda line: order[line["qid"]])  # stable: a query's own order

@@ -36,7 +36,7 @@ from garen_train.mining.pairs import (
     reranker_document_pairs,
     reranker_group_pairs,
 )
-from garen_train.mining.replay import replay_garen
+from garen_train.mining.replay import Traversal, replay_garen
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +123,7 @@ class LabelledTraversal:
     queries: int
     groups: list[dict]
     documents: list[dict]
-    traversal: object  # mining.replay.Traversal
+    traversal: Traversal
     in_first_window: int
     seconds: dict[str, float]
 

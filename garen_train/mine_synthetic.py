@@ -140,7 +140,9 @@ def beyond_first_window(candidates: list[int], writer, index, preset: dict, docu
     window = make_config(get_method("garen"), (preset.get("methods") or {}).get("garen") or {}).window
     config = FirstStageConfig(**(preset.get("first_stage") or {}))
     duplicates = duplicate_rows(documents)
-    rows, texts, ranks = [], [], Counter()
+    rows: list[int] = []
+    texts: list[str] = []
+    ranks: Counter[str] = Counter()
     for start in range(0, len(candidates), WRITE_BATCH):
         batch = candidates[start : start + WRITE_BATCH]
         written = [(row, text) for row, text in zip(batch, writer.write(batch)) if text is not None]

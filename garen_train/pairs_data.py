@@ -182,8 +182,8 @@ class MinedPairsDataModule(pl.LightningDataModule):
         training = stage in (None, "fit")
         self.mined, queries = self._load(self.hparams.path, "training" if training else None)
         if self.hparams.val_path:
-            held_out, self.val_queries = self._load(self.hparams.val_path)
-            check_training_data(self.mined, held_out)  # same query id or text: validation must hold out its queries
+            val_mined, self.val_queries = self._load(self.hparams.val_path)
+            check_training_data(self.mined, val_mined)  # same query id or text: validation must hold out its queries
             self.train_queries = queries
             return
         order = sorted(q.qid for q in queries)
@@ -194,6 +194,7 @@ class MinedPairsDataModule(pl.LightningDataModule):
 
     def describe(self) -> dict:
         """What a checkpoint's export records about its data."""
+        assert self.mined is not None  # read by setup, which runs first
         return {
             "path": self.hparams.path, "fingerprint": "sha256:" + self.mined.manifest["files"][Path(self.hparams.path).name]["sha256"],
             "val_path": self.hparams.val_path, "val_fraction": self.hparams.val_fraction, "seed": self.hparams.seed,
@@ -224,9 +225,9 @@ class MinedPairsDataModule(pl.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         pairs = EvalPairs(self.val_queries)
         if not len(pairs):
-            return DataLoader([])  # no validation (val_fraction 0 and no val_path)
+            return DataLoader(pairs)  # no validation (val_fraction 0 and no val_path)
         world, rank = self._replicas()
-        sampler = DistributedSampler(pairs, num_replicas=world, rank=rank, shuffle=False)
+        sampler: DistributedSampler = DistributedSampler(pairs, num_replicas=world, rank=rank, shuffle=False)
         return DataLoader(
             pairs, batch_size=self.hparams.eval_batch_size, sampler=sampler, collate_fn=collate_eval,
             num_workers=self.hparams.num_workers,

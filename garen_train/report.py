@@ -95,7 +95,7 @@ def _headline_first(metric: str) -> tuple:
 
 def before_after_table(before: dict[str, float], after: dict[str, float], before_label: str, after_label: str) -> Table:
     names = sorted(set(before) | set(after), key=_headline_first)
-    rows = []
+    rows: list[list[Cell | str]] = []
     for name in names:
         b, a = before.get(name), after.get(name)
         change = Cell(f"{a - b:+.4f}") if a is not None and b is not None else Cell("—")
@@ -131,7 +131,7 @@ def write_training_report(logs: Path, out: Path, before: Path | None = None, aft
         doc.add(Heading("Final values"))
         if before_values is not None:
             doc.add(before_after_table(before_values, after_values, before_label, after_label))
-        final_rows = [[f"{r.name}: {m}" if len(runs) > 1 else m, Cell(str(r.series[m][-1][0])), _value(r.series[m][-1][1]),
+        final_rows: list[list[Cell | str]] = [[f"{r.name}: {m}" if len(runs) > 1 else m, Cell(str(r.series[m][-1][0])), _value(r.series[m][-1][1]),
                        _value(max(v for _, v in r.series[m])), _value(min(v for _, v in r.series[m]))]
                       for r in runs for m in sorted(r.series, key=_headline_first)]
         doc.add(Table(["metric", "last step", "last value", "max", "min"], final_rows, "Every logged metric: its last value, and its extremes over training."))

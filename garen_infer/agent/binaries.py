@@ -34,7 +34,7 @@ def ripgrep() -> str:
         from importlib.metadata import PackageNotFoundError, distribution
 
         dist = distribution("ripgrep")
-        candidates += [Path(dist.locate_file(f)) for f in dist.files or () if Path(str(f)).name == name]
+        candidates += [Path(str(dist.locate_file(f))) for f in dist.files or () if Path(str(f)).name == name]
     except PackageNotFoundError:
         pass
     candidates += [Path(sysconfig.get_path("scripts")) / name, Path(sys.executable).parent / name]

@@ -180,7 +180,7 @@ def parse_command(argv: list[str]) -> ParsedCommand:
             raise Refused(f"{program}: '{name}' needs a number, not '{value}'")
         if name in ("--color", "--colour") and value != "never":
             raise Refused(f"{program}: only --color=never is allowed")
-    patterns = [v for n, v in flags if n in spec.pattern_flags]
+    patterns = [v for n, v in flags if n in spec.pattern_flags and v is not None]  # valued: never None
     if spec.first_positional_is_pattern and not patterns and program != "xargs":
         if not positionals:
             raise Refused(f"{program}: no pattern given")

@@ -58,7 +58,8 @@ def split_units(text: str) -> list[str]:
     lines = text.splitlines()
     if "--" not in lines:
         return [line for line in lines if line]
-    units, current = [], []
+    units: list[str] = []
+    current: list[str] = []
     for line in lines:
         if line == "--":
             if current:

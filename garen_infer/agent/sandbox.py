@@ -167,7 +167,8 @@ class Sandbox:
     def _xargs(self, stage: ParsedCommand, data: bytes, deadline: float, stop) -> tuple:
         items = split_items(data, stage.flags)
         inner = parse_command(stage.positionals)
-        per_call = next((int(v) for n, v in stage.flags if n in ("-n", "--max-args", "-L", "--max-lines")), 0)
+        per_call = next((int(v) for n, v in stage.flags
+                         if n in ("-n", "--max-args", "-L", "--max-lines") and v is not None), 0)
         chunks: list[list[str]] = []
         size = 0  # item bytes in the last chunk
         for item in items:
@@ -206,6 +207,7 @@ class Sandbox:
             t.start()
         out, cut, timed_out = bytearray(), False, False
         cap = max(self.limits.stage_output_bytes - already, 0)
+        assert proc.stdout is not None  # opened with stdout=PIPE
         fd = proc.stdout.fileno()
         while True:
             wait = deadline - time.monotonic()

@@ -4,7 +4,7 @@ checked field by field (``garen_infer/settings.py``) as it loads, before any dat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -53,7 +53,7 @@ def preset_path(name_or_path: str) -> Path:
                      f"{', '.join(known)} in {CONFIG_DIR}")
 
 
-def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: list[str] | Mapping = ()) -> dict:
+def load_preset(name_or_path: str = DEFAULT_PRESET, overrides: Sequence[str] | Mapping = ()) -> dict:
     """A preset, checked. ``overrides``: ``KEY=VALUE`` strings as ``--set`` takes them (values parsed as YAML), or
     a mapping of keys to values already parsed (the Python API's ``{"methods.garen.tau_switch": 2}``)."""
     preset = apply_overrides(read_preset(preset_path(name_or_path)), overrides)
@@ -109,7 +109,7 @@ def run_config_from(preset: dict, method: str, budget: int | None = None, limit:
     return RunConfig.build(method, options, budget, first_stage, models, **run_opts)
 
 
-def read_yaml_mapping(path: Path, overrides: list[str] | Mapping = ()) -> dict:
+def read_yaml_mapping(path: Path, overrides: Sequence[str] | Mapping = ()) -> dict:
     """A YAML file holding a mapping (a preset, a bench file), with ``--set`` overrides (or a mapping) applied."""
     try:
         mapping = load_yaml(path.read_text(encoding="utf-8")) or {}
@@ -120,7 +120,7 @@ def read_yaml_mapping(path: Path, overrides: list[str] | Mapping = ()) -> dict:
     return apply_overrides(mapping, overrides)
 
 
-def apply_overrides(mapping: dict, overrides: list[str] | Mapping) -> dict:
+def apply_overrides(mapping: dict, overrides: Sequence[str] | Mapping) -> dict:
     if isinstance(overrides, Mapping):
         for key, value in overrides.items():
             set_field(mapping, str(key), value, f"override '{key}'")

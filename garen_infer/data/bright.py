@@ -56,7 +56,8 @@ def _load_split(source: str, config: str, task: str, revision: str | None):
 def bright_from_records(task: str, documents, examples, *, long_documents: bool, origin: str) -> Dataset:
     """Turn BRIGHT rows (any iterable of dicts) into a validated Dataset; with ``documents`` None, one without
     documents whose gold ids are not checked against them (what scoring a run needs)."""
-    docs, seen = [], {}
+    docs: list[Document] = []
+    seen: dict[str, int] = {}
     for row_no, row in enumerate(documents or (), start=1):
         doc_id, content = row.get("id"), row.get("content")
         if not isinstance(doc_id, str) or not doc_id:
@@ -68,7 +69,8 @@ def bright_from_records(task: str, documents, examples, *, long_documents: bool,
         seen[doc_id] = row_no
         docs.append(Document(doc_id, content))
     gold_key = "gold_ids_long" if long_documents else "gold_ids"
-    queries, qrels = [], {}
+    queries: list[Query] = []
+    qrels: dict[str, dict[str, int]] = {}
     for row_no, row in enumerate(examples, start=1):
         qid, text = str(row.get("id", "")), row.get("query")
         if not qid or not isinstance(text, str) or not text.strip():

@@ -57,7 +57,8 @@ def _first_line(err: Exception) -> str:
 
 
 def _documents(source, origin: str, allow_empty: bool) -> list[Document]:
-    docs, seen = [], {}
+    docs: list[Document] = []
+    seen: dict[str, int] = {}
     for number, record in enumerate(source.docs_iter(), start=1):
         doc_id = _unique_id(record, "doc_id", "document", seen, number, origin)
         fields = getattr(record, "_fields", ())
@@ -87,7 +88,8 @@ def _unique_id(record, field: str, kind: str, seen: dict, number: int, origin: s
 def _dataset(dataset_id: str, origin: str, docs: list[Document] | None, records, judgements,
              excluded_labels: set) -> Dataset:
     doc_ids = None if docs is None else {d.id for d in docs}  # None: the documents were not read, nor checked
-    texts, seen = {}, {}
+    texts: dict[str, str] = {}
+    seen: dict[str, int] = {}
     for number, record in enumerate(records, start=1):
         qid = _unique_id(record, "query_id", "query", seen, number, origin)
         text = record.text if "text" in getattr(record, "_fields", ()) else record.default_text()

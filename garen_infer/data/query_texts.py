@@ -41,7 +41,7 @@ def query_column(path: Path, field: str) -> dict[str, str]:
     texts = {}
     for line, row in read_jsonl(path):
         qid = require_text(row, "_id" if "_id" in row else "id", path, line)
-        holder = row if field in row else row.get("metadata") if isinstance(row.get("metadata"), dict) else row
+        holder = row if field in row else row["metadata"] if isinstance(row.get("metadata"), dict) else row
         texts[qid] = require_text(holder, field, path, line)
     if not texts:
         raise DataError(path, "the file holds no queries")

@@ -76,7 +76,8 @@ def load_r2med(task: str, *, source: str = HUB_OWNER, revision: str | None = Non
         if not qid or not isinstance(text, str) or not text.strip():
             raise DataError(f"{origin} query", "missing id or text", row_no)
         queries.append(Query(qid, text.strip()))
-    known_queries, qrels = {q.id for q in queries}, {}
+    known_queries = {q.id for q in queries}
+    qrels: dict[str, dict[str, int]] = {}
     for row_no, row in enumerate(_load_rows(source, task, "qrels", revision), start=1):
         qid, doc_id, score = _id(row, "q_id"), _id(row, "p_id"), row.get("score")
         if qid not in known_queries:

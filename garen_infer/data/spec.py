@@ -63,6 +63,7 @@ def _load(spec: str, allow_empty_docs: bool, documents: bool) -> Dataset:
         if len(files) > 3:
             raise DataError(spec, f"a jsonl spec names at most 3 files (corpus, queries, qrels), got {len(files)}")
         corpus, queries, qrels = [*files, None, None][:3]
+        assert corpus is not None  # rest is not empty
         return load_jsonl(corpus, queries, qrels, documents=documents)
     location = beir_location(spec)
     if location is not None:

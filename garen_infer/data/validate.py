@@ -89,7 +89,8 @@ class UniqueIds:
     """Remembers where each id was first seen so a duplicate can name both lines."""
 
     def __init__(self, path: Path, field_name: str):
-        self.path, self.field_name, self.first_line = path, field_name, {}
+        self.path, self.field_name = path, field_name
+        self.first_line: dict[str, int] = {}
 
     def add(self, id_: str, line: int) -> None:
         if id_ in self.first_line:

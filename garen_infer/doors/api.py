@@ -254,7 +254,7 @@ def _first_stage_frame(results, index: Index) -> tuple[list[Query], list]:
     frame = results.assign(qid=results["qid"].astype(str), docno=results["docno"].astype(str))
     frame = frame.sort_values(["qid", order], ascending=[True, order == "rank"], kind="stable")
     queries = _queries(frame.drop_duplicates("qid")[["qid", "query"]], index.dataset)
-    first = []
+    first: list[list[int] | dict[int, float]] = []  # rows best first, or row -> score in that order
     for (qid, group), _query in zip(frame.groupby("qid", sort=True), queries):
         unknown = next((d for d in group["docno"] if d not in row_of), None)
         if unknown is not None:

@@ -20,7 +20,7 @@ def stage_bytes(folder: Path, stage: str) -> int:
     return total
 
 
-def size_text(n: int) -> str:
+def size_text(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

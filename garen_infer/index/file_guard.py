@@ -19,12 +19,12 @@ UNPARSABLE = (ValueError, EOFError, KeyError, TypeError, IndexError, zipfile.Bad
 ROWS_PER_CHECK = 1 << 16  # vectors checked for NaN a block at a time: a memory map is never read whole at once
 
 
-def damaged(path: Path, problem: str) -> GarenError:
+def damaged(path: str | Path, problem: str) -> GarenError:
     return GarenError(f"{path}: damaged index file ({problem}); {REBUILD}")
 
 
 @contextmanager
-def reading(path: Path):
+def reading(path: str | Path):
     """Parse failures inside the block as one ``GarenError`` naming ``path`` (a file or a stage folder)."""
     try:
         yield

@@ -53,7 +53,8 @@ class _Npy:
             self.array = np.load(path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError) as err:
             raise DataError(path, f"not a readable .npy array ({err})") from None
-        self.shape, self.metadata = self.array.shape, {}
+        self.shape = self.array.shape
+        self.metadata: dict[str, str] = {}
         self.dtype, self.floating = str(self.array.dtype), np.issubdtype(self.array.dtype, np.floating)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
@@ -89,7 +90,7 @@ class _Safetensors:
 def _open(path: Path):
     if not path.is_file():
         raise DataError(path, "no such file (index.embeddings.vectors names document vectors to import)")
-    kinds = {".npy": _Npy, ".safetensors": _Safetensors}
+    kinds: dict[str, type[_Npy] | type[_Safetensors]] = {".npy": _Npy, ".safetensors": _Safetensors}
     if path.suffix not in kinds:
         raise DataError(path, "expected a .npy or .safetensors file of document vectors")
     source = kinds[path.suffix](path)

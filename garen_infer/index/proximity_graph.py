@@ -112,7 +112,7 @@ def to_csr(lists: list[np.ndarray], doc_count: int, start_document: int = 0) -> 
     """Documents' neighbour lists as CSR, in corpus rows, with frozen points (ids >= doc_count, copies of the
     first vector built) read as that document."""
     offsets = np.zeros(doc_count + 1, dtype=np.int64)
-    rows = [None] * doc_count
+    rows = [np.zeros(0, dtype=np.uint32)] * doc_count  # each replaced: built ids are the rows, permuted
     for built in range(doc_count):
         node = int(built_to_row([built], start_document)[0])
         ids = built_to_row([0 if i >= doc_count else int(i) for i in lists[built]], start_document).tolist()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -108,7 +108,7 @@ def load_optional_stages() -> None:
 class IndexConfig:
     """Which stages to build, with their params, in build order (a preset's YAML, parsed)."""
 
-    stages: dict[str, object] = field(default_factory=dict)
+    stages: dict[str, Any] = field(default_factory=dict)  # stage name -> its params (a dataclass)
 
     @classmethod
     def from_dict(cls, raw: dict) -> IndexConfig:

@@ -65,7 +65,7 @@ def longest_input(encoder) -> int | None:
     models reserve below their first (padding id + 1); None when the model declares no position limit."""
     config = getattr(getattr(encoder[0], "auto_model", None), "config", None)
     positions = getattr(config, "max_position_embeddings", None)
-    if not isinstance(positions, int):
+    if config is None or not isinstance(positions, int):
         return None
     reserved = config.pad_token_id + 1 if "roberta" in str(getattr(config, "model_type", "")) and config.pad_token_id is not None else 0
     return positions - reserved
@@ -129,7 +129,7 @@ class Embedder:
         encoded one by one: a query's numbers are then the same whichever queries, or shard, it ran with."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        stored = self.vector_cache.read(list(dict.fromkeys(texts)), prompt) if self.vector_cache is not None else {}
+        stored: dict[str, np.ndarray] = self.vector_cache.read(list(dict.fromkeys(texts)), prompt) if self.vector_cache is not None else {}
         self.read_back.update(stored)
         fresh = {t: self._encode([t], False, prompt)[0] for t in dict.fromkeys(texts) if t not in stored}
         if fresh and self.vector_cache is not None:

@@ -95,6 +95,7 @@ def weights_tag(folder: str | Path | None) -> str:
     recorded = (manifest or {}).get("weights_sha256")
     if not recorded:
         return ""
+    assert folder is not None  # the manifest came from it
     actual = current_digest(folder)
     if actual != recorded:
         raise GarenError(f"{folder}: its weight files are not the ones its {MANIFEST} records (sha256 {actual[:12]}, "

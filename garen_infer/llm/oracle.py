@@ -50,6 +50,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Literal
@@ -111,7 +112,7 @@ class NoisyJudge:
         self.name = f"oracle(sigma={spec.sigma},seed={spec.seed},gain={spec.gain}{correlated})"
         if spec.correlation and vectors is None:
             raise GarenError(f"the oracle's correlated noise (correlation {spec.correlation}) needs the index's embeddings, and none were given")
-        self.directions = centred_directions(vectors) if spec.correlation else None
+        self.directions = centred_directions(vectors) if spec.correlation and vectors is not None else None
         self._fields: dict[str, np.ndarray] = {}  # g_q per query
 
     def gain(self, query_id: str, row: int) -> float:
@@ -128,9 +129,11 @@ class NoisyJudge:
 
     def shared(self, query_id: str, rows) -> float:
         """g_q . u_D: the part of the noise an item shares with its neighbours in embedding space."""
+        assert self.directions is not None  # drawn only for correlated noise, which sets them
         if query_id not in self._fields:
             digest = hashlib.blake2b(json.dumps([self.spec.seed, self.role, query_id, "field"]).encode(), digest_size=8).digest()
-            self._fields[query_id] = np.random.default_rng(int.from_bytes(digest, "big")).standard_normal(self.directions.shape[1])
+            rng = np.random.default_rng(int.from_bytes(digest, "big"))
+            self._fields[query_id] = rng.standard_normal(int(self.directions.shape[1]))
         direction = self.directions[rows[0]] if len(rows) == 1 else self.directions[list(rows)].mean(axis=0)
         norm = float(np.linalg.norm(direction))
         return float(direction @ self._fields[query_id]) / norm if norm > 0 else 0.0
@@ -180,7 +183,7 @@ class OracleYesNoScorer:
         return out
 
 
-def build_oracle(role: str, spec: dict, dataset: Dataset, doc_texts: list[str] = (),
+def build_oracle(role: str, spec: dict, dataset: Dataset | None, doc_texts: Sequence[str] = (),
                  vectors: np.ndarray | None = None):
     """The oracle for ``role`` (``reranker``, listwise or ``mode: pointwise``, or a scorer role) from its
     models.<role> spec and the dataset whose judgments it reads (and, for correlated noise, the index's document

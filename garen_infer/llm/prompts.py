@@ -23,7 +23,7 @@ def passage(text: str, max_words: int | None = MAX_PASSAGE_WORDS) -> str:
 
 
 # ---- RankGPT (Sun et al., 2023) as in rank_llm: a multi-turn conversation, one turn per passage ----------------
-def rankgpt(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
+def rankgpt(query: str, docs: list[str], max_words: int | None = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
     n = len(docs)
     chat: Chat = [
         {"role": "system", "content": "You are RankGPT, an intelligent assistant that can rank passages based on their relevancy to the query."},
@@ -42,7 +42,7 @@ def rankgpt(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, tex
     return chat
 
 
-def _numbered(docs: list[str], max_words: int) -> str:
+def _numbered(docs: list[str], max_words: int | None) -> str:
     return "\n".join(f"[{i}] {passage(doc, max_words)}" for i, doc in enumerate(docs, start=1))
 
 
@@ -136,7 +136,7 @@ def template(paper_text: str, text: str = "paper") -> str:
     out = paper_text
     rule = _PLAIN_BREAKS.get(paper_text)
     if rule:
-        out = rule[0] if len(rule) == 1 else out.replace(*rule)
+        out = rule[0] if len(rule) == 1 else out.replace(rule[0], rule[1])
     for typeset, ascii_quote in _TYPESET_QUOTES:
         out = out.replace(typeset, ascii_quote)
     return out
@@ -147,12 +147,12 @@ def fill(template_text: str, **values) -> str:
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template_text)
 
 
-def garen_non_reasoning(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
+def garen_non_reasoning(query: str, docs: list[str], max_words: int | None = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
     user = fill(template(GAREN_NON_REASONING_USER, text), docs=_numbered(docs, max_words), query=query, n_docs=len(docs))
     return [{"role": "system", "content": GAREN_NON_REASONING_SYSTEM}, {"role": "user", "content": user}]
 
 
-def garen_reasoning(query: str, docs: list[str], max_words: int = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
+def garen_reasoning(query: str, docs: list[str], max_words: int | None = MAX_PASSAGE_WORDS, text: str = "paper", task: str = "") -> Chat:
     user = fill(template(GAREN_REASONING_USER, text), query=query, docs=_numbered(docs, max_words))
     return [{"role": "system", "content": template(GAREN_REASONING_SYSTEM, text)}, {"role": "user", "content": user}]
 

@@ -139,6 +139,7 @@ class EmbeddingYesNoScorer:
         return self._centroid(job.rows) if job.by_documents and job.rows else self._text_vectors[job.text]
 
     def _from_corpus(self, texts: list[str]) -> None:
+        assert self._corpus is not None  # score calls this only with the corpus given
         if "_corpus_row" not in self.__dict__:
             self._corpus_row = {t: r for r, t in enumerate(self._corpus[0])}
         for t in texts:
@@ -275,6 +276,7 @@ def build_scorer(spec: dict, doc_texts: list[str], index: EmbeddedCorpus | None,
     if kind == "embedding" and spec.get("model"):
         return EmbeddingYesNoScorer(own_embedder(spec["model"], index))
     if kind == "embedding":
+        assert index is not None  # only an index stage's generator is built without the index
         return EmbeddingYesNoScorer(index.embedder, doc_texts, index.embeddings)
     if kind == "cross-encoder":
         return CrossEncoderScorer(backend_for(spec))
@@ -337,6 +339,7 @@ def build_reranker(spec: dict, doc_texts: list[str], index: EmbeddedCorpus | Non
         if spec.get("model"):
             raise GarenError("models.reranker.model: a listwise embedding reranker reads the index's document vectors; "
                              "to rerank with another embedding model set models.reranker.mode=pointwise")
+        assert index is not None  # only an index stage's generator is built without the index
         return EmbeddingReranker(index.embedder, index.embeddings)
     prompt, sampling = spec.get("prompt", "garen"), _sampling(spec)
     if sampling is not None and "max_tokens" not in spec["sampling"]:
@@ -377,7 +380,8 @@ def build_roles(models: dict, doc_texts: list[str], index: EmbeddedCorpus | None
             continue
         if spec.get("backend") == "oracle":
             correlated = spec.get("correlation") and index is not None and index.has("embeddings")
-            oracle = build_oracle(role, spec, dataset, doc_texts, index.embeddings if correlated else None)
+            vectors = index.embeddings if correlated and index is not None else None
+            oracle = build_oracle(role, spec, dataset, doc_texts, vectors)
             if role == "reranker":
                 roles.reranker = oracle
             else:

@@ -69,7 +69,7 @@ class SimulatedPlanner:
         return Completion(text=text, seconds=time.perf_counter() - start)
 
 
-def simulated_planner(spec: dict, dataset: Dataset) -> SimulatedPlanner:
+def simulated_planner(spec: dict, dataset: Dataset | None) -> SimulatedPlanner:
     if dataset is None or not dataset.qrels:
         name = getattr(dataset, "name", "?")
         raise GarenError(f"models.generator: the oracle plans from relevance judgments, and dataset '{name}' has none")

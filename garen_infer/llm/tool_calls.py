@@ -78,6 +78,7 @@ def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
         return _BLOCK.sub("", text).strip(), calls
     # no tags: a reply that is nothing but a call, or a ```json block that is one (small models wrap calls in prose)
     for match in [re.match(r"\s*(.*?)\s*$", text, re.DOTALL), *_FENCED.finditer(text)]:
+        assert match is not None  # the first pattern matches any text
         candidate = match.group(1)
         if not candidate.startswith(("{", "[")):
             continue

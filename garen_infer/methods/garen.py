@@ -120,9 +120,11 @@ class Garen(Method):
     # ---- the search ---------------------------------------------------------------------------------------------
     def search(self, state: QueryState) -> Search:
         c = self.config
+        assert state.budget is not None  # a reranking method: its run gives it a budget
         iterations = self.iterations(state.budget)
         window = list(state.first_stage[: min(c.window, state.budget)])
-        observed, dropped = set(window), []  # dropped: reranked documents that left the window, latest first
+        observed = set(window)
+        dropped: list[int] = []  # dropped: reranked documents that left the window, latest first
         scores: dict[int, float] = {}  # Pi_q: the navigator's score cache for this query
         trace = state.trace.setdefault("iterations", [])
         evidence = adaptive.GroupEvidence(self.doc_groups)  # the reranker's view of the groups, for reliability
@@ -251,7 +253,7 @@ class Garen(Method):
         def order(d):  # App. E: by first-stage rank; past the first stage's depth, by its score (then row)
             return (rank[d], 0.0, d) if d in rank else (len(rank), -self.first_stage_score(state, d), d)
 
-        queues = deque()
+        queues: deque[tuple[int, deque[int]]] = deque()
         for g in ranked_groups:
             docs = sorted((d for d in self.members[g] if d not in observed), key=order)
             if docs:

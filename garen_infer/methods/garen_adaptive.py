@@ -77,7 +77,7 @@ def percentiles(scores: dict[int, float]) -> dict[int, float]:
 class GroupEvidence:
     """e(d) and E(g) of one query, updated after each reranking."""
 
-    def __init__(self, doc_groups):
+    def __init__(self, doc_groups) -> None:
         self.doc_groups = doc_groups
         self.document: dict[int, float] = {}  # e(d)
         self.group: dict[int, float] = {}  # E(g)

@@ -13,14 +13,14 @@ from garen_infer.index.hops import hop_distance
 
 
 class GarenDiagnostics:
-    def __init__(self, method):
+    def __init__(self, method) -> None:
         self.method = method
         self._group_edges: list[set[int]] | None = None
 
     def group_neighbours(self, g: int) -> set[int]:
         if self._group_edges is None:
             m = self.method
-            edges = [set() for _ in m.members]
+            edges: list[set[int]] = [set() for _ in m.members]
             for g_from, rows in enumerate(m.members):
                 for d in rows:
                     edges[g_from].update(g for n in m.graph.of(d) for g in m.doc_groups[n])

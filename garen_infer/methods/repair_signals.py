@@ -25,7 +25,7 @@ class Verdicts:
     """Pairwise wins the reranker has given: each kept document beats every document ranked below it in its
     window (the kept ones below it and every one left out), as the code counts them."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.wins: Counter = Counter()
 
     def record(self, kept: list[int], window: list[int]) -> None:

@@ -70,6 +70,7 @@ class SlideGar(Method):
     def rgs_author_search(self, state: QueryState) -> Search:
         """The RGS author's loop: windows alternate between frontier and initial-list newcomers."""
         budget, w = state.budget, self.config.window
+        assert budget is not None  # a reranking method: its run gives it a budget
         half = w // 2
         initial = list(state.first_stage)
         window, next_initial = initial[: min(w, budget)], min(w, budget)
@@ -113,6 +114,7 @@ class SlideGar(Method):
 
     def official_search(self, state: QueryState) -> Search:
         c, w, b = state.budget, self.config.window, self.config.step
+        assert c is not None  # a reranking method: its run gives it a budget
         initial = list(state.first_stage)  # R0 in rank order; scored documents are skipped when taken
         frontier: dict[int, float] = {}  # F: document -> pseudo score of its best source
         scored: set[int] = set()

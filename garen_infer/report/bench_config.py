@@ -31,6 +31,7 @@ Relative paths are read from the current directory, like every other ``garen-inf
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -100,6 +101,7 @@ class BenchConfig:
             if item == ALL:
                 out += [MethodEntry(name, name, from_all=True) for name in registered if name not in labels]
             else:
+                assert isinstance(item, MethodEntry)  # ALL is the one name an entry holds as a string
                 out.append(item)
         seen: set[str] = set()
         for entry in out:
@@ -113,7 +115,7 @@ class BenchConfig:
         return out
 
 
-def load_bench_config(path: str | Path, overrides: list[str] = ()) -> BenchConfig:
+def load_bench_config(path: str | Path, overrides: Sequence[str] = ()) -> BenchConfig:
     """Read a bench file; ``overrides`` are ``--set`` items on it, e.g. ``budgets=[100]`` or
     ``datasets.scifact.spec=beir:/data/scifact:test``."""
     from garen_infer.configuration.presets import read_yaml_mapping

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -19,6 +20,9 @@ import matplotlib.pyplot as plt  # the backend is chosen before pyplot loads
 
 from garen_infer.report.matrix import DatasetMatrix, gold_distances
 from garen_infer.storage.atomic import atomic_path
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
 
 DPI = 300  # the PNG at print resolution, since its size is the paper's
 COLUMN_WIDTH, PAGE_WIDTH = 3.33, 7.0  # inches: one column and the full text width of ACM sigconf and IEEEtran
@@ -59,9 +63,10 @@ def save(fig, path: Path, formats=("png",)) -> Path:
     """``path`` as PNG, and beside it the same figure in every other format named (``pdf``, ``svg``: vector)."""
     # no dates, and SVG element ids from a fixed salt (else random): the same numbers give the same files
     metadata = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}, "svg": {"Date": None}}
+    style: Any = {**PAPER_STYLE, "svg.hashsalt": "garen-report"}  # matplotlib's stubs type rc names as Literals
     try:
         for fmt in dict.fromkeys(["png", *formats]):
-            with atomic_path(path.with_suffix(f".{fmt}")) as tmp, plt.rc_context({**PAPER_STYLE, "svg.hashsalt": "garen-report"}):
+            with atomic_path(path.with_suffix(f".{fmt}")) as tmp, plt.rc_context(style):
                 fig.savefig(tmp, format=fmt, dpi=DPI, metadata=metadata[fmt])  # the drawn size: no tight crop
     finally:
         plt.close(fig)
@@ -163,14 +168,14 @@ def accuracy_vs_cost(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str
 @paper_style
 def reachability(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | None:
     """Hit@100 by hop distance from the first-stage top 20 to the nearest gold document (GAREN Fig. 4 and 8)."""
-    columns = matrix.budgets or [None]
+    columns: list[int | None] = [*matrix.budgets] or [None]
     if not any(c.reach for c in matrix.cells):
         return None
     style = styles(matrix.labels)
     fig, axes = figure(len(columns), sharey=True)
     for ax, budget in zip(axes[0], columns):
-        cells = [matrix.cell(label, budget) for label in matrix.labels]
-        cells = [c for c in cells if c is not None and c.reach]
+        found = (matrix.cell(label, budget) for label in matrix.labels)
+        cells = [c for c in found if c is not None and c.reach]
         hops = sorted({h for c in cells for h in c.reach}, key=lambda h: (h == "none", int(h) if h != "none" else 0))
         width = 0.8 / max(len(cells), 1)
         for i, c in enumerate(cells):
@@ -183,7 +188,7 @@ def reachability(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | N
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3, axis="y")
     axes[0][0].set_ylabel("Hit@100")
-    handles = {}
+    handles: dict[str, Artist] = {}
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
@@ -202,6 +207,7 @@ def gold_distance(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | 
     if cell is None:
         return None
     distances = gold_distances(cell)
+    assert distances is not None  # the cell was picked for having them
     keys = sorted({("none" if d is None else d) for ds in distances.values() for d in ds}, key=lambda h: (h == "none", 0 if h == "none" else h))
     fig, axes = figure()
     ax = axes[0][0]

@@ -18,7 +18,7 @@ def _column_label(budget) -> str:
 
 def accuracy_table(matrix: DatasetMatrix, measure: str, alpha: float) -> Table:
     """Rows: methods; columns: budgets; a method without a budget repeats its one run in every column."""
-    columns = matrix.budgets or [None]
+    columns: list[int | None] = [*matrix.budgets] or [None]
     values = {(label, b): matrix.cell(label, b) for label in matrix.labels for b in columns}
     ranks = {}
     for b in columns:
@@ -50,9 +50,9 @@ def datasets_table(matrices: list[DatasetMatrix], measure: str, alpha: float) ->
     """GAREN Table 1's shape: methods (at each budget) by datasets, then the average over the datasets (the
     unweighted mean of their means, shown only for a row every dataset has); best per budget and column in bold,
     second underlined; marks as in each dataset's own table."""
-    budgets = sorted({b for m in matrices for b in m.budgets}) or [None]
+    budgets: list[int | None] = [*sorted({b for m in matrices for b in m.budgets})] or [None]
     labels = list(dict.fromkeys(label for m in matrices for label in m.labels))
-    rows = []
+    rows: list[list[Cell | str]] = []
     for budget in budgets:
         group = []
         for label in labels:
@@ -62,12 +62,13 @@ def datasets_table(matrices: list[DatasetMatrix], measure: str, alpha: float) ->
             values = [None if c is None else round(c.mean(measure), 4) for c in cells]
             marks = ["" if c is None or not testable(measure, budget) else _mark(c.versus.get(budget, {}).get(measure), alpha)
                      for c in cells]
-            average = None if None in values else round(sum(values) / len(values), 4)
+            known = [v for v in values if v is not None]
+            average = None if None in values else round(sum(known) / len(values), 4)
             no_budget = next(c for c in cells if c is not None).budget is None
             group.append((label + (" (no budget)" if no_budget and budget is not None else ""), values + [average], marks + [""]))
-        ranks = [sorted({v[i] for _, v, _ in group if v[i] is not None}, reverse=True)[:2] for i in range(len(matrices) + 1)]
+        ranks = [sorted({x for _, v, _ in group if (x := v[i]) is not None}, reverse=True)[:2] for i in range(len(matrices) + 1)]
         for name, values, marks in group:  # bold and underline within the budget's rows, per column
-            row = [name, "—" if budget is None else str(budget)]
+            row: list[Cell | str] = [name, "—" if budget is None else str(budget)]
             for value, mark, best in zip(values, marks, ranks):
                 row.append(Cell("—") if value is None else
                            Cell(f"{value:.4f}{mark}", bold=value == best[0], underline=len(best) > 1 and value == best[1]))
@@ -117,7 +118,7 @@ COST_COLUMNS = ("calls/q", "input tokens/q", "output tokens/q", "model s/q", "wa
 def cost_table(matrix: DatasetMatrix) -> Table:
     """Per cell: accuracy and mean cost per query, then one indented line per model role (Table 7's layout). A
     cost column that is 0 (or unknown) for every cell says nothing and is left out; the caption names it."""
-    rows = []
+    rows: list[list[Cell | str]] = []
     priced = any("dollars" in c.cost for c in matrix.cells)
     measures = matrix.measures[:2]
     for cell in sorted(matrix.cells, key=lambda c: (c.budget is not None, c.budget or 0, matrix.labels.index(c.label))):
@@ -164,7 +165,8 @@ def _says_nothing(cell) -> bool:
 
 
 def significance_table(matrix: DatasetMatrix, measure: str) -> Table | None:
-    rows, level = [], None
+    rows: list[list[Cell | str]] = []
+    level = None
     adjusted = any(by[measure].t_test_p_adjusted is not None for cell in matrix.cells for by in cell.versus.values())
     for cell in matrix.cells:
         for budget, by_measure in cell.versus.items():
@@ -175,7 +177,7 @@ def significance_table(matrix: DatasetMatrix, measure: str) -> Table | None:
                          *([_p(c.t_test_p_adjusted)] if adjusted else []), _p(c.randomisation_p)])
     if not rows:
         return None
-    rows.sort(key=lambda r: (r[1] != "—", int(r[1]) if r[1] != "—" else 0, matrix.labels.index(r[0])))
+    rows.sort(key=lambda r: (r[1] != "—", int(str(r[1])) if r[1] != "—" else 0, matrix.labels.index(str(r[0]))))
     holm = (f" Holm: the t-test p-values adjusted within a fixed family on {matrix.name}, the bench's methods at every "
             f"budget against {matrix.baseline} ({len(family(matrix, measure))} comparisons), other systems' runs apart "
             f"(family-wise error); the marks use them.") if adjusted else ""
@@ -205,7 +207,7 @@ def reachability_table(matrix: DatasetMatrix) -> Table | None:
         return None
     hops = sorted({h for c in cells for h in c.reach}, key=lambda h: (h == "none", int(h) if h != "none" else 0))
     counts = {h: max(c.reach.get(h, {}).get("queries", 0) for c in cells) for h in hops}
-    rows = []
+    rows: list[list[Cell | str]] = []
     for c in sorted(cells, key=lambda c: (c.budget is not None, c.budget or 0, matrix.labels.index(c.label))):
         rows.append([c.label, "—" if c.budget is None else str(c.budget),
                      *(_number(c.reach[h]["hit@100"], 3) if h in c.reach else Cell("—") for h in hops)])

@@ -16,6 +16,8 @@ from garen_infer.report.matrix import Cell, DatasetMatrix
 from garen_infer.report.run_results import ranking_rows
 
 if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+
     from garen_infer.data.dataset import Dataset
     from garen_infer.index.folder import IndexFolder
 
@@ -80,7 +82,7 @@ def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, firs
     for cell in cells:
         groups = index.groups((cell.run.config.get("method_options") or {}).get("groups", "groups"))
         steps = cell.run.records[qid]["trace"]["iterations"]
-        selected = {}
+        selected: dict[int, int] = {}
         for step in steps:
             for g in step["selected"]:
                 selected.setdefault(g, step["t"])  # the iteration that first expanded the group
@@ -98,9 +100,9 @@ def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, firs
     colour, norm = plt.get_cmap("viridis"), plt.Normalize(1, max(iterations, 2))
 
     columns = min(COLUMNS, len(panels))
-    rows = -(-len(panels) // columns)
+    grid_rows = -(-len(panels) // columns)
     width = COLUMN_WIDTH if columns == 1 else PAGE_WIDTH
-    fig, axes = plt.subplots(rows, columns, figsize=(width, (width / columns) * 0.95 * rows), squeeze=False, sharex=True, sharey=True)
+    fig, axes = plt.subplots(grid_rows, columns, figsize=(width, (width / columns) * 0.95 * grid_rows), squeeze=False, sharex=True, sharey=True)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (cell, groups, selected, _steps) in zip(axes.flat, panels):
@@ -120,7 +122,7 @@ def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, firs
         ax.set_title(f"{cell.name}: {len(selected)} groups, Hit@{HITS_AT} {'yes' if hit else 'no'}")  # a panel label
         ax.set_xticks([])
         ax.set_yticks([])
-        handles = {}
+        handles: dict[str, Artist] = {}
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
         ax.legend(handles.values(), handles.keys(), loc="lower right")

@@ -17,6 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from garen_infer.llm.backends.dispatch import yes_no_per_request
 from garen_infer.llm.backends.replicas import affinity
@@ -50,7 +51,7 @@ class EngineQueue:
     (one backend call); ``deliver(unit, answer, error)`` receives every answer, or the call's error, per unit."""
 
     def __init__(self, name: str, call: Callable[[list], list], shape: Shape, deliver: Callable, lock: threading.Lock | None,
-                 key: Callable[[object], str | None] = lambda unit: None):
+                 key: Callable[[Any], str | None] = lambda unit: None):
         self.name, self.call, self.shape, self.deliver, self.lock, self.key = name, call, shape, deliver, lock, key
         self.pending: deque = deque()  # (unit, payload)
         self._changed = threading.Condition()

@@ -114,13 +114,13 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
     from garen_infer.running.runner import RunConfig, run_queries, to_stderr
     from garen_infer.running.session import write_trace_in_order
 
-    folders, out = [Path(f) for f in folders], Path(out)
-    check_out_folder(out, folders)
-    headers = [(f, *read_shard_config(f)) for f in folders]
+    paths, out = [Path(f) for f in folders], Path(out)
+    check_out_folder(out, paths)
+    headers = [(f, *read_shard_config(f)) for f in paths]
     count = check_one_configuration(headers)
     config = headers[0][1]
     if config["corpus_fingerprint"] != dataset.fingerprint() or config["dataset"] != dataset.name:
-        raise GarenError(f"{folders[0]}: was run on {config['dataset']}, a corpus other than --dataset's {dataset.name}; "
+        raise GarenError(f"{paths[0]}: was run on {config['dataset']}, a corpus other than --dataset's {dataset.name}; "
                          f"give the dataset the shards ran on")
     missing = missing_shards([s for _, _, s in headers], count)
     if missing and not partial:
@@ -128,7 +128,7 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
                          f"or pass --partial for a run labelled partial")
     all_queries = run_queries(dataset, RunConfig.build(config["method"], limit=config.get("limit")))
     with ExitStack() as stack:
-        for folder in folders:  # no shard changes while it is read; one still running is named with its process
+        for folder in paths:  # no shard changes while it is read; one still running is named with its process
             stack.enter_context(writer_lock(folder, "run folder"))
         shards = [ShardFolder(f, c, s, read_finished(f / "trace.jsonl", "qid"), (f / "metrics.json").is_file()) for f, c, s in headers]
         for part in shards:
@@ -151,7 +151,7 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
                  for part in shards if part.finished]
         timed_all = len(timed) == len(shards) and all(w is not None for _, w in timed)
         wall = sum(w * len(records) for records, w in timed) if timed_all else 0.0
-        mark_merging(out, folders)
+        mark_merging(out, paths)
         write_json(out / "config.json", config)
         write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
         results = RunResults(dataset, config["method"], queries, done, get_method(config["method"]), config.get("simulation"),

@@ -60,6 +60,7 @@ def rewrite_then_search(search: Callable[[QueryState], Search], index, stage: Fi
                 hits = first_stage_scored(index, [text], stage, exclude)[0]
             state.first_stage[:] = [row for row, _ in hits]
             state.first_stage_scores = dict(hits)
+            assert text is not None  # hits come from a text
             state.first_stage_text = text
             state.trace["first_stage_query"] = text
             if stage.models_read == "rewritten":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from garen_infer.configuration.run_config import RunConfig
 from garen_infer.data.dataset import Dataset, Query
@@ -16,6 +17,9 @@ from garen_infer.llm.problems import UNUSABLE
 from garen_infer.methods.base import PSEUDO
 from garen_infer.storage.atomic import write_json
 from garen_infer.storage.trec import run_scores, write_run
+
+if TYPE_CHECKING:
+    from garen_infer.methods.base import Method
 
 LEDGER_MEANS = ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds")
 
@@ -29,7 +33,7 @@ class RunResults:
     method: str
     queries: list[Query]
     records: dict[str, dict]
-    method_cls: type
+    method_cls: type[Method]
     simulation: dict | None = None
     models: dict | None = None
     wall: float = 0.0

@@ -107,7 +107,7 @@ def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method
                 for q in queries]
     exclude = None if method.keeps_excluded else [excluded_rows(q, dataset.doc_index) for q in queries]
     texts = [q.text for q in queries]
-    scored_by = stage.kind
+    scored_by: str = stage.kind
     if first is None:
         texts = first_stage_texts(queries, stage, dataset.name)
         hits = first_stage_scored(index, texts, stage, exclude)
@@ -123,6 +123,7 @@ def query_states(dataset: Dataset, index: IndexFolder, config: RunConfig, method
               for q, rows, text, score in zip(queries, first, texts, scores)]
     if stage.models_read == "rewritten":
         for state in states:
+            assert state.first_stage_text is not None  # set from texts above
             state.query = replace(state.query, text=state.first_stage_text)
     return states
 

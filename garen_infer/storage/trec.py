@@ -63,7 +63,7 @@ def format_score(score: float) -> str:
 
 def format_run(run: dict[str, dict[str, float]], tag: str) -> str:
     """qid -> {docid: score} (each query's documents best first, scores strictly decreasing) as TREC lines."""
-    lines = []
+    lines: list[str] = []
     for qid, docs in run.items():
         scores = list(docs.values())
         if any(later >= earlier for earlier, later in zip(scores, scores[1:])):

@@ -27,7 +27,7 @@ from garen_infer.llm.types import Chat, Completion, SamplingParams
 @dataclass(frozen=True)
 class Shape:
     name: str
-    write: Callable[[Any], tuple[object, str]]  # the perfect answer (ids, a label) -> (content, finish)
+    write: Callable[[Any], tuple[Any, str]]  # the perfect answer (ids, a label) -> (content, finish)
     counted: tuple[str, ...] = ()  # what the ledger counts for it where it is read (listwise: rank_llm's rule)
 
 

@@ -83,7 +83,8 @@ class ScriptedReranker:
     name = "scripted"
 
     def __init__(self, relevance: Mapping[int, float]):
-        self.relevance, self.windows = relevance, []
+        self.relevance = relevance
+        self.windows: list[tuple[int, ...]] = []
 
     def rerank(self, jobs) -> list[tuple[list[int], Completion]]:
         out = []

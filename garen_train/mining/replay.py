@@ -30,7 +30,7 @@ SCORE_BATCH = 256  # pairs per call when scoring what the traversal did not
 class RecordingScorer:
     """A scorer that keeps every P(yes) it returns, by (query, text)."""
 
-    def __init__(self, inner):
+    def __init__(self, inner) -> None:
         self.inner, self.name = inner, inner.name
         self.scores: dict[tuple[str, str], float] = {}
 

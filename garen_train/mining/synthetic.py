@@ -67,7 +67,9 @@ def sample_documents(members: list[list[int]], documents: list[Document], count:
         if usable:
             pools.append(usable)
     rng.shuffle(pools)
-    chosen, seen, depth = [], set(), 0
+    chosen: list[int] = []
+    seen: set[int] = set()
+    depth = 0
     while len(chosen) < count and any(depth < len(pool) for pool in pools):
         for pool in pools:
             if depth < len(pool) and pool[depth] not in seen and len(chosen) < count:
@@ -133,7 +135,8 @@ class ExtractiveWriter:
         self.counts = WriterCounts()
         self.vocabulary = sorted(w for w, n in frequencies.items()
                                  if n >= 2 and len(w) >= SWAP_PREFIX and w.isalpha())
-        self.embed, self.vectors = embed, None
+        self.embed = embed
+        self.vectors: np.ndarray | None = None
 
     def write(self, rows: list[int]) -> list[str | None]:
         queries = [self.query(self.documents[r]) for r in rows]

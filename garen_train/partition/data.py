@@ -32,6 +32,7 @@ class NodeBatch:
 
 
 def node_batch(graph: PartitionGraph, nodes: torch.Tensor) -> NodeBatch:
+    assert graph.features is not None  # loaded with hops
     positions, local = graph.incident(nodes)
     dst = graph.dst[positions]
     where = torch.full((graph.n,), -1, dtype=torch.long)
@@ -93,6 +94,7 @@ class PartitionData(LightningDataModule):
             self.load_seconds, self.load_cpu_seconds = round(time.perf_counter() - start, 3), round(time.process_time() - cpu, 3)
 
     def blocks(self) -> list[np.ndarray]:
+        assert self.labels is not None  # set by setup
         order = np.argsort(self.labels.numpy(), kind="stable")
         return np.split(order, np.cumsum(np.bincount(self.labels.numpy()))[:-1])
 
@@ -101,4 +103,5 @@ class PartitionData(LightningDataModule):
             return self.trainer.current_epoch if self.trainer is not None else 0
 
         blocks = [b for b in self.blocks() if len(b)]
+        assert self.graph is not None  # set by setup
         return DataLoader(BlockBatches(self.graph, blocks, self.hparams.batch_nodes, self.hparams.seed, epoch), batch_size=None)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +33,9 @@ from lightning.pytorch import LightningModule
 from torch import nn
 
 from garen_train.partition.objective import dmon_loss, full_objective, hard_modularity, overlap, per_group
+
+if TYPE_CHECKING:
+    from garen_train.partition.graph import PartitionGraph
 
 
 class SignEncoder(nn.Module):
@@ -77,7 +81,7 @@ class SoftPartition(LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.encoder: SignEncoder | None = None  # built once the data's shape is known (setup or checkpoint)
-        self.graph = None
+        self.graph: PartitionGraph | None = None  # attached by setup or a checkpoint's load
         self.source: dict = {}  # where the graph came from (index, corpus, hops), saved in the checkpoint
         self.history: list[dict] = []  # the exact objective before training and after each epoch
 
@@ -92,7 +96,7 @@ class SoftPartition(LightningModule):
         self.register_buffer("initialised", torch.tensor(False))
 
     def setup(self, stage: str) -> None:
-        data = self.trainer.datamodule
+        data = self.trainer.datamodule  # type: ignore[attr-defined]  # set on the trainer at run time
         data.setup(stage)
         self.attach(data.graph)
         self.source.update(graph_seconds=data.load_seconds, graph_cpu_seconds=data.load_cpu_seconds)
@@ -149,6 +153,7 @@ class SoftPartition(LightningModule):
         best = self.candidates.gather(1, self.assignment.argmax(dim=1, keepdim=True)).squeeze(1)
         top = self.assignment.topk(min(self.hparams.own_candidates, self.candidates.shape[1]), dim=1)
         own_ids = self.candidates.gather(1, top.indices).masked_fill(top.values <= 0, -1)
+        assert self.graph is not None  # attached before any assignment
         neighbours = self.graph.neighbours.to(self.device)
         rows = torch.cat([self.init_group.unsqueeze(1), own_ids, best[neighbours]], dim=1).sort(dim=1).values
         rows[:, 1:] = rows[:, 1:].masked_fill(rows[:, 1:] == rows[:, :-1], -1)  # duplicates
@@ -160,6 +165,7 @@ class SoftPartition(LightningModule):
         """Recompute every assignment, restart the memory from them, and return the exact objective (kept in
         ``history`` when ``record``)."""
         self.assignment = self.assign_all()
+        assert self.graph is not None  # attached before any assignment
         self.degree = self.graph.degree.to(self.device)
         self.volume = per_group(self.candidates, self.assignment, self.degree, self.n_groups)
         self.size = per_group(self.candidates, self.assignment, None, self.n_groups)
@@ -172,6 +178,7 @@ class SoftPartition(LightningModule):
     def _initialise(self) -> None:
         """Candidates from the initial partition, each group's prototype at the mean of its members' vectors."""
         self.candidates = self.init_group.unsqueeze(1).clone()
+        assert self.graph is not None  # attached before any assignment
         self.assignment = torch.ones(self.graph.n, 1, device=self.device)
         self.refresh_candidates()
         was_training = self.training

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import lightning.pytorch as pl
 import numpy as np
@@ -117,10 +118,11 @@ class PairScorer(pl.LightningModule):
             from garen_infer.llm.embeddings import Embedder, EmbeddingParams
             from garen_infer.llm.roles import EmbeddingYesNoScorer
 
+            assert self.objective.distill_from is not None  # required with distill_weight (Objective)
             device = "cuda" if self.device.type == "cuda" else "cpu"
             self._teacher = EmbeddingYesNoScorer(Embedder(EmbeddingParams(model=self.objective.distill_from, device=device)))
         answers = self._teacher.score([ScoreJob(q, t) for q, t in zip(batch["queries"], batch["texts"])])
-        cosine = torch.tensor([2.0 * a.score - 1.0 for a in answers], device=self.device)  # the scorer gives (1 + cos) / 2
+        cosine = torch.tensor([2.0 * cast(float, a.score) - 1.0 for a in answers], device=self.device)  # the scorer gives (1 + cos) / 2
         return cosine / self.objective.distill_temperature
 
     def configure_optimizers(self):
@@ -175,7 +177,8 @@ class PairScorer(pl.LightningModule):
     def _gathered_rows(self) -> np.ndarray:
         local = torch.cat(self._outputs) if self._outputs else torch.zeros((0, 5), dtype=torch.float64, device=self.device)
         self._outputs = []
-        rows = self.all_gather(local).reshape(-1, 5).cpu().numpy()  # every process gets every process's pairs
+        # every process gets every process's pairs; Lightning types all_gather's result as any collection
+        rows = cast(torch.Tensor, self.all_gather(local)).reshape(-1, 5).cpu().numpy()
         _, first = np.unique(rows[:, 0], return_index=True)  # distributed samplers pad with repeats
         return rows[first]
 

@@ -43,7 +43,8 @@ class CrossEncoderScorer(PairScorer):
 
     def parameter_groups(self) -> list[dict]:
         """The head (classifier and pooler, new or never trained for relevance) may learn faster than the body."""
-        head, body = [], []
+        head: list[torch.nn.Parameter] = []
+        body: list[torch.nn.Parameter] = []
         for name, param in self.net.named_parameters():
             in_body = name.startswith(f"{self.net.base_model_prefix}.") and ".pooler." not in name
             (body if in_body else head).append(param)

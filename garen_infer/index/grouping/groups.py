@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -117,7 +117,7 @@ def summarize_into(folder: OpenIndex, dataset: Dataset, params: GroupParams, gro
 
 
 def _llm_summaries(generator, todo: list[int], groups, texts,
-                   params: GroupParams) -> Iterator[tuple[int, object]]:
+                   params: GroupParams) -> Iterator[tuple[int, dict | None]]:
     """(group, its summary or None) for the groups of ``todo``, all submitted at once, each as it is answered."""
     from garen_infer.llm.prompts import summarizer as summarizer_prompt
 
@@ -130,7 +130,7 @@ def _llm_summaries(generator, todo: list[int], groups, texts,
 
     for k, answer in stream_json(generator, len(todo), chat, lambda _, answer: parse_summary(answer), params.summary_retries,
                                  params.batch_size):
-        yield todo[k], answer
+        yield todo[k], cast("dict | None", answer)  # parse_summary's
 
 
 def summarize_groups(folder: OpenIndex, dataset: Dataset, params: GroupParams, stage_name: str,
@@ -153,7 +153,7 @@ def finish_summaries(folder, stage_name: str) -> None:
 
 
 def _stage_params(stage_name: str, params: GroupParams) -> GroupParams:
-    construction = stage_name.removeprefix("groups_")
+    construction = cast(Literal["kmeans", "random"], stage_name.removeprefix("groups_"))  # groups_kmeans, groups_random
     return params if stage_name == "groups" else replace(params, construction=construction)
 
 

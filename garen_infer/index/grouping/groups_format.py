@@ -51,6 +51,7 @@ class Groups:
 
     @property
     def overlapping(self) -> bool:
+        assert self.doc_groups is not None  # filled in by __post_init__
         return any(len(gs) > 1 for gs in self.doc_groups)
 
     @classmethod
@@ -108,6 +109,7 @@ def write_groups(path: Path, doc_ids: list[str], groups: list[list[int]], record
                 line = {"group": g, "docs": [doc_ids[r] for r in rows], "concept": record["concept"],
                         "summary": record["summary"], "summarizer": record["summarizer"]}
                 if overlapping:
+                    assert weights is not None  # a row in two groups has weights
                     line["weights"] = [round(float(w), 4) for w in weights[g]]
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")
         stats = group_stats(groups)

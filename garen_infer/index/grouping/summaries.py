@@ -36,7 +36,7 @@ class ExtractiveSummarizer:
         self.doc_texts, self.doc_vectors = doc_texts, doc_vectors
         self.n_terms, self.n_sentences, self.max_words = n_terms, n_sentences, max_words
         self.stop = _stopwords()
-        df = Counter()
+        df: Counter[str] = Counter()
         for text in doc_texts:
             df.update(set(self._words(text)))
         # c-TF-IDF weighting: terms shared by many of the group's documents beat one-off rare words

@@ -68,8 +68,8 @@ def tokenize(texts: list[str], params: Bm25Params, show_progress: bool = False) 
         from bm25s.stopwords import STOPWORDS_EN
 
         stop = LUCENE_STOPWORDS if params.stopwords == "lucene" else frozenset(STOPWORDS_EN if params.stopwords == "en" else ())
-        texts = tqdm(texts, desc="tokenize", unit="doc", disable=not show_progress)
-        tokens = [english_tokens(t, stop, stem=False) for t in texts]
+        progress = tqdm(texts, desc="tokenize", unit="doc", disable=not show_progress)
+        tokens = [english_tokens(t, stop, stem=False) for t in progress]
         return [stem(t) for t in tokens] if stem else tokens
     import bm25s
 
@@ -125,7 +125,7 @@ class Bm25Index:
         if self.params.variant == "bright":
             return [self._state.search(t, k) for t in tokens]
         vocab = self._state.vocab_dict
-        results = []
+        results: list[list[tuple[int, float]]] = []
         n_docs = self._state.scores["num_docs"]
         for query_tokens in tokens:
             known = [t for t in query_tokens if t in vocab]

@@ -109,7 +109,8 @@ def _cut_to_units(text: str, units: int) -> str:
 def standard_tokens(text: str, patterns=None) -> list[str]:
     """Lucene StandardTokenizer's tokens (case kept)."""
     token_pattern, word_longest = patterns or (ASCII_TOKEN if text.isascii() else TOKEN, WORD_LONGEST)
-    tokens, pos = [], 0
+    tokens: list[str] = []
+    pos = 0
     while True:
         match = token_pattern.search(text, pos)
         if match is None:

@@ -31,7 +31,7 @@ STEP4 = ("al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment
          "ism", "ate", "iti", "ous", "ive", "ize")
 
 
-def _group_by_penultimate(table):
+def _group_by_penultimate(table: tuple) -> dict[str, list]:
     """The C code switches on the letter before the last: only suffixes whose penultimate letter matches the
     word's are tried, in table order (so "-ement" is tried before "-ment" and "-ent")."""
     groups: dict[str, list] = {}

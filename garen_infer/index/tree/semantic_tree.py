@@ -48,7 +48,9 @@ class SemanticTree:
     @classmethod
     def from_built(cls, root: BuiltNode, meta: dict | None = None) -> SemanticTree:
         """Number the nodes in depth-first pre-order (iteratively: deep trees must not hit the recursion limit)."""
-        parent, children, row, depth, desc, source = [], [], [], [], [], []
+        parent: list[int] = []
+        children: list[list[int]] = []
+        row, depth, desc, source = [], [], [], []
         stack = [(root, -1, 0)]
         while stack:
             node, up, d = stack.pop()
@@ -146,7 +148,8 @@ class SemanticTree:
         (folder / "meta.json").write_text(json.dumps({"format": TREE_FORMAT, **self.meta}, indent=2, ensure_ascii=False) + "\n")
         with open(folder / "nodes.jsonl", "w", encoding="utf-8") as out:
             for node in range(len(self)):
-                record = {"node": node, "parent": int(self.parent[node]) if node else None, "depth": int(self.depth[node])}
+                record: dict[str, object] = {"node": node, "parent": int(self.parent[node]) if node else None,
+                                             "depth": int(self.depth[node])}
                 if self.is_leaf(node):
                     record["doc"] = doc_ids[self.row[node]]
                 else:
@@ -162,7 +165,8 @@ class SemanticTree:
             raise GarenError(f"{folder / 'meta.json'}: unreadable semantic tree ({err}); rebuild the stage") from None
         if meta.get("format") != TREE_FORMAT:
             raise GarenError(f"{folder / 'meta.json'}: semantic tree format {meta.get('format')} is not {TREE_FORMAT}; rebuild the stage")
-        parent, children, row, depth, desc, source = [], [], [], [], [], []
+        children: list[list[int]] = []
+        parent, row, depth, desc, source = [], [], [], [], []
         path = folder / "nodes.jsonl"
         with open(path, encoding="utf-8") as handle:
             for line_no, line in enumerate(handle, start=1):

@@ -53,6 +53,7 @@ def balanced_clusters(vectors: np.ndarray, k: int, capacity: int, seed: int, rou
             norm = float(np.linalg.norm(total))
             if norm > 0:
                 centroids[c] = total / norm
+    assert label is not None  # the loop runs at least once
     return groups_from_labels(label)
 
 

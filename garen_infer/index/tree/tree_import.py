@@ -61,7 +61,8 @@ def read_released_tree(path: Path, doc_ids: list[str]) -> BuiltNode:
     top = _unpickled(path, FIXED_BYTES + BYTES_PER_DOCUMENT * len(doc_ids))
     row_of = {d: r for r, d in enumerate(doc_ids)}
     root = BuiltNode(_desc(top, path), SOURCE)
-    stack, seen, rows = [(top, root)], {id(top)}, {}
+    stack, seen = [(top, root)], {id(top)}
+    rows: dict[int, object] = {}
     while stack:  # iteratively: a deep tree must not hit the recursion limit
         node, built = stack.pop()
         for child in _children(node, path):

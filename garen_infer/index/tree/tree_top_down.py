@@ -155,7 +155,7 @@ class TopDownBuilder:
                         continue
                     asked.append((node, rows, depth, *plan))
                     stream.ask(len(asked) - 1)
-                    bar.total += 1
+                    bar.total = (bar.total or 0) + 1  # opened at 0: tqdm types total as Optional
 
             place(root, list(range(len(self.texts))), 0)
             for item, answer in stream:
@@ -196,7 +196,7 @@ class TopDownBuilder:
         """Documents follow their level summary into its cluster; the ones left out join the nearest centroid."""
         cluster_of_key = {keys[k]: c for c, (_, members) in enumerate(clusters) for k in members}
         members: list[list[int]] = [[] for _ in clusters]
-        left_out = []
+        left_out: list[int] = []
         for r in rows:
             c = cluster_of_key.get(levels[r][level])
             (left_out if c is None else members[c]).append(r)
@@ -229,7 +229,7 @@ class _DepthTally:
     """Progress by depth: a depth is done when none of its nodes waits for a partition and the depth above is done
     (only its nodes open nodes below), and then it is logged once."""
 
-    def __init__(self, log):
+    def __init__(self, log) -> None:
         self.log, self.depth = log, 0
         self.open: Counter = Counter()
         self.partitioned: Counter = Counter()

@@ -27,6 +27,9 @@ class Backend(Protocol):
     def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
         """One agent turn per (chat, tool schemas): ``text`` plus ``extra["tool_calls"]`` (ToolCall dicts)."""
 
+    def score_pairs(self, pairs: list[tuple[str, str]]) -> list[Completion]:
+        """A relevance score per (query, text) pair: what a cross-encoder answers."""
+
 
 class CachedBackend:
     """Answers from the cache where it can and sends only the misses to the backend (``dispatch.as_answered``),
@@ -87,16 +90,16 @@ class CachedBackend:
         finally:
             self._on_the_way.release(sending)  # whoever waits for an answer that never came asks again
         for key in awaited:
-            answer = self._on_the_way.wait(awaited[key])
-            if answer is None:  # its sender failed
+            relayed = self._on_the_way.wait(awaited[key])
+            if relayed is None:  # its sender failed
                 fresh[key] = self._cached([key], [requests[keys.index(key)]], call, per_call)[0]
                 stored[key] = _to_json(fresh[key])
             else:
-                stored[key] = answer
+                stored[key] = relayed
         out = []
         for key in keys:
-            answer = fresh.pop(key, None)  # the first asker pays; repeats are hits
-            out.append(answer if answer is not None else Completion(**stored[key], cached=True))
+            own = fresh.pop(key, None)  # the first asker pays; repeats are hits
+            out.append(own if own is not None else Completion(**stored[key], cached=True))
         with self._counting:  # one wrapper serves every thread that feeds its engine
             self.truncated_prompts += sum(a.truncated_tokens > 0 for a in out)
         return out
@@ -111,7 +114,7 @@ class CachedBackend:
 class OnTheWay:
     """The prompts sent and not yet answered, each with the slot its other askers wait on."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._slots: dict[str, _Slot] = {}
 
@@ -149,7 +152,7 @@ class OnTheWay:
 
 
 class _Slot:
-    def __init__(self):
+    def __init__(self) -> None:
         self.filled = threading.Event()
         self.answer: dict | None = None
 

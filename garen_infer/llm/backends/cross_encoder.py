@@ -110,7 +110,8 @@ class CrossEncoderBackend:
             raise GarenError(f"cross-encoder backend: cannot load '{self.model}' as a sequence classifier ({err})") from err
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> list[Completion]:
-        out = []
+        assert self.max_length is not None  # set in __post_init__
+        out: list[Completion] = []
         for start in range(0, len(pairs), self.batch_size):
             chunk = pairs[start : start + self.batch_size]
             batch = encode_pairs(self.tokenizer, chunk, self.max_length, self.device)

@@ -45,7 +45,7 @@ from garen_infer.llm.backends.openai_requests import (
     redacted,
     replica_urls,
 )
-from garen_infer.llm.backends.replicas import ReplicaPool, carrying_affinity
+from garen_infer.llm.backends.replicas import Replica, ReplicaPool, carrying_affinity
 from garen_infer.llm.backends.transformers_backend import load_tokenizer  # no model weights
 from garen_infer.llm.backends.yes_no_scoring import TOP_LOGPROBS, yes_probability
 from garen_infer.llm.packaged_models import resolve
@@ -100,7 +100,7 @@ class OpenAIBackend:
     # local folder or a packaged model's name; null: model
     tokenizer: str | None = execution_only(None)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.prefix_mode not in ("continue", "drop"):
             raise GarenError(f"openai backend: prefix_mode must be 'continue' or 'drop', not '{self.prefix_mode}'")
         if isinstance(self.yes_no_per_request, bool) or not isinstance(self.yes_no_per_request, int) or self.yes_no_per_request < 1:
@@ -111,7 +111,8 @@ class OpenAIBackend:
         # replicas serve one model: the id (and so the cache key) does not depend on which ones, or how many
         where = self.base_url if len(urls) == 1 else "replicas"
         self.id = f"openai:{where}:{self.model}" + self._answer_settings()
-        self._pool, self._pool_settings = None, None
+        self._pool: ReplicaPool | None = None
+        self._pool_settings: tuple | None = None
         self._context_length: int | None = None
         self._asked, self._asking = False, threading.Lock()
         self._tokenizer = self._load_tokenizer() if self.yes_no_per_request > 1 else None
@@ -140,6 +141,7 @@ class OpenAIBackend:
         settings = (tuple(replica_urls(self.base_url)), self.concurrency, self.backoff, self.max_backoff)
         if settings != self._pool_settings:
             self._pool, self._pool_settings = ReplicaPool(list(settings[0]), *settings[1:]), settings
+        assert self._pool is not None  # built above on the first call: the settings start as None
         return self._pool
 
     def _answer_settings(self) -> str:
@@ -250,6 +252,7 @@ class OpenAIBackend:
     def _score_batch(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
         """Several yes/no prompts in one request to /completions, each scored as ``_score_one`` scores its chat."""
         prefix = assistant_prefix if self.prefix_mode == "continue" else ""
+        assert self._tokenizer is not None  # loaded when yes_no_per_request > 1, which batches
         prompts = [render_as_served(self._tokenizer, chat, prefix) for chat in chats]
         with self._counting:
             counts = [len(ids) for ids in self._tokenizer(prompts, add_special_tokens=False).input_ids]
@@ -318,7 +321,7 @@ class OpenAIBackend:
         return [OTHER_MODEL]
 
     # ---- transport --------------------------------------------------------------------------------------------
-    def _map(self, call, chats: list[Chat]) -> list[Completion]:
+    def _map(self, call, chats: list) -> list:  # chats, batches of them, or (chat, tools) requests
         if not chats:
             return []
         capacity = self.replicas.capacity  # the replica pool is set up here, before any thread asks for it
@@ -334,17 +337,20 @@ class OpenAIBackend:
         """The server's answer, and the cause of each retry it took (``extra``: the fields of ``extra_body`` sent)."""
         extra = self.extra_body if extra is None else extra
         payload = json.dumps({**extra, "model": self.model, **body}).encode("utf-8")
-        delay, attempts, tried, retries = self.backoff, self.max_retries + 1, set(), []
+        delay, attempts = self.backoff, self.max_retries + 1
+        tried: set[Replica] = set()
+        retries: list[str] = []
         pool = self.replicas
         several = len(pool.replicas) > 1
         for attempt in range(1, attempts + 1):
-            replica = pool.acquire(tried)
+            replica, released = pool.acquire(tried), False
             try:
                 return self._post_once(replica.base_url, path, payload), retries
             except _Retryable as failure:
                 pool.release(replica, failed=True)
+                released = True
                 tried.add(replica)
-                replica_url, replica = replica.base_url, None
+                replica_url = replica.base_url
                 if attempt == attempts:
                     where = f"servers at {self.where} are" if several else f"server at {self.where} is"
                     if failure.unreachable:
@@ -365,7 +371,7 @@ class OpenAIBackend:
                 time.sleep(wait)
                 delay, tried = min(delay * 2, self.max_backoff), set()
             finally:
-                if replica is not None:  # answered, or refused for the request's own sake: the replica is fine
+                if not released:  # answered, or refused for the request's own sake: the replica is fine
                     pool.release(replica, failed=False)
         raise AssertionError("unreachable")
 

@@ -191,6 +191,6 @@ def _error_body(err: urllib.error.HTTPError) -> str:
 
 def _retry_after(err: urllib.error.HTTPError) -> float | None:
     try:
-        return max(0.0, float(err.headers.get("Retry-After")))
+        return max(0.0, float(err.headers.get("Retry-After", "")))  # absent: "", a ValueError
     except (TypeError, ValueError):
         return None

@@ -63,10 +63,10 @@ def load_weights(source: str, gguf_file: str | None, dtype: str, trust_remote_co
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code, **extra)
     if gguf_file:  # dequantised on load: what remains is an ordinary fp model, which trains and saves as one
-        net.hf_quantizer = None
+        net.hf_quantizer = None  # type: ignore[assignment]  # torch types Module attributes Tensor | Module
         net.config.quantization_config = None
         if hasattr(net, "is_quantized"):
-            net.is_quantized = False
+            net.is_quantized = False  # type: ignore[assignment]  # likewise
     return net
 
 
@@ -164,7 +164,7 @@ class TransformersBackend:
         out = []
         for batch in self._batches(texts):
             input_ids, mask, lengths, cuts = self._encode(batch, params.max_tokens)
-            sampling = {"do_sample": False}
+            sampling: dict[str, bool | float] = {"do_sample": False}
             if params.temperature > 0:
                 torch.manual_seed(params.seed)
                 sampling = {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p}
@@ -186,7 +186,7 @@ class TransformersBackend:
     def score_yes_no(self, chats: list[Chat], assistant_prefix: str) -> list[Completion]:
         torch = self._torch
         yes, no = yes_no_token_ids(self.tokenizer)
-        out = []
+        out: list[Completion] = []
         for batch in self._batches([prompt_text(self.tokenizer, c, assistant_prefix) for c in chats]):
             input_ids, mask, lengths, cuts = self._encode(batch, 1)
             with torch.inference_mode():

@@ -72,7 +72,7 @@ def loss_and_gradients(theta: np.ndarray, scale: float, bias: np.ndarray, data: 
     d_residual = 2 * data.weight * residual
     d_t = d_residual * scale
     d_scale = float(d_residual @ t)
-    d_bias = np.bincount(data.slate, weights=d_residual, minlength=data.n_slates)
+    d_bias: np.ndarray = np.bincount(data.slate, weights=d_residual, minlength=data.n_slates)
     if p.lambda_mse != 1.0:
         nll, d_t_pl = plackett_luce(t, data)
         loss = (1 - p.lambda_mse) * nll + p.lambda_mse * loss

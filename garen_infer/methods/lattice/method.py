@@ -95,7 +95,7 @@ class Lattice(Method):
         super().__init__(config, index, dataset)
         from garen_infer.llm.prompts import BRIGHT_RELEVANCE, LATTICE_RELEVANCE
 
-        relevance = config.relevance
+        relevance: str = config.relevance
         if relevance == "auto":
             task = bright_task(dataset.name if dataset is not None else "")
             relevance = BRIGHT_RELEVANCE.get(task, "stackexchange") if task else "generic"
@@ -130,7 +130,7 @@ class Lattice(Method):
         calibration = Calibration(self.calibration)
         rng = np.random.default_rng([c.seed, zlib.crc32(state.query.id.encode())])
         shown: set[int] = set()  # documents the model has seen: the budget spent
-        stats = {"iterations": 0, "slates": 0, "failed_slates": 0, "stop": "iterations"}
+        stats: dict[str, Any] = {"iterations": 0, "slates": 0, "failed_slates": 0, "stop": "iterations"}
         beams: list[list[int]] = []  # the nodes expanded in each iteration (tree node ids), for the trace
         for _ in range(c.num_iters):
             beam = tree.frontier(c.give_up_after)[: c.beam_size]

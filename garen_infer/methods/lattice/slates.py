@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +77,7 @@ def _find_key(obj, key: str):
     if isinstance(obj, dict):
         if key in obj:
             return obj[key]
-        values = obj.values()
+        values: Iterable = obj.values()
     elif isinstance(obj, list):
         values = obj
     else:
@@ -87,7 +89,7 @@ def _find_key(obj, key: str):
     return None
 
 
-def _pairs(raw) -> list[tuple[object, object]]:
+def _pairs(raw) -> list[tuple[Any, Any]]:  # JSON values, checked by the caller
     """[[id, score], ...], or [{"node_id"/"id": ..., "score"/"relevance_score": ...}, ...], or {"id": score}."""
     if isinstance(raw, dict):
         return list(raw.items())
