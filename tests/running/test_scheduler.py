@@ -16,6 +16,7 @@ from garen_infer.llm.requests import Rerank, ScoreYesNo
 from garen_infer.llm.roles import LLMListwiseReranker, Roles
 from garen_infer.llm.types import Completion
 from garen_infer.methods.base import QueryState
+from garen_infer.running.engine_queue import EngineQueue
 from garen_infer.running.runner import RunConfig
 from garen_infer.running.scheduler import Scheduler
 
@@ -228,36 +229,42 @@ def test_an_agents_tool_calls_run_while_other_queries_go_on():
 
 class RecordingGenerator:
     """A generation backend's stand-in that answers every listwise prompt with the given order and keeps the size
-    of each call it receives. Its first call returns only once ``others_asked`` is set (and a moment more for the
-    last request to reach the queue), so every other window is waiting when it returns, however slowly a loaded
-    machine starts the queries."""
+    of each call it receives. Its first call returns only once ``others_queued()`` holds, so every other window is
+    waiting when it returns, however slowly a loaded machine starts the queries."""
 
     id = "recording"
 
-    def __init__(self, others_asked: threading.Event | None = None):
+    def __init__(self, others_queued=None):
         self.calls: list[int] = []
-        self.others_asked = others_asked
+        self.others_queued = others_queued
 
     def generate(self, chats, sampling):
         self.calls.append(len(chats))
-        if len(self.calls) == 1 and self.others_asked is not None:
-            assert self.others_asked.wait(timeout=60), "the other queries never asked"
-            time.sleep(0.2)
+        if len(self.calls) == 1 and self.others_queued is not None:
+            deadline = time.monotonic() + 60
+            while not self.others_queued():
+                assert time.monotonic() < deadline, "the other queries never asked"
+                time.sleep(0.01)
         return [Completion(text="[2] > [1]") for _ in chats]
 
 
-def test_listwise_rerank_calls_carry_at_most_max_batch_windows():
+def test_listwise_rerank_calls_carry_at_most_max_batch_windows(monkeypatch):
     """100 queries each asking for one window at once: the backend receives calls of at most 64 prompts (run.max_batch),
     and each query gets its own window back in the model's order."""
-    last_asked = threading.Event()
-    backend = RecordingGenerator(last_asked)  # the other windows pile up behind the first call
+    queued = []  # every window the scheduler put on the reranker's queue
+    put = EngineQueue.put
+
+    def counting_put(self, unit, payload):
+        put(self, unit, payload)
+        queued.append(unit)
+
+    monkeypatch.setattr(EngineQueue, "put", counting_put)
+    backend = RecordingGenerator(lambda: len(queued) == 100)  # the other windows pile up behind the first call
     reranker = LLMListwiseReranker(backend, [f"document {i}" for i in range(200)])
     scheduler = Scheduler(Roles(reranker=reranker), max_active=100)
 
     def rerank_once(state: QueryState):
         n = int(state.query.id[1:])
-        if n == 99:
-            last_asked.set()
         state.trace["order"] = yield Rerank((2 * n, 2 * n + 1))
         return []
 
