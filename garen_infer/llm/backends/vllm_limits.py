@@ -45,14 +45,21 @@ class EngineLimits:
 
 
 def read_limits(vllm_config) -> EngineLimits:
-    """The limits in a started engine's ``VllmConfig``. The engine's client sums ``num_gpu_blocks`` over its
-    data-parallel ranks at start, so the KV cache is the whole engine's."""
+    """The limits in a started engine's ``VllmConfig``.
+
+    The KV cache's tokens are the ones vLLM logs ("KV cache size: N tokens"), ``cache_config.kv_cache_size_tokens``
+    (vLLM 0.32 on), one rank's, times the ranks. Blocks times block size counts each block once for every cache
+    group of a hybrid model (Gemma 3's sliding-window and global layers, Qwen3-Next's linear and full attention),
+    several times what one request can use; it is the fallback for engines that do not report the figure. The
+    client sums ``num_gpu_blocks`` over the data-parallel ranks at start, so that fallback is the whole engine's."""
     cache, scheduler, parallel = vllm_config.cache_config, vllm_config.scheduler_config, vllm_config.parallel_config
+    ranks = int(parallel.data_parallel_size)
+    reported = getattr(cache, "kv_cache_size_tokens", None)
+    kv_tokens = int(reported) * ranks if reported else int(cache.num_gpu_blocks or 0) * int(cache.block_size)
     return EngineLimits(
         max_num_seqs=int(scheduler.max_num_seqs), max_num_batched_tokens=int(scheduler.max_num_batched_tokens),
-        kv_cache_tokens=int(cache.num_gpu_blocks or 0) * int(cache.block_size),
-        max_model_len=int(vllm_config.model_config.max_model_len),
-        tensor_parallel_size=int(parallel.tensor_parallel_size), data_parallel_size=int(parallel.data_parallel_size),
+        kv_cache_tokens=kv_tokens, max_model_len=int(vllm_config.model_config.max_model_len),
+        tensor_parallel_size=int(parallel.tensor_parallel_size), data_parallel_size=ranks,
     )
 
 
