@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import critical_path
 from standin_engine import EngineShape, serve
 
 REPO = Path(__file__).resolve().parent.parent
@@ -106,13 +107,32 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index:
                          "--limit", str(opts.limit), "--no-cache", "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
         problems = _answer_problems(out, method)
         if method == "tree":
-            return [{"engine": kind, "problems": problems, **engines["reranker"][1].stats(kind)} for kind in ("levels", "clustering")]
+            return [{"engine": kind, "problems": problems, **engines["reranker"][1].stats(kind),
+                     **chains(engines, shape, kind=kind)[kind]} for kind in ("levels", "clustering")]
+        paths = chains(engines, shape, None if method == "groups" else query_texts(opts.dataset))
         return [{"engine": "generator" if method == "groups" else role, "problems": problems,
-                 **engines[role][1].stats()} for role in ENGINES.get(method, ("reranker",))]
+                 **engines[role][1].stats(), **paths[role]} for role in ENGINES.get(method, ("reranker",))]
     finally:
         for server, engine in engines.values():
             server.shutdown()
             engine.close()
+
+
+def chains(engines: dict, shape: EngineShape, queries: list[str] | None = None, kind: str | None = None) -> dict:
+    """The dependent chains of what the engines answered and the share of their capacity they leave reachable
+    (``critical_path.py``): by query where ``queries`` are given (a method's run), else each request after the
+    answer before it (an index stage's stream; ``kind``: one kind of request, keyed by it)."""
+    sequences = [{**s, "engine": kind or role} for role, (_, engine) in engines.items() for s in engine.sequences(kind)]
+    if queries is None:
+        return critical_path.by_answer(sequences, shape.capacity, shape.saturation)
+    return critical_path.by_query(sequences, queries, shape.capacity, shape.saturation)
+
+
+def query_texts(dataset: str) -> list[str]:
+    """Every query's text: a prompt belongs to the query whose text it holds."""
+    from garen_infer.data import load_dataset
+
+    return [q.text for q in load_dataset(dataset, allow_empty_docs=True).queries]
 
 
 CLIENT = """
@@ -192,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         ceiling = client_ceiling(opts.concurrency, n, opts.tokenizer, tokenizer)
         print(f"# client ceiling: {ceiling:.0f} yes/no prompts/s, {n} per request, to an engine that answers at once "
               "(at capacity, the stand-in answers requests / bound per second)", flush=True)
-    print(f"{'method':10} {'engine':10} {'code':10} {'requests':>8} {'req/s':>7} {'calls/s':>7} {'span s':>7} "
-          f"{'bound s':>7} {'longest s':>9} {'used':>6} {'full':>6} {'unusable':>8}  same ranking")
+    if opts.limit > opts.max_active_queries:
+        print("# the replay starts every query at once: more queries than are in flight make its span a lower bound")
+    print(f"{'method':10} {'engine':10} {'code':10} {'requests':>8} {'req/s':>7} {'calls/s':>7} {'per call':>8} "
+          f"{'span s':>7} {'bound s':>7} {'longest s':>9} {'chain s':>7} {'run chain s':>11} {'replay s':>8} "
+          f"{'reach':>6} {'used':>6} {'of reach':>8} {'full':>6} {'unusable':>8}  same ranking")
     for method in opts.methods.split(","):
         rows = {}
         for side, code, index, n in sides:
@@ -205,9 +228,15 @@ def main(argv: list[str] | None = None) -> int:
         for side, (stats, out) in rows.items():
             same = _same(rows[first][1], out, method) if side != first else ""
             for s in stats:
+                per_call = s["requests"] / s["calls"] if s["calls"] else 0.0
+                of_reach = s["capacity_used"] / s["reachable"] if s["reachable"] else 0.0
                 print(f"{method:10} {s['engine']:10} {side:10} {s['requests']:8} {s['requests_per_s']:7.1f} "
-                      f"{s['calls_per_s']:7.1f} {s['span_s']:7.1f} {s['bound_s']:7.1f} {s['longest_s']:9.1f} "
-                      f"{s['capacity_used']:6.0%} {s['full']:6.0%} {s['problems']:>8}  {same}", flush=True)
+                      f"{s['calls_per_s']:7.1f} {per_call:8.1f} {s['span_s']:7.1f} {s['bound_s']:7.1f} "
+                      f"{s['longest_s']:9.1f} {s['chain_s']:7.1f} {s['chain_run_s']:11.1f} {s['replay_s']:8.1f} "
+                      f"{s['reachable']:6.0%} {s['capacity_used']:6.0%} {of_reach:8.0%} {s['full']:6.0%} "
+                      f"{s['problems']:>8}  {same}", flush=True)
+                if s.get("unowned"):
+                    print(f"#   {s['unowned']} requests held no query's text: each a chain of its own in the replay")
     return 0
 
 

@@ -3,9 +3,9 @@ back the moment its call returns.
 
 An engine takes up to ``lanes`` calls at once, each carrying at most ``items_per_call`` requests: a local model
 (transformers, a cross-encoder, the index's embedder) has one lane and batches whatever is pending when it is free;
-a server (the OpenAI-compatible backend) has one lane per request it may keep in flight, each carrying one request
-(or, for yes/no scores, as many as the backend sends in one: ``yes_no_per_request``), so a slot is refilled as
-soon as its answer returns. Engines that share one local model share one lock, so its
+a server (the OpenAI-compatible backend) has one lane per request it may keep in flight, each carrying one request,
+so a slot is refilled as soon as its answer returns; yes/no scores, of which the backend sends
+``yes_no_per_request`` (N) in one request, go on one lane per N slots, each call carrying up to N. Engines that share one local model share one lock, so its
 calls never overlap (a tokenizer or a GPU stream is not for two threads at once). Each call runs in the
 ``affinity`` of its first request's ``key`` (the asking query's id), which a server backend with several replicas
 reads to send every request of one query to the same replica (``backends/replicas.py``).
@@ -31,12 +31,22 @@ class Shape:
 def engine_shape(model, max_batch: int, call: str = "") -> Shape:
     """How a role's model is fed: a backend that declares ``requests_at_once`` (a server's slots) gets one lane per
     slot and one request per call, except yes/no scores (``call`` "score"), of which one request carries the
-    backend's ``yes_no_per_request``; any other model one lane with calls of up to ``max_batch``."""
+    backend's ``yes_no_per_request`` (N) on slots / N lanes, rounded up; any other model one lane with calls of up
+    to ``max_batch``.
+
+    Fewer yes/no lanes fill their calls: with a lane per slot, every lane waits for work and each takes whatever
+    is pending the moment it wakes, so a call carries a score or two while the rest of a query's slate goes out
+    on other lanes. With slots / N lanes, the lanes are busy, scores gather while they are, and a freed lane
+    takes N of them; full calls still keep ``slots`` prompts in the engine. The price: a score that arrives
+    while every lane is busy waits for one."""
     backend = backend_of(model)
     slots = getattr(backend, "requests_at_once", None)
     if not slots or slots <= 1:
         return Shape(1, max(max_batch, 1))
-    return Shape(slots, yes_no_per_request(backend) if call == "score" else 1)
+    if call != "score":
+        return Shape(slots, 1)
+    per_call = yes_no_per_request(backend)
+    return Shape(-(-slots // per_call), per_call)
 
 
 def backend_of(model):

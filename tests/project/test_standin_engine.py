@@ -115,3 +115,40 @@ def test_the_prefix_cache_counts_the_leading_blocks_an_earlier_prompt_left():
     small = standin.PrefixCache(cache_tokens=16)  # one block: the older ones are evicted
     small.read(shared, 110)
     assert small.read(shared, 110) == 0
+
+
+def test_yes_no_lanes_fill_the_calls_the_stand_in_receives(tiny_model_dir):
+    """The scheduler, the response cache's wrapper and the openai backend at 8 prompts a request and 64 slots, on
+    the stand-in: 48 queries, each asking ten two-text slates one after another, reach the engine in calls of
+    close to 8 prompts (the yes/no lanes are 64 / 8; with a lane per slot, calls carried 6-7)."""
+    from transformers import AutoTokenizer
+
+    from garen_infer.data.dataset import Query
+    from garen_infer.llm.backends import CachedBackend
+    from garen_infer.llm.backends.openai_backend import OpenAIBackend
+    from garen_infer.llm.cache import NoCache
+    from garen_infer.llm.requests import ScoreYesNo
+    from garen_infer.llm.roles import LLMYesNoScorer, Roles
+    from garen_infer.methods.base import QueryState
+    from garen_infer.running.scheduler import Scheduler
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)  # the served model's, as the backend renders with it
+    server, engine = standin.serve(standin.EngineShape(capacity=2_000, saturation=16), tokenizer=tokenizer)
+    backend = OpenAIBackend("standin", base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key_env=None,
+                            concurrency=64, yes_no_per_request=8, tokenizer=str(tiny_model_dir))
+    scorer = LLMYesNoScorer(CachedBackend(backend, NoCache()))
+
+    def slates(state):
+        for round_ in range(10):
+            yield ScoreYesNo((f"{state.query.id} passage {2 * round_}", f"{state.query.id} passage {2 * round_ + 1}"))
+        return []
+
+    states = [QueryState(Query(f"q{i}", f"query {i}"), [], None) for i in range(48)]
+    try:
+        finished = list(Scheduler(Roles(scorers={"navigator": scorer}), max_active=48).run(states, slates))
+        stats = engine.stats()
+    finally:
+        server.shutdown()
+        engine.close()
+    assert len(finished) == 48 and stats["requests"] == 48 * 10 * 2
+    assert stats["requests"] / stats["calls"] >= 0.9 * 8, f"{stats['requests'] / stats['calls']:.1f} prompts a call"
