@@ -26,19 +26,20 @@ from garen_infer.llm.backends.replicas import affinity
 class Shape:
     lanes: int  # calls in flight at once
     items_per_call: int
+    # calls in flight beyond which a lane waits for a full call (``items_per_call`` pending); None: never waits
+    fill_after: int | None = None
 
 
 def engine_shape(model, max_batch: int, call: str = "") -> Shape:
     """How a role's model is fed: a backend that declares ``requests_at_once`` (a server's slots) gets one lane per
-    slot and one request per call, except yes/no scores (``call`` "score"), of which one request carries the
-    backend's ``yes_no_per_request`` (N) on slots / N lanes, rounded up; any other model one lane with calls of up
-    to ``max_batch``.
+    slot and one request per call, except yes/no scores (``call`` "score"), of which one request carries up to the
+    backend's ``yes_no_per_request`` (N); any other model one lane with calls of up to ``max_batch``.
 
-    Fewer yes/no lanes fill their calls: with a lane per slot, every lane waits for work and each takes whatever
-    is pending the moment it wakes, so a call carries a score or two while the rest of a query's slate goes out
-    on other lanes. With slots / N lanes, the lanes are busy, scores gather while they are, and a freed lane
-    takes N of them; full calls still keep ``slots`` prompts in the engine. The price: a score that arrives
-    while every lane is busy waits for one."""
+    Yes/no calls are filled: with a lane per slot each taking whatever is pending the moment it wakes, a call
+    carries a score or two while the rest of a query's slate goes out on other lanes. So only the first slots /
+    N calls in flight (rounded up) go with what is pending, which keeps ``slots`` prompts in the engine once
+    they are full; past those a lane waits until N scores are pending. A backlog still goes out on every lane
+    (full calls), where the answers' way back, not the engine, is what takes the time."""
     backend = backend_of(model)
     slots = getattr(backend, "requests_at_once", None)
     if not slots or slots <= 1:
@@ -46,7 +47,7 @@ def engine_shape(model, max_batch: int, call: str = "") -> Shape:
     if call != "score":
         return Shape(slots, 1)
     per_call = yes_no_per_request(backend)
-    return Shape(-(-slots // per_call), per_call)
+    return Shape(slots, per_call, -(-slots // per_call) if per_call > 1 else None)
 
 
 def backend_of(model):
@@ -66,6 +67,7 @@ class EngineQueue:
         self._changed = threading.Condition()
         self._closed = False
         self._workers: list[threading.Thread] = []
+        self._calling = 0  # calls in flight
 
     def put(self, unit, payload) -> None:
         with self._changed:
@@ -84,8 +86,10 @@ class EngineQueue:
             self._changed.notify_all()
 
     def _work(self) -> None:
+        called = False  # whether this lane has a call behind it (in flight until it asks for the next)
         while True:
-            batch = self._take()
+            batch = self._take(called)
+            called = True
             if not batch:
                 return
             units, payloads = zip(*batch)
@@ -103,11 +107,24 @@ class EngineQueue:
             for unit, answer in zip(units, answers):
                 self.deliver(unit, answer, None)
 
-    def _take(self) -> list:
+    def _take(self, called: bool) -> list:
+        """The next call's requests, once there are any (and, past ``fill_after`` calls in flight, a full call)."""
         with self._changed:
-            while not self.pending and not self._closed:
+            if called:  # this lane's call is done: a waiting lane may now go with less
+                self._calling -= 1
+                self._changed.notify()
+            while not self._closed and not self._may_call():
                 self._changed.wait()
             if self._closed:
                 return []
             size = min(len(self.pending), self.shape.items_per_call)
+            self._calling += 1
+            if len(self.pending) > size:
+                self._changed.notify()  # more for another lane
             return [self.pending.popleft() for _ in range(size)]
+
+    def _may_call(self) -> bool:
+        fill_after = self.shape.fill_after
+        if fill_after is None or self._calling < fill_after:
+            return bool(self.pending)
+        return len(self.pending) >= self.shape.items_per_call

@@ -120,7 +120,7 @@ def test_the_prefix_cache_counts_the_leading_blocks_an_earlier_prompt_left():
 def test_yes_no_lanes_fill_the_calls_the_stand_in_receives(tiny_model_dir):
     """The scheduler, the response cache's wrapper and the openai backend at 8 prompts a request and 64 slots, on
     the stand-in: 48 queries, each asking ten two-text slates one after another, reach the engine in calls of
-    close to 8 prompts (the yes/no lanes are 64 / 8; with a lane per slot, calls carried 6-7)."""
+    close to 8 prompts (past 64 / 8 calls in flight a lane waits for a full call; without, calls carried 6-7)."""
     from transformers import AutoTokenizer
 
     from garen_infer.data.dataset import Query

@@ -338,8 +338,8 @@ def slates(state: QueryState):
 
 
 def test_yes_no_lanes_fill_their_calls_when_one_request_carries_several_prompts():
-    """With 8 prompts a request and 64 slots, 8 lanes carry the scores of 48 queries: calls hold close to 8
-    prompts, not the one or two that each of 64 lanes finds pending when it frees (96 scores over 64 lanes)."""
+    """With 8 prompts a request and 64 slots, past 8 calls in flight a lane waits for 8 scores: calls hold close
+    to 8 prompts, not the one or two that each of 64 lanes finds pending when it frees (96 scores over 64)."""
     server = SlowBatches(slots=64, per_request=8)
     finished = list(Scheduler(Roles(scorers={"navigator": server}), max_active=48).run(states(48), slates))
     assert len(finished) == 48 and all(f.ranking == [] for f in finished)
