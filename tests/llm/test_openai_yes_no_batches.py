@@ -163,10 +163,7 @@ def test_a_tokenizer_that_cannot_be_loaded_is_one_error_line(server, tmp_path):
 
 def test_the_setting_reaches_the_engine_shape_of_yes_no_roles_only(server, tokenizer_dir):
     batched = CachedBackend(backend(server, tokenizer_dir, per_request=8), NoCache())
-    # 3 lanes; past one call in flight (3 slots / 8 a call, rounded up) a lane waits for 8 scores
-    assert engine_shape(LLMYesNoScorer(batched), 64, "score") == Shape(3, 8, 1)
-    halves = CachedBackend(backend(server, tokenizer_dir, per_request=2), NoCache())
-    assert engine_shape(LLMYesNoScorer(halves), 64, "score") == Shape(3, 2, 2)  # 3 / 2, rounded up
+    assert engine_shape(LLMYesNoScorer(batched), 64, "score") == Shape(3, 8)
     assert engine_shape(LLMGenerator(batched), 64, "generate") == Shape(3, 1)
     assert engine_shape(LLMYesNoScorer(CachedBackend(backend(server, tokenizer_dir), NoCache())), 64, "score") == Shape(3, 1)
 

@@ -5,7 +5,6 @@ each answer returns; a model's failure is raised as it is."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 
@@ -306,43 +305,3 @@ def test_a_prompt_asked_by_several_queries_at_once_reaches_the_server_once():
     assert [f.state.trace["scores"] for f in finished] == [[0.5] * 4] * 3
     assert len(server.prompts) == len(set(server.prompts)) == 3
     assert sum(f.ledger.summary()["model_calls"] for f in finished) == 3  # the repeats count as cache hits
-
-
-class BatchingServer:
-    """A server's transport that takes ``per_request`` yes/no prompts in one request (the openai backend's
-    ``yes_no_per_request``)."""
-
-    def __init__(self, slots: int, per_request: int):
-        self.requests_at_once, self.yes_no_per_request = slots, per_request
-
-
-class SlowBatches(EchoScorer):
-    """A yes/no server whose requests take 2-10 ms whatever they carry (drawn from the first prompt, so the
-    queries' answers come back spread out): it records each call's size."""
-
-    def __init__(self, slots: int, per_request: int):
-        super().__init__()
-        self.backend = BatchingServer(slots, per_request)
-
-    def score(self, jobs):
-        drawn = int(hashlib.sha256(f"{jobs[0].query_id} {jobs[0].text}".encode()).hexdigest()[:4], 16) / 65535
-        time.sleep(0.002 + 0.008 * drawn)
-        return super().score(jobs)
-
-
-def slates(state: QueryState):
-    """Ten rounds of a two-text slate, each asked once the last is answered (LATTICE's navigator, in small)."""
-    for round_ in range(10):
-        yield ScoreYesNo((f"t{2 * round_}", f"t{2 * round_ + 1}"))
-    return []
-
-
-def test_yes_no_lanes_fill_their_calls_when_one_request_carries_several_prompts():
-    """With 8 prompts a request and 64 slots, past 8 calls in flight a lane waits for 8 scores: calls hold close
-    to 8 prompts, not the one or two that each of 64 lanes finds pending when it frees (96 scores over 64)."""
-    server = SlowBatches(slots=64, per_request=8)
-    finished = list(Scheduler(Roles(scorers={"navigator": server}), max_active=48).run(states(48), slates))
-    assert len(finished) == 48 and all(f.ranking == [] for f in finished)
-    sizes = [len(call) for call in server.calls]
-    assert sum(sizes) == 48 * 10 * 2 and max(sizes) == 8
-    assert sum(sizes) / len(sizes) >= 0.9 * 8, f"calls carry {sum(sizes) / len(sizes):.1f} prompts on average"
