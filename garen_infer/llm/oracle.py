@@ -110,7 +110,8 @@ class NoisyJudge:
         correlated = f",correlation={spec.correlation}" if spec.correlation else ""
         self.name = f"oracle(sigma={spec.sigma},seed={spec.seed},gain={spec.gain}{correlated})"
         if spec.correlation and vectors is None:
-            raise GarenError(f"the oracle's correlated noise (correlation {spec.correlation}) needs the index's embeddings, and none were given")
+            raise GarenError(f"the oracle's correlated noise (correlation {spec.correlation}) needs the "
+                             "index's embeddings, and none were given")
         self.directions = centred_directions(vectors) if spec.correlation else None
         self._fields: dict[str, np.ndarray] = {}  # g_q per query
 
@@ -129,8 +130,11 @@ class NoisyJudge:
     def shared(self, query_id: str, rows) -> float:
         """g_q . u_D: the part of the noise an item shares with its neighbours in embedding space."""
         if query_id not in self._fields:
-            digest = hashlib.blake2b(json.dumps([self.spec.seed, self.role, query_id, "field"]).encode(), digest_size=8).digest()
-            self._fields[query_id] = np.random.default_rng(int.from_bytes(digest, "big")).standard_normal(self.directions.shape[1])
+            digest = hashlib.blake2b(json.dumps([self.spec.seed, self.role, query_id, "field"]).encode(),
+                                     digest_size=8).digest()
+            self._fields[query_id] = np.random.default_rng(int.from_bytes(digest, "big")).standard_normal(
+                self.directions.shape[1]
+            )
         direction = self.directions[rows[0]] if len(rows) == 1 else self.directions[list(rows)].mean(axis=0)
         norm = float(np.linalg.norm(direction))
         return float(direction @ self._fields[query_id]) / norm if norm > 0 else 0.0
@@ -143,7 +147,8 @@ def _identity(job, needs_rows: bool) -> None:
     if not job.query_id:
         raise GarenError("the oracle backend needs each request's query id, and this one came without it")
     if needs_rows and not job.rows:
-        raise GarenError("the oracle scorer needs the corpus rows each text stands for (ScoreYesNo.rows); this method's request has none")
+        raise GarenError("the oracle scorer needs the corpus rows each text stands for (ScoreYesNo.rows); "
+                         "this method's request has none")
 
 
 class OracleReranker:
@@ -176,7 +181,8 @@ class OracleYesNoScorer:
             _identity(job, needs_rows=True)
             start = time.perf_counter()
             s = self.judge.score(job.query_id, job.rows)
-            out.append(Completion(score=1.0 / (1.0 + math.exp(-YES_SLOPE * (s - 0.5))), seconds=time.perf_counter() - start))
+            out.append(Completion(score=1.0 / (1.0 + math.exp(-YES_SLOPE * (s - 0.5))),
+                                  seconds=time.perf_counter() - start))
         return out
 
 
@@ -189,10 +195,12 @@ def build_oracle(role: str, spec: dict, dataset: Dataset, doc_texts: list[str] =
         raise GarenError(f"models.{role} cannot be 'oracle': the oracle judges relevance, it does not write text")
     if dataset is None or not dataset.qrels:
         name = getattr(dataset, "name", "?")
-        raise GarenError(f"models.{role}: the oracle backend simulates a model from relevance judgments, and dataset '{name}' has none")
+        raise GarenError(f"models.{role}: the oracle backend simulates a model from relevance judgments, and "
+                         f"dataset '{name}' has none")
     oracle_spec = OracleSpec.from_models(role, spec)
     if oracle_spec.correlation and vectors is None:
-        raise GarenError(f"models.{role}.correlation: correlated noise follows the index's embeddings, and this run has no embeddings stage")
+        raise GarenError(f"models.{role}.correlation: correlated noise follows the index's embeddings, and "
+                         "this run has no embeddings stage")
     judge = NoisyJudge(dataset.qrels, dataset.doc_ids, oracle_spec, role, vectors)
     if role != "reranker":
         return OracleYesNoScorer(judge)
@@ -222,7 +230,8 @@ def _recorded(spec: OracleSpec) -> dict:
 
 def simulated_roles(models: dict, roles=None) -> dict[str, dict]:
     """Role -> oracle spec, for every role the config (or the roles actually passed in) plays with the oracle."""
-    found = {role: {**_recorded(OracleSpec.from_models(role, spec)), **({"mode": spec["mode"]} if "mode" in spec else {})}
+    found = {role: {**_recorded(OracleSpec.from_models(role, spec)),
+                    **({"mode": spec["mode"]} if "mode" in spec else {})}
              for role, spec in (models or {}).items() if (spec or {}).get("backend") == BACKEND}
     if roles is not None:
         played = {"reranker": roles.reranker, **roles.scorers}
@@ -240,8 +249,11 @@ def simulation_label(models: dict, roles=None) -> dict | None:
 
 
 def banner(label: dict) -> str:
-    roles = ", ".join(f"{role} sigma={spec['sigma']} seed={spec['seed']} gain={spec['gain']}"
-                      + (f" correlation={spec['correlation']}" if spec.get("correlation") else "") for role, spec in label["roles"].items())
+    roles = ", ".join(
+        f"{role} sigma={spec['sigma']} seed={spec['seed']} gain={spec['gain']}"
+        + (f" correlation={spec['correlation']}" if spec.get("correlation") else "")
+        for role, spec in label["roles"].items()
+    )
     rule = "*" * 100
     return f"{rule}\n*** SIMULATED RUN ({roles})\n*** {label['notice']}\n{rule}"
 

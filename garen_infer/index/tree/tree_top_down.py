@@ -82,7 +82,13 @@ def parse_clusters(text: str, n_keys: int, max_clusters: int) -> list[tuple[str,
 
 class TopDownBuilder:
     def __init__(self, doc_texts: list[str], doc_vectors: np.ndarray, generator, params, log=print):
-        self.texts, self.vectors, self.generator, self.p, self.log = doc_texts, np.asarray(doc_vectors, np.float32), generator, params, log
+        self.texts, self.vectors, self.generator, self.p, self.log = (
+            doc_texts,
+            np.asarray(doc_vectors, np.float32),
+            generator,
+            params,
+            log,
+        )
         self.extractive = ExtractiveSummarizer(doc_texts, self.vectors)
         self.min_clusters = min(params.min_clusters, params.max_children)
         self.stats = TopDownStats()
@@ -93,7 +99,8 @@ class TopDownBuilder:
 
         levels = self.p.summary_levels
         chats = [lattice_levels(t, levels, self.p.summary_max_words) for t in self.texts]
-        answers = generate_json(self.generator, chats, lambda _, text: parse_levels(text, levels), self.p.retries, self.p.batch_size, "document summaries")
+        answers = generate_json(self.generator, chats, lambda _, text: parse_levels(text, levels),
+                                self.p.retries, self.p.batch_size, "document summaries")
         terms = copy.copy(self.extractive)  # the same term weights (one pass over the corpus), ``levels`` terms
         terms.n_terms = levels
         out = []
@@ -120,7 +127,8 @@ class TopDownBuilder:
         def parse(item: int, text: str):
             return parse_clusters(text, len(asked[item][4]), self.p.max_children)
 
-        stream = JsonStream(self.generator, lambda item: lattice_cluster(asked[item][4], self.min_clusters, self.p.max_children),
+        stream = JsonStream(self.generator,
+                            lambda item: lattice_cluster(asked[item][4], self.min_clusters, self.p.max_children),
                             parse, self.p.retries, self.p.batch_size)
         tally = _DepthTally(self.log)
         with tqdm(total=0, desc="tree clustering", unit="node") as bar:
@@ -179,7 +187,10 @@ class TopDownBuilder:
         clustering prompt's budget (App. B.3.2), with those summaries; None if no level does."""
         for level in reversed(range(self.p.summary_levels)):
             keys = list(dict.fromkeys(levels[r][level] for r in rows))
-            if len(keys) >= self.min_clusters and sum(len(k.split()) + 1 for k in keys) <= self.p.clustering_context_words:
+            if (
+                len(keys) >= self.min_clusters
+                and sum(len(k.split()) + 1 for k in keys) <= self.p.clustering_context_words
+            ):
                 return level, keys
         return None
 
