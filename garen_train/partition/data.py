@@ -42,7 +42,8 @@ def node_batch(graph: PartitionGraph, nodes: torch.Tensor) -> NodeBatch:
 class BlockBatches(IterableDataset):
     """Whole blocks in a seeded random order per epoch, packed into batches of at least ``batch_nodes`` rows."""
 
-    def __init__(self, graph: PartitionGraph, blocks: list[np.ndarray], batch_nodes: int, seed: int, epoch: Callable[[], int]):
+    def __init__(self, graph: PartitionGraph, blocks: list[np.ndarray], batch_nodes: int, seed: int,
+                 epoch: Callable[[], int]):
         self.graph, self.blocks, self.batch_nodes, self.seed, self.epoch = graph, blocks, batch_nodes, seed, epoch
 
     def batches(self, epoch: int) -> list[np.ndarray]:
@@ -67,7 +68,8 @@ class BlockBatches(IterableDataset):
 
 
 class PartitionData(LightningDataModule):
-    def __init__(self, index: str, hops: int = 2, init: str = "groups", init_stage: str = "groups", n_groups: int | None = None,
+    def __init__(self, index: str, hops: int = 2, init: str = "groups", init_stage: str = "groups",
+                 n_groups: int | None = None,
                  batch_nodes: int = 2048, seed: int = 42):
         """
         Args:
@@ -90,7 +92,10 @@ class PartitionData(LightningDataModule):
             self.graph = PartitionGraph.load(h.index, h.hops)
             self.labels = torch.from_numpy(init_labels(self.graph.path, h.init, h.init_stage, h.n_groups, h.seed))
             # graph, SIGN features, initial partition: wall and CPU seconds (CPU counts all threads)
-            self.load_seconds, self.load_cpu_seconds = round(time.perf_counter() - start, 3), round(time.process_time() - cpu, 3)
+            self.load_seconds, self.load_cpu_seconds = (
+                round(time.perf_counter() - start, 3),
+                round(time.process_time() - cpu, 3),
+            )
 
     def blocks(self) -> list[np.ndarray]:
         order = np.argsort(self.labels.numpy(), kind="stable")
@@ -101,4 +106,7 @@ class PartitionData(LightningDataModule):
             return self.trainer.current_epoch if self.trainer is not None else 0
 
         blocks = [b for b in self.blocks() if len(b)]
-        return DataLoader(BlockBatches(self.graph, blocks, self.hparams.batch_nodes, self.hparams.seed, epoch), batch_size=None)
+        return DataLoader(
+            BlockBatches(self.graph, blocks, self.hparams.batch_nodes, self.hparams.seed, epoch),
+            batch_size=None,
+        )
