@@ -40,7 +40,8 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> dic
     urls = [f"http://127.0.0.1:{server.server_port}/v1" for server, _ in fleet]
     try:
         settings = preset(out / "preset.yaml", urls, opts.concurrency)
-        garen(code, ["run", "--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings), "--index", opts.index,
+        garen(code, ["run", "--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings),
+                     "--index", opts.index,
                      "--method", method, "--budget", str(opts.budget), "--limit", str(opts.limit), "--no-cache",
                      "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
         stats = [engine.stats() for _, engine in fleet]
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     shape = EngineShape(opts.capacity, median_answer=opts.median_answer, cache_tokens=opts.cache_tokens)
     print(f"# two replicas, each {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} "
           f"queries in flight, {opts.concurrency} requests per replica")
-    print(f"{'method':8} {'code':7} {'requests a/b':>13} {'prompt tok':>11} {'cached tok':>11} {'cached':>7} {'span s':>7}  same ranking")
+    print(f"{'method':8} {'code':7} {'requests a/b':>13} {'prompt tok':>11} {'cached tok':>11} {'cached':>7} "
+          f"{'span s':>7}  same ranking")
     for method in opts.methods.split(","):
         runs = {}
         for side, code in sides:
@@ -83,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
             out.mkdir(parents=True)
             s = measure(code, method, opts, out, shape)
             runs[side] = out
-            same = "" if side == "before" else "yes" if (runs["before"] / "run.trec").read_bytes() == (out / "run.trec").read_bytes() else "NO"
+            same = (
+                ""
+                if side == "before"
+                else "yes"
+                if (runs["before"] / "run.trec").read_bytes() == (out / "run.trec").read_bytes()
+                else "NO"
+            )
             print(f"{method:8} {side:7} {'/'.join(map(str, s['requests'])):>13} {s['prompt']:11} {s['cached']:11} "
                   f"{s['share']:7.1%} {s['span']:7.1f}  {same}", flush=True)
     return 0
