@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     sides = [("before", checkout(opts.before, work)), ("after", REPO)]
     print(f"# two replicas, each {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} "
           f"queries in flight, {opts.concurrency} requests per replica")
-    print(f"{'method':8} {'code':7} {'requests a/b':>13} {'prompt tok':>11} {'cached tok':>11} {'cached':>7} {'span s':>7}  same ranking")
+    print(f"{'method':8} {'code':7} {'requests a/b':>13} {'prompt tok':>11} {'cached tok':>11} {'cached':>7} "
+          f"{'span s':>7}  same ranking")
     for method in opts.methods.split(","):
         runs = {}
         for side, code in sides:
@@ -149,7 +150,13 @@ def main(argv: list[str] | None = None) -> int:
             out.parent.mkdir(parents=True, exist_ok=True)
             s = measure(code, method, opts, out, shape)
             runs[side] = out
-            same = "" if side == "before" else "yes" if (runs["before"] / "run.trec").read_bytes() == (out / "run.trec").read_bytes() else "NO"
+            same = (
+                ""
+                if side == "before"
+                else "yes"
+                if (runs["before"] / "run.trec").read_bytes() == (out / "run.trec").read_bytes()
+                else "NO"
+            )
             print(f"{method:8} {side:7} {'/'.join(map(str, s['requests'])):>13} {s['prompt']:11} {s['cached']:11} "
                   f"{s['share']:7.1%} {s['span']:7.1f}  {same}", flush=True)
     return 0

@@ -29,7 +29,8 @@ from garen_infer.llm.roles import LLMGenerator, LLMListwiseReranker, LLMToolChat
 from garen_infer.running.session import execute
 from garen_infer.testing.answers import ScriptedModel
 
-METHODS = {"bm25": {}, "rerank": {}, "slidegar": {}, "rgs": {}, "garen": {"navigator": "model"}, "lattice": {"slate_scorer": "generator"},
+METHODS = {"bm25": {}, "rerank": {}, "slidegar": {}, "rgs": {}, "garen": {"navigator": "model"},
+           "lattice": {"slate_scorer": "generator"},
            "rarg": {}}
 PERFECT = {"ranking": ("plain",), "json": ("plain",), "tools": ("native_call",), "score": ("probability",)}
 
@@ -41,8 +42,12 @@ def small_dataset(folder: Path, queries: int, depth: int) -> Dataset:
     picked = [q for q in full.queries if q.id in full.qrels][:queries]
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize([d.full_text for d in full.documents], show_progress=False), show_progress=False)
-    rows, _ = retriever.retrieve(bm25s.tokenize([q.text for q in picked], show_progress=False), k=depth, show_progress=False)
-    keep = sorted({int(r) for row in rows for r in row} | {full.doc_index[d] for q in picked for d in full.qrels[q.id] if d in full.doc_index})
+    rows, _ = retriever.retrieve(bm25s.tokenize([q.text for q in picked], show_progress=False), k=depth,
+                                 show_progress=False)
+    keep = sorted(
+        {int(r) for row in rows for r in row}
+        | {full.doc_index[d] for q in picked for d in full.qrels[q.id] if d in full.doc_index}
+    )
     return Dataset(full.name, [full.documents[r] for r in keep], picked, {q.id: full.qrels[q.id] for q in picked})
 
 
@@ -73,12 +78,18 @@ def main() -> None:
             runs = {}
             for label, shapes in (("perfect", PERFECT), ("shapes", {})):
                 model = ScriptedModel(shapes)
-                runs[label] = execute(dataset, index, config, Path(tmp) / f"{name}-{label}", roles=roles(model, dataset), log=lambda *_: None)
+                runs[label] = execute(dataset, index, config, Path(tmp) / f"{name}-{label}",
+                                      roles=roles(model, dataset), log=lambda *_: None)
             shaped = runs["shapes"]
             answers = shaped["mean_requests"] * len(dataset.queries) or 1
-            unusable = sum(n for k, n in shaped["answer_problems"].items() if k in ("unreadable", "thought_without_answer", "not_a_number"))
+            unusable = sum(
+                n
+                for k, n in shaped["answer_problems"].items()
+                if k in ("unreadable", "thought_without_answer", "not_a_number")
+            )
             counted = ", ".join(f"{k} {n}" for k, n in Counter(shaped["answer_problems"]).most_common())
-            print(f"{name:10} {runs['perfect']['nDCG@10']:16.4f} {shaped['nDCG@10']:15.4f} {unusable / answers:9.1%}  {counted}")
+            print(f"{name:10} {runs['perfect']['nDCG@10']:16.4f} {shaped['nDCG@10']:15.4f} "
+                  f"{unusable / answers:9.1%}  {counted}")
 
 
 if __name__ == "__main__":

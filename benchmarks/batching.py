@@ -41,7 +41,8 @@ def default_method() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=f"beir:{REPO.parent / 'shared' / 'data' / 'scifact'}")
-    ap.add_argument("--index", default="indexes/scifact", help="an index folder with bm25, knn_graph (+ groups for garen)")
+    ap.add_argument("--index", default="indexes/scifact",
+                    help="an index folder with bm25, knn_graph (+ groups for garen)")
     ap.add_argument("--method", default=default_method())
     ap.add_argument("--model", default=str(Path.home() / ".cache" / "garen" / "gemma3-270m-hf"))
     ap.add_argument("--prompt", default="garen", help="listwise prompt: garen | rankgpt")
@@ -68,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_dataset(args.dataset)
     index = IndexFolder.open(args.index, dataset)
     method_cls = get_method(args.method)
-    llm = {"backend": "transformers", "model": args.model, "device": "cpu", "dtype": args.dtype, "batch_size": args.batch_size}
-    models = {"reranker": {**llm, "prompt": args.prompt, "max_words": args.max_words, "sampling": {"max_tokens": args.max_tokens}}}
+    llm = {"backend": "transformers", "model": args.model, "device": "cpu", "dtype": args.dtype,
+           "batch_size": args.batch_size}
+    models = {"reranker": {**llm, "prompt": args.prompt, "max_words": args.max_words,
+                           "sampling": {"max_tokens": args.max_tokens}}}
     if "navigator" in method_cls.roles:
         models["navigator"] = dict(llm)
     preset = load_preset("cpu-default")
@@ -87,18 +90,27 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         metrics = execute(dataset, index, config, out, roles=roles, cache=NoCache(), log=lambda *_: None)
         wall = time.perf_counter() - began
-        results[name] = {"max_active_queries": active, "wall_s": round(wall, 1), "queries_per_s": round(args.queries / wall, 4),
+        results[name] = {"max_active_queries": active, "wall_s": round(wall, 1),
+                         "queries_per_s": round(args.queries / wall, 4),
                          "nDCG@10": metrics.get("nDCG@10"), "mean_model_calls": metrics.get("mean_model_calls"),
                          "mean_input_tokens": metrics.get("mean_input_tokens")}
         print(f"[{name}] max_active_queries={active}: {wall:.1f} s, {args.queries / wall:.4f} queries/s", flush=True)
 
     seq, bat = Path(args.out) / "sequential", Path(args.out) / "batched"
     identical = filecmp.cmp(seq / "run.trec", bat / "run.trec", shallow=False)
-    rankings = [{json.loads(line)["qid"]: json.loads(line)["ranking"] for line in (p / "trace.jsonl").read_text().splitlines()} for p in (seq, bat)]
+    rankings = [
+        {
+            json.loads(line)["qid"]: json.loads(line)["ranking"]
+            for line in (p / "trace.jsonl").read_text().splitlines()
+        }
+        for p in (seq, bat)
+    ]
     same_queries = sum(rankings[0][q] == rankings[1][q] for q in rankings[0])
     report = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {torch.get_num_threads()} threads",
-        "method": args.method, "model": args.model, "dtype": roles.reranker.backend.backend.dtype, "prompt": args.prompt,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads",
+        "method": args.method, "model": args.model, "dtype": roles.reranker.backend.backend.dtype,
+        "prompt": args.prompt,
         "max_tokens": args.max_tokens, "max_words": args.max_words, "budget": args.budget, "queries": args.queries,
         "model_load_s": round(load_s, 1), **results,
         "speedup": round(results["sequential"]["wall_s"] / results["batched"]["wall_s"], 2),

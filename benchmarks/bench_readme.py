@@ -83,9 +83,13 @@ def replace_section(readme: Path, section: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/bench/cpu-default.yaml")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="passed to garen-infer bench")
-    parser.add_argument("--prebuilt", default=None, help="a folder of prebuilt index folders named after the datasets, copied instead of indexing afresh")
-    parser.add_argument("--note", default="", help="a sentence printed above the tables (e.g. what else shared the machine)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="passed to garen-infer bench")
+    parser.add_argument("--prebuilt", default=None,
+                        help="a folder of prebuilt index folders named after the datasets, copied instead of "
+                        "indexing afresh")
+    parser.add_argument("--note", default="",
+                        help="a sentence printed above the tables (e.g. what else shared the machine)")
     args = parser.parse_args(argv)
 
     import os
@@ -102,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         return code
     command = "python benchmarks/bench_readme.py" + "".join(f" --set '{o}'" for o in args.overrides)
     page = ROOT / "docs" / "results.md"
-    replace_section(page, readme_section(ROOT / config.report, ROOT / "docs" / "bench", command, args.note, base=page.parent))
+    replace_section(page, readme_section(ROOT / config.report, ROOT / "docs" / "bench", command, args.note,
+                                         base=page.parent))
     print(f"docs/results.md: results section regenerated from {config.report}")
     return 0
 

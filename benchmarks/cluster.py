@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 PRESET = {  # a BM25-only index: no embedding model to load, so the model server is what a query waits for
     "index": {"bm25": {"variant": "bm25s", "k1": 1.2, "b": 0.75}},
     "first_stage": {"kind": "bm25", "depth": 1000},
-    "models": {"reranker": {"backend": "openai", "model": "stand-in", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None,
+    "models": {"reranker": {"backend": "openai", "model": "stand-in", "base_url": "http://127.0.0.1:9/v1",
+                            "api_key_env": None,
                             "concurrency": 4, "timeout": 60, "max_retries": 2}},
     "run": {"max_active_queries": 16, "max_batch": 64},
     "methods": {"rerank": {"window": 20, "stride": 10}},
@@ -47,8 +48,10 @@ def serve(latency: float, ports) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             passages = len(set(re.findall(r"\[(\d+)\]", body["messages"][-1]["content"])))
             time.sleep(latency)
-            answer = {"choices": [{"message": {"role": "assistant", "content": " > ".join(f"[{k}]" for k in range(passages, 0, -1))}}],
-                      "usage": {"prompt_tokens": len(body["messages"][-1]["content"]) // 4, "completion_tokens": 4 * passages}}
+            answer = {"choices": [{"message": {"role": "assistant",
+                                               "content": " > ".join(f"[{k}]" for k in range(passages, 0, -1))}}],
+                      "usage": {"prompt_tokens": len(body["messages"][-1]["content"]) // 4,
+                                "completion_tokens": 4 * passages}}
             raw = json.dumps(answer).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -81,7 +84,8 @@ def stop(procs) -> None:
 
 def garen(*args) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "garen_infer", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-m", "garen_infer", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def finish(proc: subprocess.Popen) -> None:
@@ -91,7 +95,8 @@ def finish(proc: subprocess.Popen) -> None:
 
 
 def run_args(a, out: Path, urls: list[str], budget: int, *extra) -> list[str]:
-    return ["run", "--dataset", f"beir:{a.data}", "--index", str(a.work / "index"), "--preset", str(a.work / "preset.yaml"),
+    return ["run", "--dataset", f"beir:{a.data}", "--index", str(a.work / "index"), "--preset",
+            str(a.work / "preset.yaml"),
             "--method", "rerank", "--budget", str(budget), "--no-cache", "--out", str(out),
             "--set", f"models.reranker.base_url={json.dumps(urls)}", *extra]
 
@@ -118,7 +123,8 @@ def replicas_benchmark(a) -> list[dict]:
         stop(procs)
         metrics = json.loads((out / "metrics.json").read_text())
         rows.append({"replicas": count, "queries": a.queries, "requests_per_query": metrics["mean_requests"],
-                     "queries_per_second": round(1 / metrics["wall_seconds_per_query"], 3), "process_wall_seconds": round(wall, 2)})
+                     "queries_per_second": round(1 / metrics["wall_seconds_per_query"], 3),
+                     "process_wall_seconds": round(wall, 2)})
         print(f"[replicas] {count}: {rows[-1]}", flush=True)
     for row in rows:
         row["ratio_to_one"] = round(row["queries_per_second"] / rows[0]["queries_per_second"], 2)
@@ -132,12 +138,16 @@ def shards_benchmark(a) -> dict:
     whole = time.perf_counter() - start
 
     start = time.perf_counter()
-    jobs = [garen(*run_args(a, a.work / f"shard-{i}", [urls[i]], a.shard_budget, "--shard", f"{i}/3")) for i in (1, 2, 3)]
+    jobs = [
+        garen(*run_args(a, a.work / f"shard-{i}", [urls[i]], a.shard_budget, "--shard", f"{i}/3"))
+        for i in (1, 2, 3)
+    ]
     for job in jobs:
         finish(job)
     shards = time.perf_counter() - start
     start = time.perf_counter()
-    finish(garen("merge", *(str(a.work / f"shard-{i}") for i in (1, 2, 3)), "--out", str(a.work / "merged"), "--dataset", f"beir:{a.data}"))
+    finish(garen("merge", *(str(a.work / f"shard-{i}") for i in (1, 2, 3)), "--out", str(a.work / "merged"),
+                 "--dataset", f"beir:{a.data}"))
     merge = time.perf_counter() - start
     stop(procs)
     queries = len((a.work / "whole" / "trace.jsonl").read_text().splitlines())
@@ -151,20 +161,25 @@ def shards_benchmark(a) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "scifact", help="a BEIR folder (SciFact)")
+    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "scifact",
+                        help="a BEIR folder (SciFact)")
     parser.add_argument("--work", type=Path, required=True, help="a scratch folder for the index and the runs")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds the stand-in server takes per request")
     parser.add_argument("--queries", type=int, default=100, help="queries of the replica runs (the first N judged)")
-    parser.add_argument("--budget", type=int, default=100, help="Reranker@k of the replica runs (9 windows of 20 at 100)")
-    parser.add_argument("--shard-budget", type=int, default=40, help="Reranker@k of the sharded runs (3 windows of 20 at 40)")
+    parser.add_argument("--budget", type=int, default=100,
+                        help="Reranker@k of the replica runs (9 windows of 20 at 100)")
+    parser.add_argument("--shard-budget", type=int, default=40,
+                        help="Reranker@k of the sharded runs (3 windows of 20 at 40)")
     a = parser.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     import yaml
 
     (a.work / "preset.yaml").write_text(yaml.safe_dump(PRESET))
     if not (a.work / "index" / "manifest.json").is_file():
-        finish(garen("index", "--dataset", f"beir:{a.data}", "--preset", str(a.work / "preset.yaml"), "--out", str(a.work / "index")))
-    report = {"latency_seconds": a.latency, "concurrency_per_replica": 4, "replicas": replicas_benchmark(a), "shards": shards_benchmark(a)}
+        finish(garen("index", "--dataset", f"beir:{a.data}", "--preset", str(a.work / "preset.yaml"), "--out",
+                     str(a.work / "index")))
+    report = {"latency_seconds": a.latency, "concurrency_per_replica": 4, "replicas": replicas_benchmark(a),
+              "shards": shards_benchmark(a)}
     (a.work / "cluster-benchmark.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
 

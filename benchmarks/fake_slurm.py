@@ -212,7 +212,8 @@ def main(argv: list[str]) -> int:
     name, args = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
     if Path(argv[0]).name in ("sbatch", "srun"):
         name, args = Path(argv[0]).name, argv[1:]
-    commands = {"sbatch": sbatch, "srun": srun, "drain": lambda a: drain(a == ["--together"]), "install": lambda a: install(*a)}
+    commands = {"sbatch": sbatch, "srun": srun, "drain": lambda a: drain(a == ["--together"]),
+                "install": lambda a: install(*a)}
     if name not in commands:
         fail("usage: fake_slurm.py sbatch ARGS | srun ARGS | drain [--together] | install BIN_FOLDER")
     return commands[name](args)

@@ -7,7 +7,8 @@ navigators ``minilm`` (cpu-default's cosine on the group summaries), ``connectiv
 ``best-member`` (no summary: max cosine between the query and a group's members, from the index's embeddings),
 ``simulated`` (the oracle navigator at the reranker's sigma and noise) and, with ``--fitted``, a navigator export;
 rules ``fixed``, ``adaptive``, ``adaptive-scores`` (the adaptive scores with the fixed switch) and
-``adaptive-l0.25`` (adaptive, evidence weight 0.75 rather than 0.5 while the navigator's reliability is unknown). It prints nDCG@10, R@100,
+``adaptive-l0.25`` (adaptive, evidence weight 0.75 rather than 0.5 while the navigator's reliability is
+unknown). It prints nDCG@10, R@100,
 the share of the nDCG@10 gap (minilm fixed -> simulated fixed) each run recovers, the paired test of each rule
 against the same navigator's fixed rule (randomisation test, garen_infer/report/significance.py), the mean
 navigator reliability (Spearman rho, per query) and the wall seconds per query.
@@ -66,17 +67,21 @@ class Bench:
         self.index = IndexFolder.open(index_path, self.dataset)
         self.preset = load_preset("cpu-default")
         self.doc_texts = [d.full_text for d in self.dataset.documents]
-        built = build_roles({"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}}, self.doc_texts,
+        built = build_roles({"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding"}},
+                            self.doc_texts,
                             self.index, ResponseCache(None))
         self.cosine_reranker, self.models = built.reranker, {"minilm": built.scorer("navigator")}
         if args.fitted:
             spec = {"backend": "embedding", "model": str(Path(args.fitted).resolve())}
-            self.models["fitted"] = build_roles({"navigator": spec}, self.doc_texts, self.index, ResponseCache(None)).scorer("navigator")
+            self.models["fitted"] = build_roles(
+                {"navigator": spec}, self.doc_texts, self.index, ResponseCache(None)
+            ).scorer("navigator")
 
     def oracle(self, role: str, sigma: float, rho: float):
         from garen_infer.llm.roles import build_roles
 
-        spec = {"backend": "oracle", "sigma": sigma, "seed": 0, "gain": "graded", **({"correlation": rho} if rho else {})}
+        spec = {"backend": "oracle", "sigma": sigma, "seed": 0, "gain": "graded",
+                **({"correlation": rho} if rho else {})}
         built = build_roles({role: spec}, self.doc_texts, self.index, None, dataset=self.dataset)
         return spec, built.reranker if role == "reranker" else built.scorer(role)
 
@@ -101,7 +106,10 @@ class Bench:
         if navigator == "simulated":
             config.models["navigator"], roles.scorers["navigator"] = self.oracle("navigator", sigma, rho)
         elif navigator in self.models:
-            config.models["navigator"], roles.scorers["navigator"] = self.preset["models"]["navigator"], self.models[navigator]
+            config.models["navigator"], roles.scorers["navigator"] = (
+                self.preset["models"]["navigator"],
+                self.models[navigator],
+            )
             if navigator == "fitted":
                 config.models["navigator"] = {"backend": "embedding", "model": str(Path(self.args.fitted).resolve())}
         else:
@@ -115,15 +123,20 @@ class Bench:
         judged = Dataset(self.dataset.name, [], queries, {q.id: self.dataset.qrels[q.id] for q in queries})
         values = per_query(read_run(folder / "run.trec"), judged, MEASURES)
         reliability = (metrics.get("navigator_reliability") or {}).get("mean")
-        print(f"[bench] {self.name} {label} {navigator}.{rule}: nDCG@10 {metrics['nDCG@10']:.4f} R@100 {metrics['R@100']:.4f} "
-              f"rho {reliability} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+        print(f"[bench] {self.name} {label} {navigator}.{rule}: nDCG@10 {metrics['nDCG@10']:.4f} R@100 "
+              f"{metrics['R@100']:.4f} rho {reliability} ({time.perf_counter() - start:.0f} s)",
+              file=sys.stderr, flush=True)
         return {"nDCG@10": metrics["nDCG@10"], "R@100": metrics["R@100"], "reliability": reliability,
                 "wall_seconds_per_query": metrics.get("wall_seconds_per_query"), "run": str(folder),
                 "per_query": {m: [values[m][q.id] for q in queries] for m in MEASURES}}
 
 
 def rerankers(args) -> list[tuple[str, float | None, float]]:
-    out = [(f"oracle sigma {s:g} {'uniform' if not r else f'correlated {r:g}'}", s, r) for r in args.correlations for s in args.sigmas]
+    out = [
+        (f"oracle sigma {s:g} {'uniform' if not r else f'correlated {r:g}'}", s, r)
+        for r in args.correlations
+        for s in args.sigmas
+    ]
     return out
 
 
@@ -139,26 +152,41 @@ def rows_for(bench: Bench, reranker: tuple, navigators, rules, limit) -> list[di
         tests = {m: compare_paired(run["per_query"][m], base["per_query"][m]) for m in MEASURES}
         share = (run["nDCG@10"] - low["nDCG@10"]) / gap if gap else None
         rows.append({"dataset": bench.name, "reranker": reranker[0], "navigator": navigator, "rule": rule,
-                     "queries": len(run["per_query"]["nDCG@10"]), "nDCG@10": round(run["nDCG@10"], 4), "R@100": round(run["R@100"], 4),
-                     "gap_share": None if share is None else round(share, 4), "gap": None if gap is None else round(gap, 4),
-                     "reliability": run["reliability"], "wall_seconds_per_query": run["wall_seconds_per_query"], "run": run["run"],
-                     "versus_fixed": {m: {"difference": round(t.difference, 4), "randomisation_p": round(t.randomisation_p, 4),
+                     "queries": len(run["per_query"]["nDCG@10"]), "nDCG@10": round(run["nDCG@10"], 4),
+                     "R@100": round(run["R@100"], 4),
+                     "gap_share": None if share is None else round(share, 4),
+                     "gap": None if gap is None else round(gap, 4),
+                     "reliability": run["reliability"],
+                     "wall_seconds_per_query": run["wall_seconds_per_query"], "run": run["run"],
+                     "versus_fixed": {m: {"difference": round(t.difference, 4),
+                                          "randomisation_p": round(t.randomisation_p, 4),
                                           "wins": t.wins, "losses": t.losses} for m, t in tests.items()}})
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["GAREN, fixed vs adaptive switch rule; oracle rerankers and the simulated navigator are a SIMULATION", "",
-             "| dataset | reranker | navigator | rule | queries | nDCG@10 | R@100 | gap share | vs fixed nDCG@10 (p; W-L) "
-             "| vs fixed R@100 (p) | rho | s/query |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "GAREN, fixed vs adaptive switch rule; oracle rerankers and the simulated navigator are a SIMULATION",
+        "",
+        "| dataset | reranker | navigator | rule | queries | nDCG@10 | R@100 | gap share | vs fixed nDCG@10 (p; W-L) "
+        "| vs fixed R@100 (p) | rho | s/query |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         nd, rc = r["versus_fixed"]["nDCG@10"], r["versus_fixed"]["R@100"]
-        versus = "-" if r["rule"] == "fixed" else f"{nd['difference']:+.4f} (p {nd['randomisation_p']:.3f}; {nd['wins']}-{nd['losses']})"
+        versus = (
+            "-"
+            if r["rule"] == "fixed"
+            else f"{nd['difference']:+.4f} (p {nd['randomisation_p']:.3f}; {nd['wins']}-{nd['losses']})"
+        )
         versus_r = "-" if r["rule"] == "fixed" else f"{rc['difference']:+.4f} (p {rc['randomisation_p']:.3f})"
         share = "-" if r["gap_share"] is None else f"{r['gap_share']:+.2f}"
         rho = "-" if r["reliability"] is None else f"{r['reliability']:.2f}"
-        lines.append(f"| {r['dataset']} | {r['reranker']} | {r['navigator']} | {r['rule']} | {r['queries']} | {r['nDCG@10']:.4f} "
-                     f"| {r['R@100']:.4f} | {share} | {versus} | {versus_r} | {rho} | {r['wall_seconds_per_query']} |")
+        lines.append(
+            f"| {r['dataset']} | {r['reranker']} | {r['navigator']} | {r['rule']} | {r['queries']} | "
+            f"{r['nDCG@10']:.4f} "
+            f"| {r['R@100']:.4f} | {share} | {versus} | {versus_r} | {rho} | {r['wall_seconds_per_query']} |"
+        )
     return "\n".join(lines)
 
 

@@ -28,7 +28,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 VOCAB = 12  # topic words per cluster
 COMMON = [f"w{i}" for i in range(2000)]  # words shared by every cluster
-NOTES = ("recall_at_k", "nlist", "nprobe", "groups", "mean", "max", "partition_seconds", "degree")  # manifest facts shown
+# manifest facts shown
+NOTES = ("recall_at_k", "nlist", "nprobe", "groups", "mean", "max", "partition_seconds", "degree")
 
 
 def synthetic_corpus(n: int, dim: int, cluster_size: int, seed: int, folder: Path) -> Path:
@@ -62,11 +63,14 @@ def synthetic_corpus(n: int, dim: int, cluster_size: int, seed: int, folder: Pat
 
 def stage_plan(n: int, exact_max: int) -> list[tuple[str, str, dict]]:
     """(row label, stage, params) in build order; each row adds or rebuilds one stage."""
-    plan = [("corpus only", "", {}), ("bm25", "bm25", {}), ("embeddings (import)", "embeddings", {"vectors": "VECTORS"})]
+    plan = [("corpus only", "", {}), ("bm25", "bm25", {}),
+            ("embeddings (import)", "embeddings", {"vectors": "VECTORS"})]
     if n <= exact_max:
         plan.append(("knn_graph ivf", "knn_graph", {"search": "ivf"}))
-    plan.append(("knn_graph exact" if n <= exact_max else "knn_graph ivf", "knn_graph", {"search": "auto", "exact_max_docs": exact_max}))
-    plan += [("groups (leiden + extractive)", "groups", {}), ("proximity_graph (diskann, 1 thread)", "proximity_graph", {})]
+    plan.append(("knn_graph exact" if n <= exact_max else "knn_graph ivf", "knn_graph",
+                 {"search": "auto", "exact_max_docs": exact_max}))
+    plan += [("groups (leiden + extractive)", "groups", {}),
+             ("proximity_graph (diskann, 1 thread)", "proximity_graph", {})]
     return plan
 
 
@@ -98,9 +102,14 @@ def measure(n: int, args) -> list[dict]:
         if stage:
             built[stage] = params
         wall, rss = run_stage(work, index, dict(built), log)
-        manifest = json.loads((index / "manifest.json").read_text()) if (index / "manifest.json").exists() else {"stages": {}}
+        manifest = (
+            json.loads((index / "manifest.json").read_text())
+            if (index / "manifest.json").exists()
+            else {"stages": {}}
+        )
         info = manifest["stages"].get(stage, {}).get("info", {}) if stage else {}
-        row = {"n": n, "stage": label, "stage_s": info.get("seconds"), "process_s": round(wall, 1), "peak_mib": round(rss)}
+        row = {"n": n, "stage": label, "stage_s": info.get("seconds"), "process_s": round(wall, 1),
+               "peak_mib": round(rss)}
         for key in NOTES:
             if key in info:
                 row[key] = info[key]
@@ -115,7 +124,11 @@ def growth(rows: list[dict]) -> dict[str, float]:
     """Per stage: the slope of log(stage seconds) on log(n) over the sizes measured."""
     out = {}
     for stage in dict.fromkeys(r["stage"] for r in rows):
-        points = [(math.log(r["n"]), math.log(r["stage_s"] or r["process_s"])) for r in rows if r["stage"] == stage and (r["stage_s"] or r["process_s"])]
+        points = [
+            (math.log(r["n"]), math.log(r["stage_s"] or r["process_s"]))
+            for r in rows
+            if r["stage"] == stage and (r["stage_s"] or r["process_s"])
+        ]
         if len(points) >= 2:
             x, y = np.array(points).T
             out[stage] = round(float(np.polyfit(x, y, 1)[0]), 2)
@@ -137,7 +150,8 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---|")
     for r in rows:
         notes = ", ".join(f"{k} {r[k]}" for k in NOTES if k in r)
-        print(f"| {r['n']:,} | {r['stage']} | {r['stage_s'] if r['stage_s'] is not None else ''} | {r['process_s']} | {r['peak_mib']} | {notes} |")
+        print(f"| {r['n']:,} | {r['stage']} | {r['stage_s'] if r['stage_s'] is not None else ''} | "
+              f"{r['process_s']} | {r['peak_mib']} | {notes} |")
     print("\ngrowth exponent (time ~ n^x):", json.dumps(growth(rows)))
 
 

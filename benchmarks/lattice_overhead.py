@@ -25,7 +25,10 @@ from pathlib import Path
 def run_one(code: Path, args, out: Path) -> dict:
     # the checkout first on the path (``python -m`` would put the working folder first, whatever PYTHONPATH says)
     # the package's __main__, which every revision has, wherever its command line module lives
-    start = f"import runpy, sys; sys.path.insert(0, {str(code.resolve())!r}); runpy.run_module('garen_infer', run_name='__main__')"
+    start = (
+        f"import runpy, sys; sys.path.insert(0, {str(code.resolve())!r}); "
+        "runpy.run_module('garen_infer', run_name='__main__')"
+    )
     command = [sys.executable, "-c", start, "run", "--dataset", args.dataset, "--index", args.index,
                "--method", "lattice", "--out", str(out), "--max-active-queries", "1", "--no-cache",
                *(["--allow-empty-docs"] if args.allow_empty_docs else []),

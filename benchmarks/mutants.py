@@ -57,15 +57,18 @@ MUTANTS = (
            "rest = min(self.backoff * 2 ** (replica.failures - 1), self.max_backoff)",
            "rest = self.backoff * 2 ** (replica.failures - 1)", ("tests/llm/test_openai_replicas.py", "-k", "backoff")),
     Mutant("interval-90", "garen_infer/report/significance.py",
-           "tail = (1 - confidence) / 2", "tail = (1 - 0.90) / 2", ("tests/report/test_report_paper.py", "-k", "interval")),
+           "tail = (1 - confidence) / 2", "tail = (1 - 0.90) / 2",
+           ("tests/report/test_report_paper.py", "-k", "interval")),
     Mutant("ids-with-spaces", "garen_infer/data/validate.py",
            "if any(char.isspace() for char in value):", "if False:", ("tests/data/test_loaders.py",)),
     Mutant("lone-surrogates", "garen_infer/data/validate.py",
            "    if surrogate:", "    if False:", ("tests/data/test_loaders.py",)),
     Mutant("yaml-aliases-unbounded", "garen_infer/configuration/safe_yaml.py",
-           "if _expanded_size(node, {}) > MAX_VALUES:", "if False:", ("tests/configuration/test_settings.py", "-k", "alias")),
+           "if _expanded_size(node, {}) > MAX_VALUES:", "if False:",
+           ("tests/configuration/test_settings.py", "-k", "alias")),
     Mutant("merge-unclaimed", "garen_infer/running/merge.py",
-           "        mark_merging(out, folders)\n", "", ("tests/configuration/test_shards.py", "-k", "killed and renamed")),
+           "        mark_merging(out, folders)\n", "",
+           ("tests/configuration/test_shards.py", "-k", "killed and renamed")),
     Mutant("cache-merge-raw-uri", "garen_infer/llm/cache_merge.py",
            "sqlite3.connect(f\"{source.resolve().as_uri()}?mode=ro\"", "sqlite3.connect(f\"file:{source}?mode=ro\"",
            ("tests/llm/test_cache_shared.py", "-k", "uri_characters")),
@@ -76,7 +79,8 @@ MUTANTS = (
            "if not _busy(err) or time.monotonic() + pause > deadline:", "if True:",
            ("tests/llm/test_cache_shared.py", "-k", "waits_for_another")),
     Mutant("replay-loads-weights", "garen_infer/llm/backends/transformers_backend.py",
-           "        self._loading = threading.Lock()\n", "        self._loading = threading.Lock()\n        self.net  # loaded at once\n",
+           "        self._loading = threading.Lock()\n",
+           "        self._loading = threading.Lock()\n        self.net  # loaded at once\n",
            ("tests/llm/test_cache.py", "-k", "replay_from_the_cache and transformers")),
     Mutant("served-limit-ignored", "garen_infer/agent/loop.py",
            "        if reply.prompt_limit:", "        if False:",
@@ -107,7 +111,8 @@ MUTANTS = (
            ".intersection(*answered)", ".intersection(*answered[:1])",
            ("tests/doors/test_refused_options.py", "-k", "shared_queries")),
     Mutant("presets-no-yml", "garen_infer/configuration/presets.py",
-           "if path.suffix in (\".yaml\", \".yml\") and path.is_file():", "if path.suffix == \".yaml\" and path.is_file():",
+           "if path.suffix in (\".yaml\", \".yml\") and path.is_file():",
+           "if path.suffix == \".yaml\" and path.is_file():",
            ("tests/doors/test_refused_options.py", "-k", "either_suffix")),
     Mutant("options-no-first-stage", "garen_infer/configuration/option_docs.py",
            "sections = {\"run\": RunConfig, \"first_stage\": FirstStageConfig}", "sections = {\"run\": RunConfig}",
@@ -118,7 +123,8 @@ MUTANTS = (
     # damaged files, hostile trees, refused options
     Mutant("trace-record-without-key", "garen_infer/storage/append_log.py",
            "if not isinstance(record, dict) or not isinstance(record.get(key), (str, int)):",
-           "if not isinstance(record, dict):", ("tests/storage/test_append_log.py", "tests/index/test_damaged_files.py", "-k", "trace")),
+           "if not isinstance(record, dict):",
+           ("tests/storage/test_append_log.py", "tests/index/test_damaged_files.py", "-k", "trace")),
     Mutant("trace-damage-unreported", "garen_infer/storage/append_log.py", "            if problem:\n",
            "            if False:\n", ("tests/index/test_damaged_files.py", "-k", "damaged_trace")),
     Mutant("run-without-config-resumed", "garen_infer/running/session.py",
@@ -126,10 +132,12 @@ MUTANTS = (
            "        if False:\n            raise GarenError(f\"{config_path}: missing",
            ("tests/index/test_damaged_files.py", "-k", "without_their_configuration")),
     Mutant("run-of-no-queries", "garen_infer/running/runner.py",
-           "    if not queries:\n        raise GarenError(f\"dataset", "    if False:\n        raise GarenError(f\"dataset",
+           "    if not queries:\n        raise GarenError(f\"dataset",
+           "    if False:\n        raise GarenError(f\"dataset",
            ("tests/index/test_damaged_files.py", "-k", "no_queries")),
     Mutant("trec-nan-accepted", "garen_infer/storage/trec.py",
-           "if not math.isfinite(value):", "if math.isinf(value):", ("tests/index/test_damaged_files.py", "-k", "finite")),
+           "if not math.isfinite(value):", "if math.isinf(value):",
+           ("tests/index/test_damaged_files.py", "-k", "finite")),
     Mutant("gzip-unpacked-whole", "garen_infer/data/validate.py",
            "while chunk := unpacking.read(CHUNK_BYTES):", "while chunk := unpacking.read():",
            ("tests/index/test_damaged_files.py", "-k", "bomb")),
@@ -143,7 +151,8 @@ MUTANTS = (
            "                with reading(f\"{path}, line {line_no}\"):", "                if True:",
            ("tests/index/test_damaged_files.py", "-k", "groups_line")),
     Mutant("short-write-str", "garen_infer/errors.py",
-           "if err.errno is None and SHORT_WRITE.search(said):", "if err.errno is None and SHORT_WRITE.search(str(err)):",
+           "if err.errno is None and SHORT_WRITE.search(said):",
+           "if err.errno is None and SHORT_WRITE.search(str(err)):",
            ("tests/index/test_damaged_files.py", "-k", "storage_failures")),
     Mutant("enotdir-unnamed", "garen_infer/errors.py", "if err.errno == errno.ENOTDIR or (", "if (",
            ("tests/index/test_damaged_files.py", "-k", "storage_failures or under_a_file")),
@@ -180,7 +189,8 @@ MUTANTS = (
     Mutant("tree-self-child-only", "garen_infer/index/tree/tree_import.py",
            "if id(child) in seen:", "if child is node:", ("tests/index/test_tree_import_safety.py", "-k", "own_child")),
     Mutant("tree-coverage-unchecked", "garen_infer/index/tree/tree_import.py",
-           "if len(rows) < len(doc_ids):", "if not rows:", ("tests/index/test_tree_import_safety.py", "-k", "exactly_once")),
+           "if len(rows) < len(doc_ids):", "if not rows:",
+           ("tests/index/test_tree_import_safety.py", "-k", "exactly_once")),
     Mutant("tree-desc-untyped", "garen_infer/index/tree/tree_import.py",
            "    if not isinstance(desc, str):", "    if isinstance(desc, (list, tuple)):",
            ("tests/index/test_tree_import_safety.py", "-k", "wrong_type")),
@@ -199,7 +209,8 @@ MUTANTS = (
            "named.startswith(asked + \"-\")", "named.startswith(asked)",
            ("tests/llm/test_openai_faults.py", "-k", "dated_or_vendor")),
     Mutant("other-model-uncounted", "garen_infer/llm/backends/openai_backend.py",
-           "        return [OTHER_MODEL]\n", "        return []\n", ("tests/llm/test_openai_faults.py", "-k", "another_model")),
+           "        return [OTHER_MODEL]\n", "        return []\n",
+           ("tests/llm/test_openai_faults.py", "-k", "another_model")),
     Mutant("max-tokens-unbounded", "garen_infer/llm/types.py",
            "Annotated[int, Between(1, MAX_ANSWER_TOKENS)]", "Annotated[int, Range(low=1)]",
            ("tests/llm/test_openai_faults.py", "-k", "max_tokens_outside")),
@@ -229,7 +240,11 @@ MUTANTS = (
 
 def tracked_copy(into: Path) -> Path:
     """The checkout's tracked files (as they are now, edits included) copied into ``into``."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         source, target = REPO / name, into / name
         if source.is_file():
@@ -247,7 +262,8 @@ def verdict(mutant: Mutant, copy: Path) -> str:
     path.write_text(original.replace(mutant.before, mutant.after), encoding="utf-8")
     try:
         env = {**os.environ, "PYTHONPATH": str(copy), "HF_HUB_OFFLINE": "1"}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *mutant.tests], cwd=copy,
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                               *mutant.tests], cwd=copy,
                               env=env, capture_output=True, timeout=TEST_TIMEOUT_S)
         return "survived" if done.returncode == 0 else "caught"
     except subprocess.TimeoutExpired:
@@ -273,7 +289,8 @@ def main() -> int:
             started = time.perf_counter()
             result = verdict(mutant, copy)
             counts[result] += 1
-            print(f"[mutants] {mutant.name:28s} {result:8s} {time.perf_counter() - started:6.1f} s  ({mutant.path})", flush=True)
+            print(f"[mutants] {mutant.name:28s} {result:8s} {time.perf_counter() - started:6.1f} s  "
+                  f"({mutant.path})", flush=True)
     print(f"[mutants] {counts['caught']} caught, {counts['survived']} survived, {counts['gone']} gone of {len(chosen)}")
     return 0 if counts["caught"] == len(chosen) else 1
 

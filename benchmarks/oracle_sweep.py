@@ -47,14 +47,17 @@ def parse_args(argv):
     ap.add_argument("--gain", default="graded", help="graded | binary (the oracle's gain)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--correlation", type=float, default=0.0,
-                    help="rho: the share of the oracle's noise that documents close in embedding space share (0 = uniform)")
+                    help="rho: the share of the oracle's noise that documents close in embedding space share "
+                    "(0 = uniform)")
     ap.add_argument("--budget", type=int, default=100)
     ap.add_argument("--pool", type=int, default=100, help="first-stage depth over which pairwise accuracy is measured")
     ap.add_argument("--preset", default="cpu-default", help="methods' options, first stage and run settings")
     ap.add_argument("--limit", type=int, help="only the first N judged queries")
     ap.add_argument("--compare", default="garen", help="the method whose paired differences are printed")
     ap.add_argument("--against", nargs="+", default=["rerank", "slidegar"], help="the methods it is compared with")
-    ap.add_argument("--cache", help="response cache for a model navigator (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
+    ap.add_argument("--cache",
+                    help="response cache for a model navigator (default ~/.cache/garen/responses.sqlite, or "
+                    "$GAREN_CACHE_DIR)")
     return ap.parse_args(argv)
 
 
@@ -73,7 +76,8 @@ def sweep_methods(names, preset: dict):
             continue
         roles = method.roles_for(make_config(method, dict((preset.get("methods") or {}).get(name) or {})))
         if not set(roles) <= PLAYABLE:
-            print(f"[sweep] skipping {name}: it needs {', '.join(sorted(set(roles) - PLAYABLE))}, which the oracle cannot play", file=sys.stderr)
+            print(f"[sweep] skipping {name}: it needs {', '.join(sorted(set(roles) - PLAYABLE))}, which the "
+                  "oracle cannot play", file=sys.stderr)
             continue
         if names is None and not {"reranker", "generator"} & set(roles) and name != "bm25":
             continue
@@ -110,7 +114,8 @@ class Sweep:
         self.queries = dataset.judged_queries()[: args.limit] if args.limit else dataset.judged_queries()
         self.judged = Dataset(dataset.name, [], self.queries, {q.id: dataset.qrels[q.id] for q in self.queries})
         self.doc_texts = [d.full_text for d in dataset.documents]
-        self.oracle = {"backend": "oracle", "seed": args.seed, "gain": args.gain, **({"correlation": args.correlation} if args.correlation else {})}
+        self.oracle = {"backend": "oracle", "seed": args.seed, "gain": args.gain,
+                       **({"correlation": args.correlation} if args.correlation else {})}
         self.real_navigators = {  # built once: a real navigator's caches serve every sigma
             name: build_roles({"navigator": spec}, self.doc_texts, index, ResponseCache(args.cache)).scorer("navigator")
             for name, spec in ((n, navigator_spec(n)) for n in navigators) if spec["backend"] != "oracle"
@@ -145,10 +150,12 @@ class Sweep:
         elif nav is not None:
             config.models["navigator"], roles.scorers["navigator"] = navigator_spec(nav), self.real_navigators[nav]
         folder = Path(self.args.out) / column.replace("[", ".").replace("]", "").replace("=", "-")
-        simulated = roles.reranker or roles.generator or nav == "oracle"  # a simulated navigator's noise follows sigma too (LATTICE)
+        # a simulated navigator's noise follows sigma too (LATTICE)
+        simulated = roles.reranker or roles.generator or nav == "oracle"
         folder /= f"sigma-{sigma:g}" if simulated else "no-reranker"
         metrics = execute(self.dataset, self.index, config, folder, roles=roles, log=lambda *_: None)
-        print(f"[sweep] sigma={sigma:g} {column}: nDCG@10 {metrics['nDCG@10']:.4f}  R@100 {metrics['R@100']:.4f}", file=sys.stderr, flush=True)
+        print(f"[sweep] sigma={sigma:g} {column}: nDCG@10 {metrics['nDCG@10']:.4f}  R@100 "
+              f"{metrics['R@100']:.4f}", file=sys.stderr, flush=True)
         means = {m: round(metrics[m], 4) for m in MEASURES}
         return column, {**means, "run": str(folder)}, per_query(read_run(folder / "run.trec"), self.judged, MEASURES)
 
@@ -168,15 +175,18 @@ def main(argv=None) -> int:
         index = IndexFolder.open(args.index, dataset)
         preset = load_preset(args.preset)
         methods = sweep_methods(args.methods, preset)
-        sweep = Sweep(args, dataset, index, preset, args.navigators if any("navigator" in roles for *_, roles in methods) else [])
+        sweep = Sweep(args, dataset, index, preset,
+                      args.navigators if any("navigator" in roles for *_, roles in methods) else [])
         queries = sweep.queries
         depth = {**(preset.get("first_stage") or {}), "depth": args.pool}
-        pools = dict(zip((q.id for q in queries), first_stage(index, [q.text for q in queries], FirstStageConfig(**depth))))
+        pools = dict(zip((q.id for q in queries),
+                         first_stage(index, [q.text for q in queries], FirstStageConfig(**depth))))
         rows, columns = [], {}
         for sigma in args.sigmas:
             judge = sweep.oracle_role("reranker", sigma)[1].judge
             uniform = not args.correlation  # the stated accuracy of correlated noise depends on the pool: measured only
-            row = {"sigma": sigma, "expected_pairwise_accuracy": round(expected_pairwise_accuracy(sigma), 4) if uniform else None,
+            row = {"sigma": sigma,
+                   "expected_pairwise_accuracy": round(expected_pairwise_accuracy(sigma), 4) if uniform else None,
                    "measured_pairwise_accuracy": round(pairwise_accuracy(judge, pools), 4), "runs": {}}
             values = {}
             for name, _, roles in methods:
@@ -193,7 +203,8 @@ def main(argv=None) -> int:
 
     label = {"notice": NOTICE, "roles": {"reranker": sweep.oracle | {"sigma": "swept"}}}
     summary = {"simulation": label, "dataset": dataset.name, "queries": len(queries), "budget": args.budget,
-               "navigator_sigma": args.navigator_sigma, "pool": args.pool, "command": " ".join(["python", *sys.argv]), "rows": rows}
+               "navigator_sigma": args.navigator_sigma, "pool": args.pool,
+               "command": " ".join(["python", *sys.argv]), "rows": rows}
     table = format_table(summary, list(columns)) + "\n\n" + format_versus(summary)
     write_json(Path(args.out) / "summary.json", summary)
     write_text(Path(args.out) / "summary.md", table + "\n")
@@ -231,15 +242,19 @@ def format_table(summary: dict, columns: list[str]) -> str:
     """A markdown table: one row per sigma, nDCG@10 / R@100 per method."""
     rho = summary["simulation"]["roles"]["reranker"].get("correlation", 0.0)
     noise = f"noise correlation {rho:g} * cos between neighbours" if rho else "uniform noise"
-    head = [f"SIMULATED reranker (oracle: {summary['simulation']['roles']['reranker']['gain']} gain + sigma * N(0,1), {noise}); "
-            f"{summary['dataset']}, {summary['queries']} queries, budget {summary['budget']}; "
+    head = [f"SIMULATED reranker (oracle: {summary['simulation']['roles']['reranker']['gain']} gain + sigma "
+            f"* N(0,1), {noise}); {summary['dataset']}, {summary['queries']} queries, budget {summary['budget']}; "
             f"measured accuracy over the first stage's top {summary['pool']}", ""]
     header = ["sigma", "acc (1 grade)", "acc measured"] + [f"{c} nDCG@10 / R@100" for c in columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in summary["rows"]:
         expected = row["expected_pairwise_accuracy"]
-        cells = [f"{row['sigma']:g}", "-" if expected is None else f"{expected:.4f}", f"{row['measured_pairwise_accuracy']:.4f}"]
-        cells += [f"{row['runs'][c]['nDCG@10']:.4f} / {row['runs'][c]['R@100']:.4f}" if c in row["runs"] else "-" for c in columns]
+        cells = [f"{row['sigma']:g}", "-" if expected is None else f"{expected:.4f}",
+                 f"{row['measured_pairwise_accuracy']:.4f}"]
+        cells += [
+            f"{row['runs'][c]['nDCG@10']:.4f} / {row['runs'][c]['R@100']:.4f}" if c in row["runs"] else "-"
+            for c in columns
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(head + lines)
 

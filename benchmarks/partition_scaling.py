@@ -49,7 +49,8 @@ def synthetic_index(work: Path, n: int) -> tuple[Path, dict]:
     for g, rows in enumerate(groups):
         labels[rows] = g
     write_index(path, vectors, graph, groups=labels, name=f"synthetic-{n}")
-    facts = {"vectors_s": round(made - start, 1), "knn_s": round(knn - made, 1), "leiden_s": round(leiden - knn, 1), "groups": len(groups)}
+    facts = {"vectors_s": round(made - start, 1), "knn_s": round(knn - made, 1),
+             "leiden_s": round(leiden - knn, 1), "groups": len(groups)}
     facts_path.write_text(json.dumps(facts))
     return path, facts
 
@@ -61,7 +62,8 @@ def fit_child(index: str, out: str, epochs: int) -> None:
 
     start = time.perf_counter()
     main(["fit", "--config", str(CONFIG), f"--data.init_args.index={index}", f"--trainer.max_epochs={epochs}",
-          f"--trainer.default_root_dir={out}", f"--trainer.callbacks.init_args.dirpath={out}", "--trainer.enable_progress_bar=false",
+          f"--trainer.default_root_dir={out}", f"--trainer.callbacks.init_args.dirpath={out}",
+          "--trainer.enable_progress_bar=false",
           "--trainer.enable_model_summary=false"])
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -73,16 +75,21 @@ def fit_child(index: str, out: str, epochs: int) -> None:
         return round(sum(h[key] for h in epochs_run) / max(1, len(epochs_run)), 2)
 
     print(json.dumps({
-        "docs": len(state["init_group"]), "groups": len(state["prototypes"]), "candidates_per_doc": int(state["candidates"].shape[1]),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "wall_s": round(wall, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024),
-        "graph_cpu_s": partition.get("graph_cpu_seconds"), "epoch_cpu_s": mean("cpu_seconds"), "epoch_wall_s": mean("seconds"),
-        "modularity_start": round(partition["history"][0]["modularity"], 4), "modularity_end": round(partition["history"][-1]["modularity"], 4),
+        "docs": len(state["init_group"]), "groups": len(state["prototypes"]),
+        "candidates_per_doc": int(state["candidates"].shape[1]),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "wall_s": round(wall, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "graph_cpu_s": partition.get("graph_cpu_seconds"), "epoch_cpu_s": mean("cpu_seconds"),
+        "epoch_wall_s": mean("seconds"),
+        "modularity_start": round(partition["history"][0]["modularity"], 4),
+        "modularity_end": round(partition["history"][-1]["modularity"], 4),
     }))
 
 
 def measure(index: Path, work: Path, epochs: int) -> dict:
     out = work / "fits" / index.name
-    shutil.rmtree(out, ignore_errors=True)  # a fresh fit: Lightning would otherwise write last-v1.ckpt beside the old one
+    # a fresh fit: Lightning would otherwise write last-v1.ckpt beside the old one
+    shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, __file__, "--child", str(index), str(out), str(epochs)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     if result.returncode:
@@ -108,7 +115,8 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
     for n in args.sizes:
         index, facts = synthetic_index(work, n)
-        rows.append({"corpus": f"synthetic {n}", **measure(index, work, args.epochs), "knn_build_s": facts["knn_s"], "leiden_s": facts["leiden_s"]})
+        rows.append({"corpus": f"synthetic {n}", **measure(index, work, args.epochs),
+                     "knn_build_s": facts["knn_s"], "leiden_s": facts["leiden_s"]})
         print(json.dumps(rows[-1]), flush=True)
     keys = list(dict.fromkeys(k for row in rows for k in row))
     print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     bench_file = out / "bench.yaml"
     bench_file.write_text(yaml.safe_dump({
-        "preset": args.preset, "budgets": [args.budget], "methods": list(METHODS), "baseline": "rerank", "build_index": False,
+        "preset": args.preset, "budgets": [args.budget], "methods": list(METHODS), "baseline": "rerank",
+        "build_index": False,
         "datasets": {"data": {"spec": args.dataset, "index": args.index, "allow_empty_docs": args.allow_empty_docs}},
         "runs": str(out / "bench-runs"), "report": str(out / "bench-report"),
     }))
@@ -54,8 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     topics = index.topics().head(args.queries)
     options = {"budget": args.budget, "preset": args.preset, "cache": False}
     bm25 = BM25(index, preset=args.preset)
-    systems = [bm25, bm25 >> Rerank(index, **options), bm25 >> SlideGAR(index, **options), bm25 >> GAREN(index, **options)]
-    table = pt.Experiment(systems, topics, index.qrels(), eval_metrics=[nDCG @ 10, R @ 100], names=list(METHODS)).set_index("name")
+    systems = [bm25, bm25 >> Rerank(index, **options), bm25 >> SlideGAR(index, **options),
+               bm25 >> GAREN(index, **options)]
+    table = pt.Experiment(
+        systems, topics, index.qrels(), eval_metrics=[nDCG @ 10, R @ 100], names=list(METHODS)
+    ).set_index("name")
 
     print(f"\n{args.dataset}, first {len(topics)} judged queries, budget {args.budget}, preset {args.preset}\n")
     print("| method | pt.Experiment nDCG@10 | bench nDCG@10 | pt.Experiment R@100 | bench R@100 | largest difference |")
@@ -65,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         metrics = json.loads((out / "bench-runs" / "data" / f"{cell}.first{args.queries}" / "metrics.json").read_text())
         pairs = [(table.loc[method, "nDCG@10"], metrics["nDCG@10"]), (table.loc[method, "R@100"], metrics["R@100"])]
         diff = max(abs(a - b) for a, b in pairs)
-        print(f"| {method} | {pairs[0][0]:.4f} | {pairs[0][1]:.4f} | {pairs[1][0]:.4f} | {pairs[1][1]:.4f} | {diff:.1e} |")
+        print(f"| {method} | {pairs[0][0]:.4f} | {pairs[0][1]:.4f} | {pairs[1][0]:.4f} | {pairs[1][1]:.4f} | "
+              f"{diff:.1e} |")
     return 0
 
 

@@ -36,7 +36,8 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     args = parser.parse_args()
     dataset = load_dataset(args.dataset)
-    print("| run | queries | nDCG@10 | R@10 | turns/q | tool calls/q | refused/q | answered | input tokens/q | output tokens/q |")
+    print("| run | queries | nDCG@10 | R@10 | turns/q | tool calls/q | refused/q | answered | input tokens/q "
+          "| output tokens/q |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     details = []
     for run_dir in args.runs:
@@ -55,14 +56,18 @@ def main() -> None:
             agent_cells = f"{turns:.1f} | {calls:.1f} | {refused:.1f} | {answered}"
             for r in records:
                 a = r["trace"]["agent"]
-                details.append(f"| {run_dir.name} | {r['qid']} | {a['turns']} | {json.dumps(a['tool_calls'])} | {a['refused']} | "
-                               f"{a['errors']} | {a['answered']} | {r['ledger']['input_tokens']} | {r['ledger']['output_tokens']} | "
-                               f"{scores[r['qid']]['nDCG@10']:.3f} | {a['stop']} |")
+                details.append(
+                    f"| {run_dir.name} | {r['qid']} | {a['turns']} | {json.dumps(a['tool_calls'])} | {a['refused']} | "
+                    f"{a['errors']} | {a['answered']} | {r['ledger']['input_tokens']} | "
+                    f"{r['ledger']['output_tokens']} | {scores[r['qid']]['nDCG@10']:.3f} | {a['stop']} |"
+                )
         else:
             agent_cells = "- | - | - | -"
-        print(f"| {run_dir.name} | {n} | {mean['nDCG@10']:.4f} | {mean['R@10']:.4f} | {agent_cells} | {tokens_in:.0f} | {tokens_out:.0f} |")
+        print(f"| {run_dir.name} | {n} | {mean['nDCG@10']:.4f} | {mean['R@10']:.4f} | {agent_cells} | "
+              f"{tokens_in:.0f} | {tokens_out:.0f} |")
     if details:
-        print("\n| run | query | turns | tool calls | refused | errors | docs answered | input tokens | output tokens | nDCG@10 | stop |")
+        print("\n| run | query | turns | tool calls | refused | errors | docs answered | input tokens | "
+              "output tokens | nDCG@10 | stop |")
         print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
         print("\n".join(details))
 

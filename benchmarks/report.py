@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 COLUMNS = [("nDCG@10", "nDCG@10", "{:.4f}"), ("R@100", "R@100", "{:.4f}"), ("budget", "mean_budget_used", "{:.1f}"),
-           ("requests/q", "mean_requests", "{:.1f}"), ("rerank calls/q", None, "{:.1f}"), ("model calls/q", "mean_model_calls", "{:.1f}"),
-           ("in tokens/q", "mean_input_tokens", "{:.0f}"), ("out tokens/q", "mean_output_tokens", "{:.0f}"), ("s/query", "wall_seconds_per_query", "{:.3f}")]
+           ("requests/q", "mean_requests", "{:.1f}"), ("rerank calls/q", None, "{:.1f}"),
+           ("model calls/q", "mean_model_calls", "{:.1f}"),
+           ("in tokens/q", "mean_input_tokens", "{:.0f}"), ("out tokens/q", "mean_output_tokens", "{:.0f}"),
+           ("s/query", "wall_seconds_per_query", "{:.3f}")]
 
 
 def row(path: Path) -> list[str]:

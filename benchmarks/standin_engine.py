@@ -155,7 +155,8 @@ def tree_clusters(prompt: str) -> list[dict]:
         half = len(groups[0]) // 2
         groups = [groups[0][:half], groups[0][half:]]
     words = {int(number): topic for number, topic in topics}
-    return [{"name": words[g[0]].split()[0] if words[g[0]].split() else "topic", "description": f"topics like {words[g[0]]}",
+    return [{"name": words[g[0]].split()[0] if words[g[0]].split() else "topic",
+             "description": f"topics like {words[g[0]]}",
              "members": sorted(g)} for g in groups]
 
 
@@ -170,7 +171,8 @@ def answer(body: dict, prompt: str) -> dict:
     kind = kind_of(body, prompt)
     if kind == "yes/no":
         top = [{"token": token, "logprob": lp} for token, lp in yes_no_logprobs(prompt).items()]
-        return {"message": {"role": "assistant", "content": "yes"}, "logprobs": {"content": [{**top[0], "top_logprobs": top}]}}
+        return {"message": {"role": "assistant", "content": "yes"},
+                "logprobs": {"content": [{**top[0], "top_logprobs": top}]}}
     if kind == "listwise":
         n = listwise_passages(prompt)
         order = sorted(range(1, n + 1), key=lambda i: digest(f"{i}:{prompt}"))
@@ -181,7 +183,8 @@ def answer(body: dict, prompt: str) -> dict:
         return {"message": {"role": "assistant", "content": json.dumps({"levels": tree_levels(prompt)})}}
     if kind == "clustering":
         return {"message": {"role": "assistant", "content": json.dumps({"clusters": tree_clusters(prompt)})}}
-    return {"message": {"role": "assistant", "content": json.dumps({"concept": "topic", "summary": f"documents {digest(prompt):.6f}"})}}
+    return {"message": {"role": "assistant",
+                        "content": json.dumps({"concept": "topic", "summary": f"documents {digest(prompt):.6f}"})}}
 
 
 class Engine:
@@ -269,13 +272,15 @@ class Engine:
         span = (self.last - self.first) if self.first and self.last else 0.0
         prompt, cached = self.prefixes.prompt_tokens, self.prefixes.cached_tokens
         return {**self._summary(self.requests, self.work, self.longest, span, self.full_s, self.calls),
-                "prompt_tokens": prompt, "cached_tokens": cached, "cached_share": round(cached / prompt, 3) if prompt else 0.0}
+                "prompt_tokens": prompt, "cached_tokens": cached,
+                "cached_share": round(cached / prompt, 3) if prompt else 0.0}
 
     def _stats_of(self, done: list[tuple]) -> dict:
         if not done:
             return self._summary(0, 0.0, 0.0, 0.0, 0.0, 0)
         first, last = min(done, key=lambda r: r[2]), max(done, key=lambda r: r[4])
-        return self._summary(len(done), sum(r[1] for r in done), max(r[1] for r in done), last[4] - first[2], last[5] - first[3],
+        return self._summary(len(done), sum(r[1] for r in done), max(r[1] for r in done), last[4] - first[2],
+                             last[5] - first[3],
                              len({r[6] for r in done}))
 
     def _summary(self, requests: int, work: float, longest_work: float, span: float, full_s: float, calls: int) -> dict:
@@ -297,7 +302,8 @@ def completion_choice(index: int, prompt: str) -> dict:
     listed = yes_no_logprobs(prompt)
     token = max(listed, key=listed.__getitem__)
     return {"index": index, "text": token, "finish_reason": "length",
-            "logprobs": {"tokens": [token], "token_logprobs": [listed[token]], "top_logprobs": [listed], "text_offset": [0]}}
+            "logprobs": {"tokens": [token], "token_logprobs": [listed[token]], "top_logprobs": [listed],
+                         "text_offset": [0]}}
 
 
 class Reader:
@@ -322,7 +328,9 @@ class Reader:
             return len(self.tokenizer(prompt, add_special_tokens=False).input_ids)
 
 
-def serve(shape: EngineShape, port: int = 0, tokenizer=None, model: str = "standin") -> tuple[ThreadingHTTPServer, Engine]:
+def serve(
+    shape: EngineShape, port: int = 0, tokenizer=None, model: str = "standin"
+) -> tuple[ThreadingHTTPServer, Engine]:
     """Start the endpoint in a thread; its URL is ``http://127.0.0.1:<server.server_port>/v1``. ``tokenizer``: the
     model's, to read yes/no chats as vLLM does and to answer /v1/completions. ``GET /v1/models`` lists ``model``."""
     engine = Engine(shape)

@@ -71,7 +71,8 @@ def checkout(rev: str, work: Path) -> Path:
 def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: int | None = None, method: str = "",
            max_children: int | None = None, per_request: int = 1, tokenizer: str = "") -> Path:
     def model(url: str, **extra) -> dict:
-        return {"backend": "openai", "base_url": url, "model": "standin", "api_key_env": "STANDIN_KEY", "concurrency": concurrency, **extra}
+        return {"backend": "openai", "base_url": url, "model": "standin", "api_key_env": "STANDIN_KEY",
+                "concurrency": concurrency, **extra}
 
     reasoning = {"max_tokens": 4096}
     # left out at one per request: code that predates the setting still reads the preset
@@ -81,7 +82,8 @@ def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: i
                          "navigator": model(urls["navigator"], **batched)},
               "index": {"groups": {"summarizer": model(urls["reranker"], sampling=reasoning)}}}
     if method == "tree":  # the tree's stage alone asks the generator; the groups stay as the index has them
-        config["index"] = {"semantic_tree": {"construction": "top-down", "summarizer": model(urls["reranker"], sampling=reasoning)}}
+        config["index"] = {"semantic_tree": {"construction": "top-down",
+                                             "summarizer": model(urls["reranker"], sampling=reasoning)}}
         if max_children:  # a smaller M: a deeper tree, more nodes to partition
             config["index"]["semantic_tree"]["max_children"] = max_children
     if max_group_size:  # smaller groups: a longer stream of summaries
@@ -92,17 +94,25 @@ def preset(path: Path, urls: dict[str, str], concurrency: int, max_group_size: i
 
 def garen(code: Path, args: list[str]) -> float:
     # the package's __main__, which every revision has, wherever its command line module lives
-    start = f"import runpy, sys; sys.path.insert(0, {str(code.resolve())!r}); runpy.run_module('garen_infer', run_name='__main__')"
+    start = (
+        f"import runpy, sys; sys.path.insert(0, {str(code.resolve())!r}); "
+        "runpy.run_module('garen_infer', run_name='__main__')"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "STANDIN_KEY": "none", "PYTHONPATH": str(code.resolve())}
     begun = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", start, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run([sys.executable, "-c", start, *args], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
     if done.returncode:
         raise SystemExit(f"{' '.join(args[:6])} ... failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - begun
 
 
-def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index: str, per_request: int, tokenizer) -> list[dict]:
-    engines = {role: serve(shape, tokenizer=tokenizer if role == "navigator" else None) for role in ("reranker", "navigator")}
+def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index: str, per_request: int,
+            tokenizer) -> list[dict]:
+    engines = {
+        role: serve(shape, tokenizer=tokenizer if role == "navigator" else None)
+        for role in ("reranker", "navigator")
+    }
     urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
     try:
         # beside the run folder, which a run wants new or empty
@@ -114,7 +124,8 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index:
             garen(code, ["index", *common, "--out", str(out / "index")])
         else:
             garen(code, ["run", *common, "--index", index, "--method", method, "--budget", str(opts.budget),
-                         "--limit", str(opts.limit), "--no-cache", "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
+                         "--limit", str(opts.limit), "--no-cache", "--max-active-queries",
+                         str(opts.max_active_queries), "--out", str(out)])
         problems = _answer_problems(out, method)
         if method == "tree":
             return [{"engine": kind, "problems": problems, **engines["reranker"][1].stats(kind),
@@ -151,7 +162,8 @@ CLIENT = """
 import os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from garen_infer.llm.backends.openai_backend import OpenAIBackend
-url, concurrency, count, per_request, tokenizer = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+url, concurrency, count, per_request, tokenizer = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                                   sys.argv[5])
 backend = OpenAIBackend(base_url=url, model="standin", api_key_env="STANDIN_KEY", concurrency=concurrency,
                         yes_no_per_request=per_request, tokenizer=tokenizer)
 chats = [[{"role": "user", "content": f"query {i}: is this passage relevant? " * 20}] for i in range(count)]
@@ -200,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--capacity", type=float, default=EngineShape.capacity)
     ap.add_argument("--saturation", type=int, default=EngineShape.saturation)
     ap.add_argument("--median-answer", type=float, default=EngineShape.median_answer)
-    ap.add_argument("--shape", type=float, default=EngineShape.shape, help="answer lengths' lognormal sigma (0: all equal)")
+    ap.add_argument("--shape", type=float, default=EngineShape.shape,
+                    help="answer lengths' lognormal sigma (0: all equal)")
     ap.add_argument("--yes-no-per-request", default="1", help="yes/no prompts per request, one side of this "
                                                                 "checkout per value, e.g. 1,8,32")
     ap.add_argument("--before-yes-no-per-request", type=int, default=1,
@@ -271,7 +284,10 @@ def _answer_problems(out: Path, method: str) -> str:
     if method == "tree":  # the stage's own counts: answers not used, documents and nodes that fell back
         info = json.loads((out / "index/manifest.json").read_text())["stages"]["semantic_tree"]["info"]
         fallbacks = {k: info.get(k, 0) for k in ("level_fallbacks", "partition_fallbacks")}
-        return f"{sum(info.get('answer_problems', {}).values())} ({fallbacks['level_fallbacks']}/{fallbacks['partition_fallbacks']})"
+        return (
+            f"{sum(info.get('answer_problems', {}).values())} "
+            f"({fallbacks['level_fallbacks']}/{fallbacks['partition_fallbacks']})"
+        )
     try:
         return str(sum(json.loads((out / "metrics.json").read_text()).get("answer_problems", {}).values()))
     except FileNotFoundError:  # the code before counted none

@@ -20,10 +20,15 @@ def ranked(run: dict[str, dict[str, float]]) -> dict[str, list[str]]:
     return {qid: sorted(scores, key=lambda d: -scores[d]) for qid, scores in run.items()}
 
 
-def top10_sources(run: dict[str, list[str]], first_stage: dict[str, list[str]], qrels: dict[str, dict[str, int]], depth: int) -> dict:
-    rows = {"inside": 0, "inside_relevant": 0, "beyond": 0, "beyond_relevant": 0, "found_beyond": 0, "found_beyond_relevant": 0}
+def top10_sources(run: dict[str, list[str]], first_stage: dict[str, list[str]],
+                  qrels: dict[str, dict[str, int]], depth: int) -> dict:
+    rows = {"inside": 0, "inside_relevant": 0, "beyond": 0, "beyond_relevant": 0, "found_beyond": 0,
+            "found_beyond_relevant": 0}
     for qid, documents in run.items():
-        shallow, gold = set(first_stage.get(qid, [])[:depth]), {d for d, grade in qrels.get(qid, {}).items() if grade > 0}
+        shallow, gold = (
+            set(first_stage.get(qid, [])[:depth]),
+            {d for d, grade in qrels.get(qid, {}).items() if grade > 0},
+        )
         for rank, doc in enumerate(documents):
             where = "inside" if doc in shallow else "beyond"
             if rank < 10:
@@ -49,8 +54,8 @@ def main() -> None:
         run = ranked(read_run(path / "run.trec" if path.is_dir() else path))
         r = top10_sources(run, first_stage, qrels, args.depth)
         n = max(r["queries"], 1)
-        print(f"| {path} | {r['inside'] / n:.2f} ({r['inside_relevant']}) | {r['beyond'] / n:.2f} ({r['beyond_relevant']}) "
-              f"| {r['found_beyond'] / n:.1f} ({r['found_beyond_relevant']}) |")
+        print(f"| {path} | {r['inside'] / n:.2f} ({r['inside_relevant']}) | {r['beyond'] / n:.2f} "
+              f"({r['beyond_relevant']}) | {r['found_beyond'] / n:.1f} ({r['found_beyond_relevant']}) |")
 
 
 if __name__ == "__main__":

@@ -94,7 +94,8 @@ class Recorded:
         return self.backend.requests_at_once
 
     def generate(self, chats, params):
-        return self._record(chats, lambda: self.backend.generate(chats, params), {"kind": "generate", "params": vars(params)})
+        return self._record(chats, lambda: self.backend.generate(chats, params),
+                            {"kind": "generate", "params": vars(params)})
 
     def score_yes_no(self, chats, assistant_prefix: str):
         return self._record(chats, lambda: self.backend.score_yes_no(chats, assistant_prefix),
@@ -216,10 +217,13 @@ def ours_garen(opts, params) -> tuple[Recorded, dict]:
     recorded = shared.backend = Recorded(shared.backend)
     with tempfile.TemporaryDirectory() as out:
         metrics = execute(dataset, index, config, out, roles=roles, log=lambda line: print(line, file=sys.stderr))
-    return recorded, {"in flight": f"{opts.queries} GAREN queries (chains)",
-                      "ledger tokens": round((metrics["mean_input_tokens"] + metrics["mean_output_tokens"]) * opts.queries),
-                      "nDCG@10": metrics.get("nDCG@10"), "answer problems": metrics["answer_problems"],
-                      "truncated prompts": metrics["truncated_prompts"]}
+    return recorded, {
+        "in flight": f"{opts.queries} GAREN queries (chains)",
+        "ledger tokens": round((metrics["mean_input_tokens"] + metrics["mean_output_tokens"]) * opts.queries),
+        "nDCG@10": metrics.get("nDCG@10"),
+        "answer problems": metrics["answer_problems"],
+        "truncated prompts": metrics["truncated_prompts"],
+    }
 
 
 def ours_groups(opts, params) -> tuple[Recorded, dict]:
@@ -286,7 +290,8 @@ def side(opts) -> None:
     else:
         calls = json.loads((record / "prompts.json").read_text())
         seconds, answers, limits = run_vllm(opts, calls, params)
-        calls = [{**c, "text": a.text, "score": a.score, "input_tokens": a.input_tokens, "output_tokens": a.output_tokens}
+        calls = [{**c, "text": a.text, "score": a.score, "input_tokens": a.input_tokens,
+                  "output_tokens": a.output_tokens}
                  for c, a in zip(calls, answers)]
         row = {"seconds": seconds, "limits": limits}
     load_span = f"{load:.1f}-{os.getloadavg()[0]:.1f}"  # a shared machine: what else ran beside the engine
@@ -343,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as record:
         for name in ("scheduler", "vllm"):  # ours first: it records the prompts vLLM is given
-            done = subprocess.run([sys.executable, __file__, *(argv or sys.argv[1:]), "--side", name, "--record", record],
+            done = subprocess.run([sys.executable, __file__, *(argv or sys.argv[1:]), "--side", name,
+                                   "--record", record],
                                   env=env)  # vLLM's log goes to stderr as it comes
             if done.returncode:
                 raise SystemExit(f"side {name} failed (exit {done.returncode}); its log is above")

@@ -31,7 +31,10 @@ STORAGE_ERRORS = {  # a full disk or a folder that cannot be written: one line, 
 }
 # numpy's tofile (and libraries built on it) reports a short write with no errno: "N requested and M written"
 SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
-SHORT_WRITE_ADVICE = "a write was cut short (a full disk or a file size limit, 'ulimit -f'): free some space or allow larger files"
+SHORT_WRITE_ADVICE = (
+    "a write was cut short (a full disk or a file size limit, 'ulimit -f'): free some space or allow "
+    "larger files"
+)
 
 
 def storage_refusal(err: OSError) -> GarenError | None:

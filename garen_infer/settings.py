@@ -98,7 +98,8 @@ EXECUTION_ONLY = "execution_only"  # field metadata: how a result is computed, n
 
 
 def execution_only(default):
-    """A field whose value never changes the result (where it runs, how much at once): not part of a stage's identity."""
+    """A field whose value never changes the result (where it runs, how much at once): not part of a stage's
+    identity."""
     return field(default=default, metadata={EXECUTION_ONLY: True})
 
 
@@ -116,7 +117,9 @@ def identity(cls, values: dict) -> dict:
 
 def did_you_mean(key, known, prefer=()) -> str:
     """`` (did you mean 'x'?)`` for the known name nearest a typo (looked for among ``prefer`` first), or ''."""
-    near = difflib.get_close_matches(str(key), list(prefer), n=1) or difflib.get_close_matches(str(key), [str(k) for k in known], n=1)
+    near = difflib.get_close_matches(str(key), list(prefer), n=1) or difflib.get_close_matches(
+        str(key), [str(k) for k in known], n=1
+    )
     return f" (did you mean '{near[0]}'?)" if near else ""
 
 
@@ -167,7 +170,11 @@ def validate(cls, values, where: str, partial: bool = False) -> dict:
     for name in (converted if partial else fields):
         value = resolved.get(name)
         for rule in _ranges(field_hints[name]):
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and not rule.admits(value, lambda b: _resolve(b, resolved)):
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and not rule.admits(value, lambda b: _resolve(b, resolved))
+            ):
                 kind = "an integer" if isinstance(value, int) else "a number"
                 allowed = f"{kind} {rule.describe(lambda b: _resolve(b, resolved))}"
                 raise GarenError(f"invalid setting {where}.{name}={value!r}: expected {allowed}")

@@ -20,7 +20,8 @@ CHECKPOINTS = "checkpoints/"
 
 # a shipped checkpoint -> (the preset that reads it, how to build it)
 BUILT_BY = {
-    "checkpoints/cpu-navigator": ("cpu-trained", "make cpu-navigator (scripts/train_cpu_navigator.sh, about 30 min on 2 cores)"),
+    "checkpoints/cpu-navigator": ("cpu-trained",
+                                  "make cpu-navigator (scripts/train_cpu_navigator.sh, about 30 min on 2 cores)"),
     "checkpoints/cpu-adapted": ("cpu-adapted", "make adapt-navigator DATASET=<a BEIR folder>"),
 }
 
@@ -43,8 +44,10 @@ def missing_checkpoint_advice(model: str) -> str | None:
     """How to build ``model`` when it is a shipped preset's checkpoint that is not there, else None."""
     for relative, (preset, build) in BUILT_BY.items():
         if Path(model) == PROJECT_ROOT / relative and not Path(model).exists():
-            return (f"the {preset} preset's navigator {relative} is not built (it is not shipped: 87 MB); in a checkout "
-                    f"run {build}, or point the preset at your own export with --set models.navigator.model=<folder>")
+            return (
+                f"the {preset} preset's navigator {relative} is not built (it is not shipped: 87 MB); in a checkout "
+                f"run {build}, or point the preset at your own export with --set models.navigator.model=<folder>"
+            )
     return None
 
 

@@ -45,7 +45,8 @@ def read_checkpoint(path: str | Path, trust: bool = False, mmap: bool = False, o
     except (RuntimeError, EOFError, ValueError) as err:  # not a torch file at all, or a truncated one
         raise GarenError(f"{path}: not a checkpoint written by 'garen-train fit' ({err})") from None
     if not isinstance(checkpoint, dict):
-        raise GarenError(f"{path}: not a checkpoint written by 'garen-train fit' (it holds a {type(checkpoint).__name__})")
+        raise GarenError(f"{path}: not a checkpoint written by 'garen-train fit' (it holds a "
+                         f"{type(checkpoint).__name__})")
     if not trust:
         check_saved_types(path, checkpoint, offer_trust=offer_trust)
     return checkpoint
@@ -56,13 +57,15 @@ def refusal(path: Path, err: pickle.UnpicklingError, offer_trust: bool = True) -
     named = re.search(r"GLOBAL ([\w.]+)", str(err))
     if named:
         return UntrustedCheckpoint(path, f"'{named.group(1)}'", offer_trust)
-    return GarenError(f"{path}: not a checkpoint written by 'garen-train fit' (torch's weights-only loader cannot read it)")
+    return GarenError(f"{path}: not a checkpoint written by 'garen-train fit' (torch's weights-only loader "
+                      "cannot read it)")
 
 
 def check_saved_types(path: Path, value, where: str = "checkpoint", offer_trust: bool = True) -> None:
     """Refuse any value, however deep, whose type is not one of ``SAVED_TYPES``."""
     if type(value) not in SAVED_TYPES:  # exact types: a subclass could carry behaviour of its own
-        raise UntrustedCheckpoint(path, f"a {type(value).__module__}.{type(value).__qualname__} at {where}", offer_trust)
+        raise UntrustedCheckpoint(path, f"a {type(value).__module__}.{type(value).__qualname__} at {where}",
+                                  offer_trust)
     items = value.items() if isinstance(value, dict) else enumerate(value) if type(value) in (list, tuple) else ()
     for key, item in items:
         check_saved_types(path, key, f"{where} (a key)", offer_trust)

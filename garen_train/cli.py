@@ -30,7 +30,8 @@ from garen_infer.errors import GarenError
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 # other subcommands: name -> module with ``main(argv) -> int``
 JOBS = {"mine": "garen_train.mine", "mine-synthetic": "garen_train.mine_synthetic", "merge": "garen_train.merge",
-        "export": "garen_train.export", "evaluate": "garen_train.evaluate", "report": "garen_train.report", "partition-report": "garen_train.partition.report"}
+        "export": "garen_train.export", "evaluate": "garen_train.evaluate", "report": "garen_train.report",
+        "partition-report": "garen_train.partition.report"}
 
 
 def usage() -> str:

@@ -6,7 +6,8 @@ are not LightningModules, such as the CPU default's embedding cosine, an export 
 served elsewhere. SPEC is a model spec as configs write it (JSON or YAML), e.g.
 
     garen-train evaluate --pairs mined/scifact-test/groups.jsonl --model '{backend: embedding}'
-    garen-train evaluate --pairs mined/scifact-train/groups.jsonl --held-out --model '{backend: cross-encoder, model: exports/nav}'
+    garen-train evaluate --pairs mined/scifact-train/groups.jsonl --held-out
+        --model '{backend: cross-encoder, model: exports/nav}'
 
 ``--held-out`` scores only the validation queries of the training split (same ``--val-fraction`` and ``--seed``
 as the job's data section), so the figures sit next to the job's own validation figures. Answers go through
@@ -41,7 +42,8 @@ def make_scorer(spec: dict, cache):
 
 def evaluate(pairs_path: str, spec: dict, held_out: bool, val_fraction: float, seed: int, max_negatives: int | None,
              recall_at: int, cache, batch: int = 256, limit: int | None = None) -> dict:
-    data = MinedPairsDataModule(pairs_path, val_fraction=val_fraction if held_out else 0.0, seed=seed, max_negatives=max_negatives)
+    data = MinedPairsDataModule(pairs_path, val_fraction=val_fraction if held_out else 0.0, seed=seed,
+                                max_negatives=max_negatives)
     data.setup("validate")
     queries = (data.val_queries if held_out else data.train_queries)[:limit]
     pairs = [(number, p) for number, q in enumerate(queries) for p in q.pairs]
@@ -56,12 +58,14 @@ def evaluate(pairs_path: str, spec: dict, held_out: bool, val_fraction: float, s
         np.array([n for n, _ in pairs]), np.array([p.label for _, p in pairs]), np.array(scores),
         np.array([-1 if p.rank is None else p.rank for _, p in pairs]), recall_at,
     )
-    return {"pairs_file": pairs_path, "queries": len(queries), "held_out": held_out, "scorer": getattr(scorer, "name", ""),
+    return {"pairs_file": pairs_path, "queries": len(queries), "held_out": held_out,
+            "scorer": getattr(scorer, "name", ""),
             "model": spec, "metrics": {k: round(v, 6) for k, v in metrics.items()}}
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="garen-train evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="garen-train evaluate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", required=True, help="a mined pairs JSONL file (groups.jsonl or documents.jsonl)")
     parser.add_argument("--model", required=True, help="a model spec, JSON or YAML, e.g. '{backend: embedding}'")
     parser.add_argument("--held-out", action="store_true", help="only the validation queries of the training split")
@@ -82,6 +86,7 @@ def main(argv: list[str]) -> int:
     from garen_infer.llm.cache import NoCache, ResponseCache
 
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
-    result = evaluate(args.pairs, spec, args.held_out, args.val_fraction, args.seed, args.max_negatives, args.recall_at, cache, limit=args.limit)
+    result = evaluate(args.pairs, spec, args.held_out, args.val_fraction, args.seed, args.max_negatives,
+                      args.recall_at, cache, limit=args.limit)
     print(json.dumps(result, indent=2))
     return 0

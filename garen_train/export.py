@@ -60,7 +60,8 @@ def main(argv: list[str]) -> int:
     first = argparse.ArgumentParser(prog="garen-train export", add_help=False)
     first.add_argument("--checkpoint", required=True, help="a .ckpt written by 'garen-train fit'")
     first.add_argument(TRUST_OPTION, action="store_true",
-                       help="unpickle the checkpoint in full, running any code it names: only for a file whose author you trust")
+                       help="unpickle the checkpoint in full, running any code it names: only for a file "
+                       "whose author you trust")
     if not _names_a_checkpoint(argv):
         _common_options(first).parse_args(argv)  # -h prints the help and exits; anything else: --checkpoint is required
     known, _ = first.parse_known_args(argv)
@@ -109,7 +110,8 @@ def how_to_load(manifest: dict, args: argparse.Namespace) -> str:
     lines = [f"{Path(args.out).resolve()}: exported (manifest.json holds the rest); load it with a role spec "
              f"(models.<role>: ..., e.g. navigator, or reranker with mode: pointwise):"]
     for name, spec in manifest.get("use", {}).items():
-        text = spec if isinstance(spec, str) else yaml.safe_dump(spec, default_flow_style=True, width=10**6, sort_keys=False).strip()
+        text = spec if isinstance(spec, str) else yaml.safe_dump(spec, default_flow_style=True, width=10**6,
+                                                                 sort_keys=False).strip()
         lines.append(f"  {name}: {text}")
     if manifest.get("non_regression"):
         from garen_train.scorers.guard import describe

@@ -16,7 +16,8 @@ from garen_train.model_card import write_model_card
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--push-to-hub", metavar="REPO", help="upload the export to this Hugging Face model repository (owner/name)")
+    parser.add_argument("--push-to-hub", metavar="REPO",
+                        help="upload the export to this Hugging Face model repository (owner/name)")
     parser.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository as private")
 
 
@@ -26,9 +27,11 @@ def check_arguments(args: argparse.Namespace) -> None:
     if repo is None:
         return
     if repo.count("/") != 1 or not all(part.strip() for part in repo.split("/")):
-        raise GarenError(f"--push-to-hub: '{repo}' is not a repository id; write owner/name, e.g. my-lab/garen-navigator")
+        raise GarenError(f"--push-to-hub: '{repo}' is not a repository id; write owner/name, e.g. "
+                         "my-lab/garen-navigator")
     if getattr(args, "out", None) is None:  # a soft partition writes a groups stage into an index folder
-        raise GarenError("--push-to-hub: this checkpoint exports into an index folder, not a model folder; there is nothing to upload")
+        raise GarenError("--push-to-hub: this checkpoint exports into an index folder, not a model folder; "
+                         "there is nothing to upload")
 
 
 def share(manifest: dict, args: argparse.Namespace, api=None) -> dict:
@@ -58,6 +61,7 @@ def push(folder: Path, repo: str, private: bool = False, api=None) -> dict:
                                    commit_message=f"garen-train export of {folder.name}")
     except (OSError, HFValidationError) as err:  # HTTP refusals, no network, offline mode, a name the hub rejects
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise GarenError(f"--push-to-hub {repo}: the upload failed ({first}); the export itself is complete in {folder}: check the "
-                         f"network and the token (HF_TOKEN or huggingface-cli login), then push it again with the same command") from None
+        raise GarenError(f"--push-to-hub {repo}: the upload failed ({first}); the export itself is complete "
+                         f"in {folder}: check the network and the token (HF_TOKEN or huggingface-cli login), "
+                         "then push it again with the same command") from None
     return {"repo": repo, "url": str(url), "commit": str(getattr(commit, "oid", commit) or "")}

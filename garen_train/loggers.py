@@ -8,7 +8,8 @@ from lightning.pytorch import loggers
 
 
 class CSVLogger(loggers.CSVLogger):
-    def __init__(self, save_dir: str | None = None, name: str | None = "csv", version: int | str | None = None, prefix: str = "",
+    def __init__(self, save_dir: str | None = None, name: str | None = "csv",
+                 version: int | str | None = None, prefix: str = "",
                  flush_logs_every_n_steps: int = 100):
         super().__init__(save_dir or ".", name, version, prefix, flush_logs_every_n_steps)
 

@@ -25,7 +25,8 @@ def lora_wrap_policy(net):
     from peft.utils.other import fsdp_auto_wrap_policy
 
     if not hasattr(net, "peft_config"):
-        raise GarenError(f"LoRAFSDPStrategy shards LoRA jobs (a module whose .net is a peft model), not a {type(net).__name__}")
+        raise GarenError("LoRAFSDPStrategy shards LoRA jobs (a module whose .net is a peft model), not a "
+                         f"{type(net).__name__}")
     return fsdp_auto_wrap_policy(net)
 
 
@@ -43,7 +44,8 @@ class LoRAFSDPStrategy(FSDPStrategy):
 
         net = getattr(model, "net", model)
         if self.world_size == 1:  # nothing to shard, and torch's unsharded mode breaks on tied embeddings
-            raise GarenError("LoRAFSDPStrategy shards a model across several processes; on one device use the default strategy")
+            raise GarenError("LoRAFSDPStrategy shards a model across several processes; on one device use "
+                             "the default strategy")
         device = self.root_device  # Lightning passes the CUDA index; the CPU (gloo, for tests) must be named
         wrapped = FullyShardedDataParallel(
             module=model, cpu_offload=self.cpu_offload, mixed_precision=self.mixed_precision_config,
@@ -53,5 +55,6 @@ class LoRAFSDPStrategy(FSDPStrategy):
         wrapped = super()._setup_model(wrapped)  # Lightning's remaining set-up of an already wrapped model
         units = [m for m in wrapped.modules() if isinstance(m, FullyShardedDataParallel)]
         layers = sum(type(u.module).__name__ in net._no_split_modules for u in units)
-        rank_zero_info(f"[fsdp] {len(units)} units: {layers} decoder layers, {len(units) - layers - 1} adapter matrices, the root")
+        rank_zero_info(f"[fsdp] {len(units)} units: {layers} decoder layers, {len(units) - layers - 1} "
+                       "adapter matrices, the root")
         return wrapped

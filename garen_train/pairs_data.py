@@ -64,7 +64,8 @@ def by_query(lines: list[dict]) -> list[QueryPairs]:
     """Mined lines grouped by query (queries and pairs in file order)."""
     grouped: dict[str, tuple[str, list[Pair]]] = {}
     for line in lines:
-        pair = Pair(line["qid"], line["query"], line["item"], line["text"], int(line["label"]), line.get("kind", "document"),
+        pair = Pair(line["qid"], line["query"], line["item"], line["text"], int(line["label"]),
+                    line.get("kind", "document"),
                     line.get("provenance") or "", line.get("rank"), line.get("iteration"))
         grouped.setdefault(pair.qid, (pair.query, []))[1].append(pair)
     return [QueryPairs(qid, query, tuple(pairs)) for qid, (query, pairs) in grouped.items()]
@@ -196,7 +197,8 @@ class MinedPairsDataModule(pl.LightningDataModule):
         """What a checkpoint's export records about its data."""
         assert self.mined is not None  # read by setup, which runs first
         return {
-            "path": self.hparams.path, "fingerprint": "sha256:" + self.mined.manifest["files"][Path(self.hparams.path).name]["sha256"],
+            "path": self.hparams.path,
+            "fingerprint": "sha256:" + self.mined.manifest["files"][Path(self.hparams.path).name]["sha256"],
             "val_path": self.hparams.val_path, "val_fraction": self.hparams.val_fraction, "seed": self.hparams.seed,
             "train_queries": len(self.train_queries), "val_queries": len(self.val_queries),
             "mined": {k: v for k, v in self.mined.manifest.items() if k != "files"},
@@ -212,8 +214,10 @@ class MinedPairsDataModule(pl.LightningDataModule):
         if not len(lists):
             raise GarenError(f"{self.hparams.path}: no training query has both a positive and a negative pair")
         world, rank = self._replicas()
-        sampler = EpochSampler(lists, num_replicas=world, rank=rank, shuffle=True, seed=self.hparams.seed, drop_last=True)
-        if len(sampler) < self.hparams.batch_size:  # every batch would be dropped: fit would end with no step, no checkpoint
+        sampler = EpochSampler(lists, num_replicas=world, rank=rank, shuffle=True, seed=self.hparams.seed,
+                               drop_last=True)
+        # every batch would be dropped: fit would end with no step, no checkpoint
+        if len(sampler) < self.hparams.batch_size:
             raise GarenError(f"{self.hparams.path}: {len(lists)} training lists make no full batch of data.batch_size="
                              f"{self.hparams.batch_size}" + (f" on each of {world} devices" if world > 1 else "")
                              + "; lower data.batch_size or mine more queries")

@@ -14,7 +14,8 @@ the same queries (``garen-train evaluate --held-out`` scores the job's validatio
 anything.
 
     garen-train evaluate --pairs mined/scifact-train/groups.jsonl --held-out --model '{backend: ...}' > zero-shot.json
-    garen-train report --logs runs/train/navigator --before zero-shot.json --before-label zero-shot --after-label fine-tuned
+    garen-train report --logs runs/train/navigator --before zero-shot.json --before-label zero-shot
+        --after-label fine-tuned
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def plot_group(runs: list[LoggedRun], group: str, path: Path) -> str | None:
                 ax.plot(steps, values, color=style[run.name]["color"], alpha=0.3, linewidth=0.8)
                 ax.plot(steps, _running_mean(values), color=style[run.name]["color"], linewidth=1.6, label=label)
             else:
-                ax.plot(steps, values, color=style[run.name]["color"], marker=style[run.name]["marker"], markersize=4, label=label)
+                ax.plot(steps, values, color=style[run.name]["color"], marker=style[run.name]["marker"],
+                        markersize=4, label=label)
         ax.set_title(metric, fontsize=10)
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
@@ -101,8 +103,8 @@ def before_after_table(before: dict[str, float], after: dict[str, float], before
         change = Cell(f"{a - b:+.4f}") if a is not None and b is not None else Cell("—")
         rows.append([name, _value(b), _value(a), change])
     return Table(["metric", before_label, after_label, "change"], rows,
-                 f"{before_label} against {after_label} (AUC: how often a gold item outscores a non-gold one of the same "
-                 f"query; R@20: recall of gold items among the 20 best scored, GAREN's K_g).")
+                 f"{before_label} against {after_label} (AUC: how often a gold item outscores a non-gold one "
+                 f"of the same query; R@20: recall of gold items among the 20 best scored, GAREN's K_g).")
 
 
 def _value(v) -> Cell:
@@ -113,14 +115,19 @@ def write_training_report(logs: Path, out: Path, before: Path | None = None, aft
                           before_label: str = "before", after_label: str = "after", command: str = "") -> Path:
     runs = read_logs(logs)
     facts = provenance()
-    after_values = read_metrics_source(after) if after else {bare_name(k): v for k, v in runs[-1].final().items() if is_evaluation(k)}
+    after_values = (
+        read_metrics_source(after)
+        if after
+        else {bare_name(k): v for k, v in runs[-1].final().items() if is_evaluation(k)}
+    )
     before_values = read_metrics_source(before) if before else None
     configs = sorted(p for name in ("config.yaml", "hparams.yaml") for p in (logs.rglob(name) if logs.is_dir() else []))
     with atomic_path(out) as tmp:
         (tmp / "figures").mkdir(parents=True)
         doc = Document(f"Training report: {logs}")
         doc.add(Paragraph(
-            f"Logs read: {', '.join(f'`{r.name}` ({r.source}, {sum(len(p) for p in r.series.values())} points)' for r in runs)}. "
+            "Logs read: "
+            f"{', '.join(f'`{r.name}` ({r.source}, {sum(len(p) for p in r.series.values())} points)' for r in runs)}. "
             f"Machine: {facts['machine'].get('processor')}, {facts['machine'].get('cpu_count')} cores"
             f"{', GPUs: ' + ', '.join(facts['machine']['gpus']) if facts['machine'].get('gpus') else ''}."))
         doc.add(Heading("Curves"))
@@ -134,21 +141,34 @@ def write_training_report(logs: Path, out: Path, before: Path | None = None, aft
         final_rows: list[list[Cell | str]] = [[f"{r.name}: {m}" if len(runs) > 1 else m, Cell(str(r.series[m][-1][0])), _value(r.series[m][-1][1]),
                        _value(max(v for _, v in r.series[m])), _value(min(v for _, v in r.series[m]))]
                       for r in runs for m in sorted(r.series, key=_headline_first)]
-        doc.add(Table(["metric", "last step", "last value", "max", "min"], final_rows, "Every logged metric: its last value, and its extremes over training."))
+        doc.add(Table(["metric", "last step", "last value", "max", "min"], final_rows,
+                      "Every logged metric: its last value, and its extremes over training."))
         doc.add(Heading("Provenance"))
         if configs:
             (tmp / "config").mkdir()
             for i, path in enumerate(configs):
                 target = tmp / "config" / f"{i}-{path.parent.name}-{path.name}"
                 shutil.copy2(path, target)
-                doc.add(Paragraph(f"`{path}` (copied to `config/{target.name}`):"), Code(path.read_text(encoding="utf-8"), "yaml"))
-        doc.add(Paragraph(f"Command: `{command or 'garen-train report --logs ' + str(logs)}`. Package versions and machine:"),
+                doc.add(Paragraph(f"`{path}` (copied to `config/{target.name}`):"),
+                        Code(path.read_text(encoding="utf-8"), "yaml"))
+        doc.add(Paragraph(f"Command: `{command or 'garen-train report --logs ' + str(logs)}`. Package "
+                          "versions and machine:"),
                 Code(json.dumps(facts, indent=2), "json"))
         doc.write(tmp)
-        results = {"kind": KIND, "logs": str(logs), "runs": [{"name": r.name, "source": r.source, "final": r.final()} for r in runs],
-                   "before": {"source": str(before), "label": before_label, "values": before_values} if before_values is not None else None,
-                   "after": {"source": str(after) if after else "last validation values of the logs", "label": after_label, "values": after_values},
-                   "provenance": facts}
+        results = {
+            "kind": KIND,
+            "logs": str(logs),
+            "runs": [{"name": r.name, "source": r.source, "final": r.final()} for r in runs],
+            "before": {"source": str(before), "label": before_label, "values": before_values}
+            if before_values is not None
+            else None,
+            "after": {
+                "source": str(after) if after else "last validation values of the logs",
+                "label": after_label,
+                "values": after_values,
+            },
+            "provenance": facts,
+        }
         (tmp / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return out
 
@@ -158,10 +178,14 @@ def main(argv: list[str]) -> int:
 
     from garen_infer.errors import GarenError
 
-    parser = argparse.ArgumentParser(prog="garen-train report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--logs", required=True, help="the job's log folder (trainer.default_root_dir or a logger's save_dir), or a metrics.csv")
+    parser = argparse.ArgumentParser(prog="garen-train report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--logs", required=True,
+                        help="the job's log folder (trainer.default_root_dir or a logger's save_dir), or a metrics.csv")
     parser.add_argument("--out", help="the report folder (default: <logs>/report); replaced as a whole")
-    parser.add_argument("--before", help="figures to compare against: a JSON file (garen-train evaluate, an export manifest) or a log folder")
+    parser.add_argument("--before",
+                        help="figures to compare against: a JSON file (garen-train evaluate, an export "
+                        "manifest) or a log folder")
     parser.add_argument("--after", help="the figures to compare (default: the last validation values in --logs)")
     parser.add_argument("--before-label", default="before")
     parser.add_argument("--after-label", default="after")
@@ -171,7 +195,8 @@ def main(argv: list[str]) -> int:
     if out.exists() and any(out.iterdir()) and not _is_report(out):
         raise GarenError(f"{out}: exists and is not a training report; choose another --out")
     command = "garen-train report " + " ".join(shlex.quote(a) for a in argv)
-    write_training_report(logs, out, Path(args.before) if args.before else None, Path(args.after) if args.after else None,
+    write_training_report(logs, out, Path(args.before) if args.before else None,
+                          Path(args.after) if args.after else None,
                           args.before_label, args.after_label, command)
     print(f"training report written to {out}")
     return 0

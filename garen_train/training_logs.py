@@ -126,7 +126,11 @@ def read_metrics_source(path: str | Path) -> dict[str, float]:
                 break
         if not isinstance(data, dict):
             raise GarenError(f"{path}: expected a mapping of metric names to numbers")
-        return {bare_name(k): float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return {
+            bare_name(k): float(v)
+            for k, v in data.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
     runs = read_logs(path)
     final = runs[-1].final()
     values = {bare_name(k): v for k, v in final.items() if is_evaluation(k)}

@@ -55,7 +55,9 @@ class Sizes:
         self.encode = (2, 64) if dry_run else (8, 4096)
 
     def config(self, model: str) -> dict:
-        config = json.loads((CONFIGS / f"{model.removesuffix('-FP8').replace('/', '__')}.json").read_text(encoding="utf-8"))
+        config = json.loads(
+            (CONFIGS / f"{model.removesuffix('-FP8').replace('/', '__')}.json").read_text(encoding="utf-8")
+        )
         if self.dry_run:  # the architecture's shape, a few small layers
             config.update(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
                           num_key_value_heads=2, head_dim=16, vocab_size=10_000, max_window_layers=2,
@@ -90,7 +92,8 @@ def run_check(check, device: str, sizes: Sizes) -> dict:
     except CheckFailed as failure:
         result = {"status": "fail", "reason": str(failure), **failure.figures}
     except Exception as err:  # one check's crash is its failure; the others still run
-        result = {"status": "fail", "reason": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
+        result = {"status": "fail",
+                  "reason": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
     finally:
         release(device)
     result["seconds"] = round(time.perf_counter() - begun, 2)
@@ -103,7 +106,7 @@ class CheckFailed(Exception):
         self.figures = figures
 
 
-# ---- the checks -------------------------------------------------------------------------------------------------------
+# ---- the checks --------------------------------------------------------------------------------------------
 def yes_no_drift(device: str, sizes: Sizes) -> dict:
     import torch
 
@@ -204,7 +207,7 @@ CHECKS = {"yes_no_drift": yes_no_drift, "yes_no_scorer": yes_no_scorer, "lora_st
           "embedding_release": embedding_release, "memory_shares": memory_shares}
 
 
-# ---- sizing -----------------------------------------------------------------------------------------------------------
+# ---- sizing ------------------------------------------------------------------------------------------------
 def preset_shares(total_gib: float, sizes: Sizes) -> list[dict]:
     """Each vLLM engine of the GPU presets on a GPU of ``total_gib``: what its share holds per GPU."""
     from garen_infer.configuration.presets import load_preset
@@ -218,7 +221,9 @@ def preset_shares(total_gib: float, sizes: Sizes) -> list[dict]:
             share = spec.get("gpu_memory_utilization", 0.9) * total_gib
             weights, state = WEIGHTS_GIB[spec["model"]] / tp, seqs * linear_state_bytes(config) / tp / GIB
             kv_gib = share - weights - state - ACTIVATIONS_GIB
-            kv_tokens = int(max(kv_gib, 0) * GIB / (kv_bytes_per_token(config) / min(tp, config["num_key_value_heads"])))
+            kv_tokens = int(
+                max(kv_gib, 0) * GIB / (kv_bytes_per_token(config) / min(tp, config["num_key_value_heads"]))
+            )
             rows.append({"gpu_gib": round(total_gib), "preset": preset, "engine": where, "tp": tp,
                          "share_gib": round(share, 1), "weights_gib": round(weights, 1), "state_gib": round(state, 1),
                          "kv_gib": round(kv_gib, 1), "kv_tokens": kv_tokens, "max_model_len": spec["max_model_len"],
@@ -227,7 +232,7 @@ def preset_shares(total_gib: float, sizes: Sizes) -> list[dict]:
     return rows
 
 
-# ---- helpers ----------------------------------------------------------------------------------------------------------
+# ---- helpers -----------------------------------------------------------------------------------------------
 def random_model(config: dict, device: str, dtype):
     """A causal LM of ``config``'s architecture with random weights, built on the device."""
     import torch

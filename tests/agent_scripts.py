@@ -38,11 +38,21 @@ class ScriptedPolicy:
             text, calls = self.script(query_of(chat), turn_of(chat), chat)
             tokens = sum(len(m.get("content") or "") for m in chat) // 4
             kept = tokens if self.cut_at is None else min(tokens, self.cut_at)
-            out.append(Completion(
-                text=text, input_tokens=kept, output_tokens=1 + len(text) // 4, truncated_tokens=tokens - kept,
-                # servers invent ids; the loop must not let them into later prompts
-                extra={"tool_calls": [{"id": f"srv-{len(self.requests)}-{k}", "name": n, "arguments": a, "error": None} for k, (n, a) in enumerate(calls)]},
-            ))
+            out.append(
+                Completion(
+                    text=text,
+                    input_tokens=kept,
+                    output_tokens=1 + len(text) // 4,
+                    truncated_tokens=tokens - kept,
+                    # servers invent ids; the loop must not let them into later prompts
+                    extra={
+                        "tool_calls": [
+                            {"id": f"srv-{len(self.requests)}-{k}", "name": n, "arguments": a, "error": None}
+                            for k, (n, a) in enumerate(calls)
+                        ]
+                    },
+                )
+            )
         return out
 
     def chat_with_tools(self, requests, params) -> list[Completion]:

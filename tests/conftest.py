@@ -27,18 +27,30 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 # ---- the tiny corpus: three topics, four documents each -------------------------------------------------------
 DOCS = [
-    ("vol1", "Volcanic eruptions", "A volcano erupts when magma rises through the crust and escapes as lava, ash and gas."),
-    ("vol2", "Lava flows", "Basaltic lava flows from shield volcanoes such as Kilauea move slowly downhill and cool into rock."),
-    ("vol3", "Volcanic ash", "Ash clouds from explosive eruptions ground aircraft because the glass particles melt in jet engines."),
-    ("vol4", "Magma chambers", "Pressure builds in a magma chamber beneath the volcano until the rock above fractures."),
-    ("pho1", "Photosynthesis", "Plants use chlorophyll to capture sunlight and convert carbon dioxide and water into glucose and oxygen."),
-    ("pho2", "Chloroplasts", "Chloroplasts are the organelles in leaf cells where the light reactions of photosynthesis take place."),
-    ("pho3", "The Calvin cycle", "In the Calvin cycle the enzyme rubisco fixes carbon dioxide into sugars using energy from ATP."),
-    ("pho4", "Leaf pigments", "Green chlorophyll masks the yellow carotenoids of leaves until autumn, when chlorophyll breaks down."),
-    ("py1", "Python lists", "A Python list is a mutable sequence; append adds an item and sort orders the items in place."),
-    ("py2", "Python dictionaries", "A Python dictionary maps keys to values; lookups by key take constant time on average."),
-    ("py3", "Python exceptions", "Python raises an exception such as KeyError or ValueError; catch it with try and except blocks."),
-    ("py4", "Python generators", "A Python generator function uses yield to produce values lazily, one at a time, on demand."),
+    ("vol1", "Volcanic eruptions",
+     "A volcano erupts when magma rises through the crust and escapes as lava, ash and gas."),
+    ("vol2", "Lava flows",
+     "Basaltic lava flows from shield volcanoes such as Kilauea move slowly downhill and cool into rock."),
+    ("vol3", "Volcanic ash",
+     "Ash clouds from explosive eruptions ground aircraft because the glass particles melt in jet engines."),
+    ("vol4", "Magma chambers",
+     "Pressure builds in a magma chamber beneath the volcano until the rock above fractures."),
+    ("pho1", "Photosynthesis",
+     "Plants use chlorophyll to capture sunlight and convert carbon dioxide and water into glucose and oxygen."),
+    ("pho2", "Chloroplasts",
+     "Chloroplasts are the organelles in leaf cells where the light reactions of photosynthesis take place."),
+    ("pho3", "The Calvin cycle",
+     "In the Calvin cycle the enzyme rubisco fixes carbon dioxide into sugars using energy from ATP."),
+    ("pho4", "Leaf pigments",
+     "Green chlorophyll masks the yellow carotenoids of leaves until autumn, when chlorophyll breaks down."),
+    ("py1", "Python lists",
+     "A Python list is a mutable sequence; append adds an item and sort orders the items in place."),
+    ("py2", "Python dictionaries",
+     "A Python dictionary maps keys to values; lookups by key take constant time on average."),
+    ("py3", "Python exceptions",
+     "Python raises an exception such as KeyError or ValueError; catch it with try and except blocks."),
+    ("py4", "Python generators",
+     "A Python generator function uses yield to produce values lazily, one at a time, on demand."),
 ]
 QUERIES = [
     ("q1", "why do volcanoes erupt lava and ash", []),
@@ -211,7 +223,13 @@ def build_tiny_bert(folder: Path) -> Path:
     # a fixed vocabulary (specials, characters, whole words) rather than tokenizers' WordPieceTrainer, whose ties
     # fall in hash order: each process got another vocabulary, so training tests moved from run to run
     normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
-    words = sorted({w for text in _training_text() for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))})
+    words = sorted(
+        {
+            w
+            for text in _training_text()
+            for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))
+        }
+    )
     chars = sorted({c for w in words for c in w})
     pieces = specials + chars + [f"##{c}" for c in chars] + [w for w in words if len(w) > 1]
     raw = Tokenizer(models.WordPiece(vocab={piece: i for i, piece in enumerate(pieces)}, unk_token="[UNK]"))
@@ -220,7 +238,8 @@ def build_tiny_bert(folder: Path) -> Path:
     raw.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
-    tokenizer = BertTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    tokenizer = BertTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]",
+                                  cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     tokenizer.model_max_length = 512
     tokenizer.save_pretrained(folder)
     torch.manual_seed(0)
@@ -264,11 +283,14 @@ def tiny_pair_rows() -> tuple[list[dict], list[dict]]:
             key = f"{qid}-{n}"
             for rank, (doc, title, body) in enumerate(DOCS, start=1):
                 label = int(doc in gold.get(qid, ()))
-                documents.append({"qid": key, "query": query, "kind": "document", "item": doc, "text": f"{title}\n{body}",
-                                  "label": label, "provenance": "judged" if label else "hard_negative", "iteration": None, "rank": rank})
+                documents.append({"qid": key, "query": query, "kind": "document", "item": doc,
+                                  "text": f"{title}\n{body}",
+                                  "label": label, "provenance": "judged" if label else "hard_negative",
+                                  "iteration": None, "rank": rank})
             for topic, (concept, summary) in TOPICS.items():
                 label = int(any(d.startswith(topic) for d in gold.get(qid, ())))
-                groups.append({"qid": key, "query": query, "kind": "group", "item": topic, "text": group_text(concept, summary),
+                groups.append({"qid": key, "query": query, "kind": "group", "item": topic,
+                               "text": group_text(concept, summary),
                                "label": label, "provenance": "scored", "iteration": 0, "rank": None})
     return documents, groups
 
@@ -279,7 +301,8 @@ def write_tiny_pairs(folder: Path, purpose: str = "training", keep=lambda qid: T
 
     documents, groups = tiny_pair_rows()
     documents, groups = [r for r in documents if keep(r["qid"])], [r for r in groups if keep(r["qid"])]
-    write_mined(folder, groups, documents, {"purpose": purpose, "dataset": {"name": f"tiny-{purpose}", "split": "train"}})
+    write_mined(folder, groups, documents,
+                {"purpose": purpose, "dataset": {"name": f"tiny-{purpose}", "split": "train"}})
     return folder
 
 

@@ -45,7 +45,8 @@ class Trickle:
 
 
 def chat_answer(text="Yes.", prompt_tokens=7, completion_tokens=2, finish_reason="stop"):
-    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": finish_reason}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
 
 
@@ -69,7 +70,8 @@ def quota_exceeded(seconds=0.05):
     """Gemini's 429 through its OpenAI-compatible endpoint: a list of errors, the wait in RetryInfo, no header."""
     return [{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED",
                        "message": f"You exceeded your current quota. Please retry in {seconds}s.",
-                       "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"}]}}]
+                       "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                    "retryDelay": f"{seconds}s"}]}}]
 
 
 def context_too_long(limit=4096, asked=5000):
@@ -191,7 +193,8 @@ class VllmYesNo:
                 listed = self.logprobs(prompt)
                 token = max(listed, key=listed.get)
                 choices.append({"index": index, "text": token, "finish_reason": "length", "logprobs": {
-                    "tokens": [token], "token_logprobs": [listed[token]], "top_logprobs": [listed], "text_offset": [0]}})
+                    "tokens": [token], "token_logprobs": [listed[token]], "top_logprobs": [listed],
+                    "text_offset": [0]}})
             return {"object": "text_completion", "choices": choices,
                     "usage": {"prompt_tokens": sum(map(self.count, prompts)), "completion_tokens": len(prompts)}}
         text = self.tokenizer.apply_chat_template(
@@ -201,5 +204,6 @@ class VllmYesNo:
         token = max(listed, key=listed.get)
         top = [{"token": t, "logprob": lp} for t, lp in listed.items()]
         return {"choices": [{"index": 0, "message": {"role": "assistant", "content": token}, "finish_reason": "length",
-                             "logprobs": {"content": [{"token": token, "logprob": listed[token], "top_logprobs": top}]}}],
+                             "logprobs": {"content": [{"token": token, "logprob": listed[token],
+                                                       "top_logprobs": top}]}}],
                 "usage": {"prompt_tokens": self.count(text), "completion_tokens": 1}}

@@ -15,7 +15,8 @@ def write_config(path: Path, model: dict, data: dict, root: Path, **trainer) -> 
         "trainer": {
             "accelerator": "cpu", "devices": 1, "max_epochs": 1, "log_every_n_steps": 1, "enable_progress_bar": False,
             "enable_model_summary": False, "num_sanity_val_steps": 0, "default_root_dir": str(root),
-            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(root / "logs"), "name": "run"}},
+            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
+                       "init_args": {"save_dir": str(root / "logs"), "name": "run"}},
             "callbacks": [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
                            "init_args": {"dirpath": str(root / "ckpt"), "filename": "{epoch}", "save_top_k": -1}}],
             **trainer,
@@ -34,7 +35,8 @@ def lm_model(model_dir: Path, **options) -> dict:
 
 
 def cross_encoder_model(model_dir: Path, **options) -> dict:
-    init = {"model": str(model_dir), "max_length": 64, "objective": {"loss": "listwise", "lr": 3e-3, "warmup_ratio": 0.0}, **options}
+    init = {"model": str(model_dir), "max_length": 64,
+            "objective": {"loss": "listwise", "lr": 3e-3, "warmup_ratio": 0.0}, **options}
     return {"class_path": "garen_train.scorers.cross_encoder.CrossEncoderScorer", "init_args": init}
 
 

@@ -60,7 +60,8 @@ class ScriptedTreeBackend:
         if "levels of detail" in prompt:
             doc = TEXT_TO_DOC[document_of(prompt)]
             topic = TOPIC[doc]
-            return json.dumps({"levels": ["science", topic, f"{topic} topics", f"{topic} subtopics", f"{doc} specifics"]})
+            return json.dumps({"levels": ["science", topic, f"{topic} topics", f"{topic} subtopics",
+                                          f"{doc} specifics"]})
         keys = _KEY.findall(prompt)
         by_topic: dict[str, list[int]] = {}
         for i, key in keys:
@@ -179,7 +180,8 @@ def per_depth_build(builder, prompts_by_depth: list | None = None) -> tuple[Buil
         chats = [lattice_cluster(keys, builder.min_clusters, builder.p.max_children) for _, (_, keys) in asked]
         if prompts_by_depth is not None:
             prompts_by_depth.append([chat[-1]["content"] for chat in chats])
-        answers = generate_json(builder.generator, chats, lambda j, text, asked=asked: parse_clusters(text, len(asked[j][1][1]), builder.p.max_children),
+        answers = generate_json(builder.generator, chats, lambda j, text,
+                                asked=asked: parse_clusters(text, len(asked[j][1][1]), builder.p.max_children),
                                 builder.p.retries, builder.p.batch_size, progress=False)
         partitions: list = [None] * len(oversized)
         for (i, (level, keys)), answer in zip(asked, answers):

@@ -57,12 +57,14 @@ SPECS: dict[str, Spec] = {
             "--follow": "follows symbolic links out of the corpus",
             "--files": "lists the whole corpus; search the scope files from embed_recall instead",
             "--type-list": "prints no document text", "-f": "reads patterns from a file; give them with -e",
-            "--file": "reads patterns from a file; give them with -e", "--ignore-file": "reads a file named in its value",
+            "--file": "reads patterns from a file; give them with -e",
+            "--ignore-file": "reads a file named in its value",
             "-p": "colours its output", "--pretty": "colours its output", "--debug": "floods the output",
             "--trace": "floods the output", "--generate": "prints no document text",
         },
         pattern_flags=_s("-e --regexp"),
-        numeric=_s("-m --max-count -A --after-context -B --before-context -C --context -M --max-columns -j --threads -d --max-depth --maxdepth"),
+        numeric=_s("-m --max-count -A --after-context -B --before-context -C --context -M --max-columns -j "
+                   "--threads -d --max-depth --maxdepth"),
         first_positional_is_pattern=True,
     ),
     "grep": Spec(
@@ -78,8 +80,10 @@ SPECS: dict[str, Spec] = {
             "--exclude-dir --color --colour --label --binary-files -d --directories"
         ),
         refused={
-            "-R": "follows symbolic links out of the corpus", "--dereference-recursive": "follows symbolic links out of the corpus",
-            "-f": "reads patterns from a file; give them with -e", "--file": "reads patterns from a file; give them with -e",
+            "-R": "follows symbolic links out of the corpus",
+            "--dereference-recursive": "follows symbolic links out of the corpus",
+            "-f": "reads patterns from a file; give them with -e",
+            "--file": "reads patterns from a file; give them with -e",
             "--exclude-from": "reads a file named in its value", "-D": "reads devices", "--devices": "reads devices",
         },
         pattern_flags=_s("-e --regexp"),
@@ -87,7 +91,8 @@ SPECS: dict[str, Spec] = {
         first_positional_is_pattern=True,
     ),
     "cat": Spec(
-        plain=_s("-n --number -b --number-nonblank -s --squeeze-blank -E --show-ends -A --show-all -T --show-tabs -v --show-nonprinting -e -t"),
+        plain=_s("-n --number -b --number-nonblank -s --squeeze-blank -E --show-ends -A --show-all -T "
+                 "--show-tabs -v --show-nonprinting -e -t"),
         valued=frozenset(),
     ),
     "head": Spec(
@@ -99,7 +104,8 @@ SPECS: dict[str, Spec] = {
         valued=_s("-n --lines -c --bytes"), numeric=_s("-n --lines -c --bytes"), numeric_shorthand=True,
         refused={"-f": "waits for the file to grow, forever", "-F": "waits for the file to grow, forever",
                  "--follow": "waits for the file to grow, forever", "--retry": "waits for files to appear",
-                 "--pid": "waits on another process", "-s": "only matters with -f", "--sleep-interval": "only matters with -f"},
+                 "--pid": "waits on another process", "-s": "only matters with -f",
+                 "--sleep-interval": "only matters with -f"},
     ),
     "wc": Spec(
         plain=_s("-l --lines -w --words -c --bytes -m --chars -L --max-line-length"), valued=frozenset(),
@@ -117,7 +123,8 @@ SPECS: dict[str, Spec] = {
                  "--buffer-size": "sets the buffer size; a small buffer spills to temporary files",
                  "--temporary-directory": "writes temporary files", "--compress-program": RUNS_PROGRAM,
                  "--files0-from": "reads a file named in its value", "-R": "sorts in random order (not reproducible)",
-                 "--random-sort": "sorts in random order (not reproducible)", "--random-source": "reads a file named in its value",
+                 "--random-sort": "sorts in random order (not reproducible)",
+                 "--random-source": "reads a file named in its value",
                  "--parallel": "starts threads"},
     ),
     "uniq": Spec(
@@ -139,7 +146,8 @@ SPECS: dict[str, Spec] = {
         plain=_s("-0 --null -r --no-run-if-empty"),
         valued=_s("-d --delimiter -n --max-args -L --max-lines"), numeric=_s("-n --max-args -L --max-lines"),
         refused={"-I": "is not supported here (items are appended at the end)", "-i": "is not supported here",
-                 "--replace": "is not supported here", "-P": "runs commands in parallel", "--max-procs": "runs commands in parallel",
+                 "--replace": "is not supported here", "-P": "runs commands in parallel",
+                 "--max-procs": "runs commands in parallel",
                  "-a": "reads a file named in its value", "--arg-file": "reads a file named in its value",
                  "-p": "is interactive", "--interactive": "is interactive", "-o": "is interactive",
                  "--open-tty": "is interactive", "-E": "is not supported here", "-e": "is not supported here",
@@ -259,7 +267,8 @@ def _check_program_rules(program: str, flags, patterns: list[str], positionals: 
         raise Refused("uniq with a second file name writes to it; give at most one input")
     if program == "xargs":
         if not positionals:
-            raise Refused("xargs needs the command it should run (one of rg, grep, cat, head, tail, sed -n, wc, sort, uniq, cut)")
+            raise Refused("xargs needs the command it should run (one of rg, grep, cat, head, tail, sed -n, "
+                          "wc, sort, uniq, cut)")
         if positionals[0] == "xargs":
             raise Refused("xargs may not run xargs")
         parse_command(positionals)  # the inner command's flags are checked now, its paths when items arrive

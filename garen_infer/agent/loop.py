@@ -130,7 +130,8 @@ def _reply_to_a_whole_chat(
             return reply, limit
         context.saw_model_call(reply.input_tokens + reply.truncated_tokens, 0, chars)
         limit = reply.input_tokens if limit is None else min(limit, reply.input_tokens)
-        transcript.note(turn, f"the model's limit cut {reply.truncated_tokens} tokens from the middle of this chat: its "
-                              f"reply is not used, and older tool results are cleared to fit {limit} tokens")
+        transcript.note(turn,
+                        f"the model's limit cut {reply.truncated_tokens} tokens from the middle of this chat: its "
+                        f"reply is not used, and older tool results are cleared to fit {limit} tokens")
     transcript.note(turn, "the chat was cut again: the episode ends here")
     return None, limit

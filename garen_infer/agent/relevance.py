@@ -41,14 +41,20 @@ class Relevance:
         scores = np.asarray(self.index.embeddings @ vector, dtype=np.float64)
         return top_rows(scores, size)
 
-    def entry_paragraphs(self, query: str, rows: list[int], keep: int, min_chars: int, max_chars: int) -> list[Paragraph]:
+    def entry_paragraphs(
+        self, query: str, rows: list[int], keep: int, min_chars: int, max_chars: int
+    ) -> list[Paragraph]:
         vector = self.index.embedder.query_vectors([query])[0]
         candidates: list[tuple[int, str]] = []
         blocks = []
         for row in rows:
             if row not in self._paragraph_vectors:
                 texts = split_paragraphs(self.doc_texts[row], min_chars, max_chars)
-                vectors = self.index.embedder.encode_documents(texts, show_progress=False) if texts else np.zeros((0, len(vector)), np.float32)
+                vectors = (
+                    self.index.embedder.encode_documents(texts, show_progress=False)
+                    if texts
+                    else np.zeros((0, len(vector)), np.float32)
+                )
                 self._paragraph_vectors[row] = (texts, vectors)
             texts, vectors = self._paragraph_vectors[row]
             candidates += [(row, t) for t in texts]

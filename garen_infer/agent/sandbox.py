@@ -80,7 +80,10 @@ class RunResult:
     @property
     def searches(self) -> bool:
         """True when a stage is rg or grep: the output is a list of matches (or derived from one)."""
-        return any(s.program in SEARCHERS or (s.program == "xargs" and s.positionals[0] in SEARCHERS) for s in self.stages)
+        return any(
+            s.program in SEARCHERS or (s.program == "xargs" and s.positionals[0] in SEARCHERS)
+            for s in self.stages
+        )
 
 
 class Sandbox:
@@ -172,15 +175,20 @@ class Sandbox:
         chunks: list[list[str]] = []
         size = 0  # item bytes in the last chunk
         for item in items:
-            if not chunks or (len(chunks[-1]) == per_call if per_call else size + len(item) > self.limits.xargs_chunk_bytes):
+            if not chunks or (
+                len(chunks[-1]) == per_call if per_call else size + len(item) > self.limits.xargs_chunk_bytes
+            ):
                 chunks.append([])
                 size = 0
             chunks[-1].append(item)
             size += len(item) + 1
-        argvs = [self._argv(inner, first=False, paths=[*inner.positionals, *chunk]) for chunk in chunks]  # checks every item
+        # checks every item
+        argvs = [self._argv(inner, first=False, paths=[*inner.positionals, *chunk]) for chunk in chunks]
         out, status, errors, timed_out, cut = b"", 0, "", False, False
         for argv in argvs:
-            piece, code, err, timed_out, piece_cut = self._spawn(argv, b"", deadline, (lambda b, before=out: stop(before + b)) if stop else None, len(out))
+            piece, code, err, timed_out, piece_cut = self._spawn(
+                argv, b"", deadline, (lambda b, before=out: stop(before + b)) if stop else None, len(out)
+            )
             out += piece
             errors += err
             status = max(status, code)  # the worst invocation's (1 = no match for rg and grep)
@@ -193,7 +201,8 @@ class Sandbox:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return b"", 124, "", True, False
-        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(int(remaining) + 1), str(self.limits.memory_bytes), *argv]
+        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(int(remaining) + 1),
+                    str(self.limits.memory_bytes), *argv]
         proc = subprocess.Popen(
             launcher, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.workdir,
             env=_ENV, start_new_session=True,

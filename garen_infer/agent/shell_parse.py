@@ -59,7 +59,8 @@ def split_pipeline(command: str) -> list[list[str]]:
             elif ch == '"':
                 quote = None
             elif ch in "$`":
-                raise Refused("'$' and backticks inside double quotes are expansions, which are not allowed; use single quotes")
+                raise Refused("'$' and backticks inside double quotes are expansions, which are not allowed; "
+                              "use single quotes")
         elif ch == "\\":
             if i + 1 < len(command) and command[i + 1] in "\n\r":
                 raise Refused("line continuations are not allowed (one pipeline per call)")
@@ -74,7 +75,8 @@ def split_pipeline(command: str) -> list[list[str]]:
         elif ch in _UNQUOTED:
             raise Refused(f"this sandbox does not allow {_UNQUOTED[ch]}")
         elif ch in "#~" and (i == 0 or command[i - 1] in " \t|"):
-            raise Refused("comments ('#') and '~' expansion are not allowed" if ch == "#" else "'~' (home directory) is not allowed")
+            raise Refused("comments ('#') and '~' expansion are not allowed" if ch == "#" else "'~' (home "
+                          "directory) is not allowed")
         i += 1
     if quote:
         raise Refused("a quote is not closed")

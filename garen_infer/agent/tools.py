@@ -52,14 +52,18 @@ class Toolbox:
         args = call.arguments
         try:
             if call.name == "bash":
-                return self.bash(_text_arg(args, "command"), args.get("rerank_query") if self.config.match_query == "generative" else None)
+                return self.bash(_text_arg(args, "command"),
+                                 args.get("rerank_query") if self.config.match_query == "generative" else None)
             if call.name == "read":
-                return self.read(_text_arg(args, "path"), _int_arg(args, "offset", 1), _int_arg(args, "limit", READ_DEFAULT_LINES))
+                return self.read(_text_arg(args, "path"), _int_arg(args, "offset", 1),
+                                 _int_arg(args, "limit", READ_DEFAULT_LINES))
             if call.name == "embed_recall":
                 return self.embed_recall(_text_arg(args, "scope_query"))
         except _BadArgument as why:
             return ToolOutcome(f"Error: {call.name}: {why}", error=True)
-        return ToolOutcome(f"Error: there is no tool '{call.name}'; the tools are bash, read and embed_recall", error=True)
+        return ToolOutcome(
+            f"Error: there is no tool '{call.name}'; the tools are bash, read and embed_recall", error=True
+        )
 
     # ---- embed_recall -----------------------------------------------------------------------------------------
     def embed_recall(self, scope_query: str) -> ToolOutcome:
@@ -76,7 +80,10 @@ class Toolbox:
             paragraphs = self.relevance.entry_paragraphs(
                 query, rows[: cfg.init_docs], cfg.init_paragraphs, cfg.paragraph_min_chars, cfg.paragraph_max_chars
             )
-            text += "".join(f'\n<qr_paragraph path="{self.doc_path(p.row)}">\n{p.text}\n</qr_paragraph>' for p in paragraphs)
+            text += "".join(
+                f'\n<qr_paragraph path="{self.doc_path(p.row)}">\n{p.text}\n</qr_paragraph>'
+                for p in paragraphs
+            )
         return ToolOutcome(_cap(text, cfg.tool_result_chars), scope_line=line)
 
     def doc_path(self, row: int) -> str:
@@ -99,7 +106,8 @@ class Toolbox:
         if result.stderr.strip():
             notes.append("stderr: " + result.stderr.strip()[:1000])
         if not result.output.strip() and not result.timed_out:
-            notes.append("(no matches)" if result.searches and result.status == 1 else f"(no output; exit status {result.status})")
+            notes.append("(no matches)" if result.searches and result.status == 1 else "(no output; exit "
+                         f"status {result.status})")
         text = "\n".join(part for part in [text.rstrip("\n"), *notes] if part)
         return ToolOutcome(_cap(text, cfg.tool_result_chars), reranked=reranked)
 
@@ -127,7 +135,11 @@ class Toolbox:
         else:
             shown = units[: cfg.max_matches]
             more = result.cut or len(units) > len(shown)
-            note = f"[the first {len(shown)} of {total} matches; narrow the pattern or read a file for more]" if more else ""
+            note = (
+                f"[the first {len(shown)} of {total} matches; narrow the pattern or read a file for more]"
+                if more
+                else ""
+            )
         lines = [u if len(u) <= cfg.match_chars else u[: cfg.match_chars] + " [...]" for u in shown]
         return "\n".join(lines + ([note] if note else [])), query_text is not None
 
@@ -157,7 +169,10 @@ class Toolbox:
         chunk = lines[offset - 1 : offset - 1 + limit]
         text = "\n".join(chunk) if chunk else f"(the file has {len(lines)} lines)"
         if offset - 1 + limit < len(lines):
-            text += f"\n[lines {offset}-{offset + len(chunk) - 1} of {len(lines)}; read from offset={offset + len(chunk)} for more]"
+            text += (
+                f"\n[lines {offset}-{offset + len(chunk) - 1} of {len(lines)}; read from "
+                f"offset={offset + len(chunk)} for more]"
+            )
         return ToolOutcome(_cap(text, self.config.tool_result_chars))
 
 

@@ -22,10 +22,17 @@ class Transcript:
         return text if len(text) <= self.result_chars else text[: self.result_chars] + " [...]"
 
     def assistant(self, turn: int, text: str, calls) -> None:
-        self.events.append({
-            "turn": turn, "kind": "assistant", "text": self._cut(text),
-            "tool_calls": [{"name": c.name, "arguments": c.arguments, **({"error": c.error} if c.error else {})} for c in calls],
-        })
+        self.events.append(
+            {
+                "turn": turn,
+                "kind": "assistant",
+                "text": self._cut(text),
+                "tool_calls": [
+                    {"name": c.name, "arguments": c.arguments, **({"error": c.error} if c.error else {})}
+                    for c in calls
+                ],
+            }
+        )
 
     def tool_result(self, turn: int, call, outcome) -> None:
         status = "refused" if outcome.refused else "error" if outcome.error else "ok"
@@ -62,8 +69,12 @@ def render(record: dict) -> str:
         else:
             lines.append(f"{turn} context compacted (about {event['tokens_after']} tokens left)")
     agent = trace.get("agent", {})
-    lines.append(f"--- stop: {agent.get('stop')}; turns {agent.get('turns')}; tool calls {agent.get('tool_calls')}; refused {agent.get('refused')}")
-    lines.append("--- final ranking: " + (", ".join(record.get("ranking", [])[: trace.get("answer_size", 10)]) or "(none)"))
+    lines.append(f"--- stop: {agent.get('stop')}; turns {agent.get('turns')}; tool calls "
+                 f"{agent.get('tool_calls')}; refused {agent.get('refused')}")
+    lines.append(
+        "--- final ranking: "
+        + (", ".join(record.get("ranking", [])[: trace.get("answer_size", 10)]) or "(none)")
+    )
     return "\n".join(lines)
 
 

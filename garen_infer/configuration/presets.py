@@ -96,7 +96,8 @@ def run_config_from(preset: dict, method: str, budget: int | None = None, limit:
                     max_active: int | None = None, shard: str | None = None) -> RunConfig:
     """The one way a preset becomes a run's configuration, whichever door asked (CLI, Python API, PyTerrier,
     bench, demo): the method's options, the first stage, the models and the preset's run section, with
-    ``budget``, ``limit``, ``max_active`` (queries in flight) and ``shard`` ("I/N") overriding the preset where given."""
+    ``budget``, ``limit``, ``max_active`` (queries in flight) and ``shard`` ("I/N") overriding the preset
+    where given."""
     run_opts = dict(preset.get("run") or {})
     if max_active is not None:
         run_opts["max_active_queries"] = max_active

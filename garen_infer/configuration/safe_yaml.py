@@ -14,7 +14,8 @@ class BoundedLoader(yaml.SafeLoader):
         node = super().get_single_node()
         if node is not None:
             if _expanded_size(node, {}) > MAX_VALUES:
-                raise yaml.YAMLError(f"its aliases expand to more than {MAX_VALUES:,} values, the most a file here may hold")
+                raise yaml.YAMLError(f"its aliases expand to more than {MAX_VALUES:,} values, the most a "
+                                     "file here may hold")
         return node
 
 

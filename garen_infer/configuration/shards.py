@@ -28,7 +28,8 @@ class Shard:
     def select(self, queries: list, what: str = "judged queries") -> list:
         """This shard's queries, in the order given."""
         if self.count > len(queries):
-            raise GarenError(f"--shard {self}: {len(queries)} {what} cannot fill {self.count} shards; use at most {len(queries)}")
+            raise GarenError(f"--shard {self}: {len(queries)} {what} cannot fill {self.count} shards; use at "
+                             f"most {len(queries)}")
         mine = set(assign([q.id for q in queries], self.count)[self.index])
         return [q for q in queries if q.id in mine]
 

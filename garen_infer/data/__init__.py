@@ -1,4 +1,5 @@
-"""Corpora, queries and relevance judgements, loaded and validated from BEIR folders, BRIGHT, plain JSONL or ir_datasets."""
+"""Corpora, queries and relevance judgements, loaded and validated from BEIR folders, BRIGHT, plain JSONL or
+ir_datasets."""
 
 from garen_infer.data.dataset import Dataset, Document, Query
 from garen_infer.data.spec import load_dataset, load_judgments

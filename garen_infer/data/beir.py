@@ -20,7 +20,9 @@ def read_corpus(path: Path, allow_empty: bool = False) -> list[Document]:
         text = require_text(obj, "text", path, line, allow_empty=True)
         if not text.strip() and not title.strip():
             if not allow_empty:
-                raise DataError(path, "empty (and so is 'title'); pass --allow-empty-docs to keep such documents", line, "text")
+                raise DataError(path,
+                                "empty (and so is 'title'); pass --allow-empty-docs to keep such documents",
+                                line, "text")
         docs.append(Document(doc_id, text, title))
     if not docs:
         raise DataError(path, "the corpus holds no documents")

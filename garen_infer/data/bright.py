@@ -40,7 +40,9 @@ def _load_split(source: str, config: str, task: str, revision: str | None):
     local = Path(source)
     if local.is_dir():
         if revision:
-            raise DataError(local, f"a local copy has one version; revision '{revision}' pins a hub dataset (drop '@{revision}', or name the hub dataset)")
+            raise DataError(local,
+                            f"a local copy has one version; revision '{revision}' pins a hub dataset (drop "
+                            f"'@{revision}', or name the hub dataset)")
         files = sorted(str(p) for p in (local / config).glob(f"{task}-*.parquet"))
         if not files:
             raise DataError(local / config, f"no parquet file for task '{task}' (expected {task}-*.parquet)")
@@ -49,8 +51,10 @@ def _load_split(source: str, config: str, task: str, revision: str | None):
         return datasets.load_dataset(source, config, split=task, revision=revision)
     except OSError as err:  # the hub unreachable (ConnectionError), offline without a cached copy, or no such dataset
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-        raise DataError(f"bright:{task}", f"cannot load {source} ({config}) from the Hugging Face hub: {reason}; check the "
-                        f"network (HF_HUB_OFFLINE=1 reads only cached copies), or name a local copy: bright:{task}@<folder>") from None
+        raise DataError(f"bright:{task}",
+                        f"cannot load {source} ({config}) from the Hugging Face hub: {reason}; check the "
+                        "network (HF_HUB_OFFLINE=1 reads only cached copies), or name a local copy: "
+                        f"bright:{task}@<folder>") from None
 
 
 def bright_from_records(task: str, documents, examples, *, long_documents: bool, origin: str) -> Dataset:
@@ -104,7 +108,9 @@ def load_bright(task: str, *, long_documents: bool = False, source: str = HUB_NA
 REASONING_MODELS = ("gpt4", "claude-3-opus", "Gemini-1.0", "llama3-70b", "grit")
 
 
-def load_reasoning_queries(task: str, model: str, *, source: str = HUB_NAME, revision: str | None = None) -> dict[str, str]:
+def load_reasoning_queries(
+    task: str, model: str, *, source: str = HUB_NAME, revision: str | None = None
+) -> dict[str, str]:
     """Query id -> the text BRIGHT's `<model>_reason` configuration gives for ``task``."""
     if model not in REASONING_MODELS:
         raise DataError("bright", f"no reasoning queries by '{model}'; BRIGHT publishes {', '.join(REASONING_MODELS)}")

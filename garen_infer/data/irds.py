@@ -23,7 +23,9 @@ def load_irds(dataset_id: str, allow_empty_docs: bool = False, documents: bool =
     try:
         import ir_datasets
     except ImportError:
-        raise DataError(origin, "irds: datasets are read through ir_datasets: pip install -e '.[irds]' (or ir-datasets)") from None
+        raise DataError(origin,
+                        "irds: datasets are read through ir_datasets: pip install -e '.[irds]' (or "
+                        "ir-datasets)") from None
     try:
         source = ir_datasets.load(dataset_id)
     except KeyError:
@@ -40,12 +42,15 @@ def load_irds(dataset_id: str, allow_empty_docs: bool = False, documents: bool =
         judgements = list(source.qrels_iter()) if source.has_qrels() else []
         excluded_labels = {label for label, text in (source.qrels_defs() if source.has_qrels() else {}).items()
                            if "exclude" in str(text).lower()}
-    except (OSError, RuntimeError) as err:  # ir_datasets fetches what it lacks; offline, or with a partial copy, that fails
-        if isinstance(err, RuntimeError) and not str(err.args[0] if err.args else "").startswith("All download sources failed"):
+    # ir_datasets fetches what it lacks; offline, or with a partial copy, that fails
+    except (OSError, RuntimeError) as err:
+        if isinstance(err, RuntimeError) and not str(err.args[0] if err.args else "").startswith("All download "
+                                                                                                 "sources failed"):
             raise
-        raise DataError(origin, f"ir_datasets could not read or download the collection's files ({_first_line(err)}); place "
-                                f"them where ir_datasets looks ($IR_DATASETS_HOME, default ~/.ir_datasets) or register a "
-                                f"local copy") from None
+        raise DataError(origin,
+                        f"ir_datasets could not read or download the collection's files ({_first_line(err)}); place "
+                        "them where ir_datasets looks ($IR_DATASETS_HOME, default ~/.ir_datasets) "
+                        f"or register a local copy") from None
     return _dataset(dataset_id, origin, docs, queries, judgements, excluded_labels)
 
 
@@ -67,7 +72,8 @@ def _documents(source, origin: str, allow_empty: bool) -> list[Document]:
         else:
             text, title = record.default_text() or "", ""
         if not text.strip() and not title.strip() and not allow_empty:
-            raise DataError(origin, "empty (and so is 'title'); pass --allow-empty-docs to keep such documents", number, "text")
+            raise DataError(origin,
+                            "empty (and so is 'title'); pass --allow-empty-docs to keep such documents", number, "text")
         docs.append(Document(doc_id, text, title))
     if not docs:
         raise DataError(origin, "the collection holds no documents")
@@ -120,7 +126,8 @@ def _dataset(dataset_id: str, origin: str, docs: list[Document] | None, records,
 
 
 def _name(dataset_id: str) -> str:
-    """ir_datasets' BRIGHT ids under the ``bright:`` loader's names (``bright/biology-long`` -> ``bright/biology:long``),
+    """ir_datasets' BRIGHT ids under the ``bright:`` loader's names (``bright/biology-long`` ->
+    ``bright/biology:long``),
     so prompts that name the BRIGHT task find it; any other id is its own name."""
     if not dataset_id.startswith("bright/"):
         return dataset_id

@@ -38,7 +38,8 @@ def load_jsonl(corpus: str | Path, queries: str | Path | None = None, qrels: str
         for line, obj in read_jsonl(queries):
             qid = require_id(obj, _id_key(obj), queries, line)
             seen_q.add(qid, line)
-            query_list.append(Query(qid, require_text(obj, "text", queries, line), frozenset(map(str, obj.get("excluded_ids") or []))))
+            query_list.append(Query(qid, require_text(obj, "text", queries, line),
+                                    frozenset(map(str, obj.get("excluded_ids") or []))))
     judgements = {}
     if qrels is not None:
         doc_ids = {d.id for d in docs} if documents else None

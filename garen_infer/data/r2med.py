@@ -47,7 +47,8 @@ def _load_rows(source: str, task: str, config: str, revision: str | None):
             raise DataError(local, f"a local copy has one version; revision '{revision}' pins a hub dataset")
         path = local / f"{config}.jsonl"
         if not path.is_file():
-            raise DataError(path, f"file not found (a local R2MED copy holds {', '.join(c + '.jsonl' for c in CONFIGS)})")
+            raise DataError(path,
+                            f"file not found (a local R2MED copy holds {', '.join(c + '.jsonl' for c in CONFIGS)})")
         return datasets.load_dataset("json", data_files=str(path), split="train")
     return datasets.load_dataset(f"{source}/{task}", config, split=config, revision=revision)
 

@@ -40,7 +40,8 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise DataError(path, f"bytes are not valid UTF-8 ({err.reason} at byte {err.start})", line_no) from None
+                raise DataError(path, f"bytes are not valid UTF-8 ({err.reason} at byte {err.start})",
+                                line_no) from None
             if not line.strip():
                 continue
             try:
@@ -94,7 +95,8 @@ class UniqueIds:
 
     def add(self, id_: str, line: int) -> None:
         if id_ in self.first_line:
-            raise DataError(self.path, f"duplicate id '{id_}' (first seen on line {self.first_line[id_]})", line, self.field_name)
+            raise DataError(self.path, f"duplicate id '{id_}' (first seen on line {self.first_line[id_]})",
+                            line, self.field_name)
         self.first_line[id_] = line
 
 
@@ -139,7 +141,8 @@ def read_qrels_tsv(path: Path, doc_ids: set[str] | None, query_ids: set[str]) ->
     too unless ``doc_ids`` is None (the corpus was not read: scoring a run needs only the judgements)."""
     qrels: dict[str, dict[str, int]] = {}
     lines = read_text(path).splitlines()
-    for line_no, row in enumerate(csv.reader(lines, delimiter="\t" if "\t" in (lines[0] if lines else "") else " "), start=1):
+    for line_no, row in enumerate(csv.reader(lines,
+                                             delimiter="\t" if "\t" in (lines[0] if lines else "") else " "), start=1):
         row = [cell for cell in row if cell != ""]
         if not row:
             continue
@@ -148,7 +151,8 @@ def read_qrels_tsv(path: Path, doc_ids: set[str] | None, query_ids: set[str]) ->
         if len(row) == 4:  # TREC: qid iteration docid rel
             row = [row[0], row[2], row[3]]
         if len(row) != 3:
-            raise DataError(path, f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}", line_no)
+            raise DataError(path,
+                            f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}", line_no)
         qid, did, rel = row
         if qid not in query_ids:
             raise DataError(path, f"unknown query id '{qid}'", line_no, "query-id")

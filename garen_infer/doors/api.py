@@ -26,7 +26,8 @@ from garen_infer.running.session import Session
 from garen_infer.settings import Count
 
 RESULT_COLUMNS = ["qid", "docno", "rank", "score"]
-LEDGER_COLUMNS = ["qid", "budget_used", "budget", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens",
+LEDGER_COLUMNS = ["qid", "budget_used", "budget", "requests", "model_calls", "cache_hits", "input_tokens",
+                  "output_tokens",
                   "model_seconds", "seconds"]
 
 
@@ -61,7 +62,8 @@ def _dataset(dataset: Dataset | str | Path, allow_empty_docs: bool) -> Dataset:
             if "--allow-empty-docs" not in str(err):
                 raise
             raise GarenError(str(err).replace("pass --allow-empty-docs", "pass allow_empty_docs=True")) from None
-    raise GarenError(f"dataset: expected a spec such as 'beir:data/scifact:test' or a Dataset, got {type(dataset).__name__}")
+    raise GarenError("dataset: expected a spec such as 'beir:data/scifact:test' or a Dataset, got "
+                     f"{type(dataset).__name__}")
 
 
 class Index:
@@ -81,7 +83,8 @@ class Index:
 
         settings = load_preset(preset, overrides or {})
         data = _dataset(dataset, allow_empty_docs)
-        return cls(IndexFolder.build(data, out, IndexConfig.from_dict(settings.get("index", {})), force=force, log=log), data)
+        return cls(IndexFolder.build(data, out, IndexConfig.from_dict(settings.get("index", {})), force=force,
+                                     log=log), data)
 
     @classmethod
     @refusals_as_garen_errors
@@ -145,11 +148,13 @@ class Retriever:
         from garen_infer.settings import validate
 
         if not isinstance(index, Index):
-            raise GarenError(f"index: expected a garen_infer.Index (Index.open or Index.build), got {type(index).__name__}")
+            raise GarenError("index: expected a garen_infer.Index (Index.open or Index.build), got "
+                             f"{type(index).__name__}")
         given = {"budget": budget, "max_active_queries": max_active_queries}
         validate(RetrieverCounts, {k: v for k, v in given.items() if v is not None}, "Retriever")
         self.index, self.method = index, method
-        self.config = run_config_from(load_preset(preset, overrides or {}), method, budget, max_active=max_active_queries)
+        self.config = run_config_from(load_preset(preset, overrides or {}), method, budget,
+                                      max_active=max_active_queries)
         self.cache = _cache(cache)
         self.session = Session(index.dataset, index.folder, self.config, self.cache)
         self.ledger = _frame([], LEDGER_COLUMNS)
@@ -220,7 +225,8 @@ def _queries(queries, dataset: Dataset) -> list[Query]:
         pairs = list(zip(queries["qid"], queries["query"]))
         where = "queries frame"
     else:
-        raise GarenError(f"queries: expected {{qid: text}} or a DataFrame with columns qid and query, got {type(queries).__name__}")
+        raise GarenError("queries: expected {qid: text} or a DataFrame with columns qid and query, got "
+                         f"{type(queries).__name__}")
     known = {q.id: q for q in dataset.queries}
     out, seen = [], set()
     for qid, text in pairs:
@@ -243,13 +249,16 @@ def _first_stage_frame(results, index: Index) -> tuple[list[Query], list]:
     import pandas as pd
 
     if not hasattr(results, "columns"):
-        raise GarenError(f"results: expected a DataFrame with columns qid, query, docno and rank or score, got {type(results).__name__}")
+        raise GarenError("results: expected a DataFrame with columns qid, query, docno and rank or score, "
+                         f"got {type(results).__name__}")
     missing = [c for c in ("qid", "query", "docno") if c not in results.columns]
     order = "rank" if "rank" in results.columns else "score" if "score" in results.columns else None
     if missing or order is None:
         missing += [] if order else ["rank or score"]
-        raise GarenError(f"results: the frame lacks {', '.join(missing)} (it has {', '.join(map(str, results.columns))}); "
-                         f"expected a first-stage result frame: qid, query, docno and rank or score")
+        raise GarenError(
+            f"results: the frame lacks {', '.join(missing)} (it has {', '.join(map(str, results.columns))}); "
+            f"expected a first-stage result frame: qid, query, docno and rank or score"
+        )
     row_of = index.folder.row_of_id
     frame = results.assign(qid=results["qid"].astype(str), docno=results["docno"].astype(str))
     frame = frame.sort_values(["qid", order], ascending=[True, order == "rank"], kind="stable")

@@ -23,7 +23,8 @@ def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> N
     parser.add_argument("--preset", default="cpu-default", help="a name in configs/ or a YAML path (default: cpu-default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a preset field, e.g. methods.garen.tau_switch=2")
-    parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text (Cranfield has two)")
+    parser.add_argument("--allow-empty-docs", action="store_true",
+                        help="keep documents with neither title nor text (Cranfield has two)")
 
 
 def at_least(low: int):
@@ -79,11 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--budget", type=at_least_one, help="distinct documents the reranker may see (Reranker@k)")
     run.add_argument("--out", required=True, help="run folder (resumable)")
     run.add_argument("--limit", type=at_least_one, help="only the first N judged queries")
-    run.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
+    run.add_argument("--cache",
+                     help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     run.add_argument("--no-cache", action="store_true")
     run.add_argument("--max-active-queries", type=at_least_one, help="queries in flight at once (1 = one at a time)")
-    run.add_argument("--shard", help="I/N: only shard I of N of the judged queries (a split by query id; merge the shards with 'garen-infer merge')")
-    run.add_argument("--seeds", type=at_least_one, default=1, help="runs with sampling seeds 0..N-1 under OUT/seed-K, and their mean (GAREN sec. 5: 5)")
+    run.add_argument("--shard",
+                     help="I/N: only shard I of N of the judged queries (a split by query id; merge the "
+                     "shards with 'garen-infer merge')")
+    run.add_argument("--seeds", type=at_least_one, default=1,
+                     help="runs with sampling seeds 0..N-1 under OUT/seed-K, and their mean (GAREN sec. 5: 5)")
 
     ev = sub.add_parser("eval", help="score any TREC run file")
     _common(ev)
@@ -98,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="json (default): the means and the coverage as one JSON object; trec_eval: trec_eval's lines "
                          "'measure<TAB>qid<TAB>value', its measure names (ndcg_cut_10, recall_100, map) and 4 places")
 
-    bench = sub.add_parser("bench", help="run a methods x budgets x datasets matrix (resumable) and write a comparison report")
+    bench = sub.add_parser("bench",
+                           help="run a methods x budgets x datasets matrix (resumable) and write a comparison report")
     bench.add_argument("--config", required=True, help="a bench file (see configs/bench/)")
     bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a bench file field, e.g. budgets=[100]")
     bench.add_argument("--limit", type=at_least_one, metavar="N",
@@ -111,38 +117,48 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--plan", nargs="?", const="commands", choices=("commands", "slurm"),
                       help="print one command per cell (or, with 'slurm', an array job script) and run no cell "
                            "(with build_index: true it builds the missing indexes first, so cells only read them)")
-    bench.add_argument("--env", metavar="PREFIX", help="with --plan slurm: the virtualenv or conda prefix the jobs activate "
+    bench.add_argument("--env", metavar="PREFIX",
+                       help="with --plan slurm: the virtualenv or conda prefix the jobs activate "
                        "(default: the one planning them)")
     jobs.add_argument("--cell", type=at_least_one, metavar="K", help="run cell K of --plan alone (no report)")
     jobs.add_argument("--collect", action="store_true", help="run nothing: write the report from the finished cells")
 
-    merge = sub.add_parser("merge", help="join the run folders of 'run --shard I/N' into the folder an unsharded run writes")
+    merge = sub.add_parser("merge",
+                           help="join the run folders of 'run --shard I/N' into the folder an unsharded run writes")
     merge.add_argument("shards", nargs="+", metavar="SHARD", help="the shards' run folders")
     merge.add_argument("--out", required=True, help="the merged run folder")
-    merge.add_argument("--dataset", required=True, help="the dataset the shards ran on (for its queries and judgements)")
+    merge.add_argument("--dataset", required=True,
+                       help="the dataset the shards ran on (for its queries and judgements)")
     merge.add_argument("--allow-empty-docs", action="store_true")
     merge.add_argument("--partial", action="store_true", help="merge the shards there are, into a run labelled partial")
 
     cache = sub.add_parser("cache", help="response cache files: 'cache merge' joins the caches of separate processes")
     cache_sub = cache.add_subparsers(dest="action", required=True)
-    cache_merge = cache_sub.add_parser("merge", help="add the answers of CACHE... to --out (a key already there keeps its answer)")
+    cache_merge = cache_sub.add_parser("merge",
+                                       help="add the answers of CACHE... to --out (a key already there keeps "
+                                       "its answer)")
     cache_merge.add_argument("sources", nargs="+", metavar="CACHE", help="cache files, e.g. one per shard")
     cache_merge.add_argument("--out", required=True, help="the cache file to merge into (created if need be)")
 
-    compare = sub.add_parser("compare", help="two runs query by query: wins, losses, ties, paired t-test and randomisation test")
+    compare = sub.add_parser("compare",
+                             help="two runs query by query: wins, losses, ties, paired t-test and randomisation test")
     compare.add_argument("run_a", help="a finished run folder, or a TREC run file from any system")
     compare.add_argument("run_b", help="another run folder or TREC run file on the same dataset")
     compare.add_argument("--dataset", required=True, help="the dataset both runs used (for its judgements)")
     compare.add_argument("--allow-empty-docs", action="store_true",
                          help="accepted as run takes it; scoring reads no documents")
     compare.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"],
-                         help="ir_measures or trec_eval names, e.g. nDCG@10 R@100 AP RR@10, or ndcg_cut_10 recall_100 map")
-    compare.add_argument("--permutations", type=at_least_one, default=10_000, help="sign flips of the randomisation test")
+                         help="ir_measures or trec_eval names, e.g. nDCG@10 R@100 AP RR@10, or ndcg_cut_10 "
+                         "recall_100 map")
+    compare.add_argument("--permutations", type=at_least_one, default=10_000,
+                         help="sign flips of the randomisation test")
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     options = sub.add_parser("options", help="a method's options (or the preset's run or first_stage "
-                             "section, or a model backend's settings): each one's type, default, paper source and meaning")
-    options.add_argument("name", metavar="METHOD", help="a method's name, or run, or first_stage, or a backend (openai, vllm, ...)")
+                             "section, or a model backend's settings): each one's type, default, paper "
+                             "source and meaning")
+    options.add_argument("name", metavar="METHOD",
+                         help="a method's name, or run, or first_stage, or a backend (openai, vllm, ...)")
     options.add_argument("--json", action="store_true", help="print them as JSON")
     tree = sub.add_parser("tree", help="print the outline of an index's semantic tree (LATTICE)")
     tree.add_argument("--index", required=True)
@@ -220,7 +236,8 @@ def cmd_run(args) -> int:
     config = run_config_from(preset, args.method, args.budget, args.limit, args.max_active_queries,
                              args.shard)
     if args.shard and args.seeds > 1:
-        raise GarenError("--shard with --seeds: run each seed as its own sharded run (--set models.<role>.sampling.seed=K)")
+        raise GarenError("--shard with --seeds: run each seed as its own sharded run (--set "
+                         "models.<role>.sampling.seed=K)")
     dataset = load_dataset(args.dataset, args.allow_empty_docs)
     index = IndexFolder.open(args.index, dataset)
     cache = NoCache() if args.no_cache else ResponseCache(args.cache)
@@ -297,8 +314,14 @@ def cmd_cache(args) -> int:
     from garen_infer.llm.cache_merge import merge_caches
 
     count = merge_caches(args.out, args.sources)
-    print(f"[cache] {args.out}: {count.added} answers added, {count.present} already there"
-          + (f", {count.differing} already there with another answer (kept; the models were sampled)" if count.differing else ""))
+    print(
+        f"[cache] {args.out}: {count.added} answers added, {count.present} already there"
+        + (
+            f", {count.differing} already there with another answer (kept; the models were sampled)"
+            if count.differing
+            else ""
+        )
+    )
     return 0
 
 
@@ -353,10 +376,14 @@ def cmd_demo(args) -> int:
     return run_demo(out, args.method)
 
 
-WRITES = {"index": "index folder", "run": "run folder", "merge": "run folder"}  # commands that write the folder named by --out
+# commands that write the folder named by --out
+WRITES = {"index": "index folder", "run": "run folder", "merge": "run folder"}
 
 
-INTERRUPTED = "interrupted; what was finished is kept and nothing half-written is: run the same command again to continue"
+INTERRUPTED = (
+    "interrupted; what was finished is kept and nothing half-written is: run the same command again to "
+    "continue"
+)
 
 
 def main(argv: list[str] | None = None) -> int:

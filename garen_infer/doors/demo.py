@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 NEXT_STEPS = """
 Next steps
   BEIR folder : garen-infer index --dataset beir:path/to/scifact:test --out idx/scifact
-                garen-infer run   --dataset beir:path/to/scifact:test --index idx/scifact --method garen --budget 100 --out runs/scifact-garen
-  BRIGHT      : garen-infer index --dataset bright:biology --out idx/biology   (downloads xlangai/BRIGHT through `datasets`)
+                garen-infer run   --dataset beir:path/to/scifact:test --index idx/scifact --method garen \
+--budget 100 --out runs/scifact-garen
+  BRIGHT      : garen-infer index --dataset bright:biology --out idx/biology   (downloads xlangai/BRIGHT through \
+`datasets`)
                 garen-infer run   --dataset bright:biology --index idx/biology --method garen --out runs/biology-garen
   GPU presets : --preset garen-paper (Qwen3 models on vLLM); see docs/engines.md
   Methods     : {methods}
@@ -35,14 +37,17 @@ def run_demo(out: Path | None = None, method: str = "garen") -> int:
     out = out or default_folder()
     preset = load_preset("cpu-default")
     dataset = load_stdlib_docs()
-    print(f"Corpus: {len(dataset.documents)} docstrings of the Python standard library ({dataset.name}); preset cpu-default")
+    print(f"Corpus: {len(dataset.documents)} docstrings of the Python standard library ({dataset.name}); "
+          "preset cpu-default")
     index = IndexFolder.build(dataset, out / "index", IndexConfig.from_dict(preset["index"]), log=lambda m: print(m))
     run_dir = out / f"run-{method}"
     config = run_config_from(preset, method, budget=None)
     metrics = Session(dataset, index, config, ResponseCache(out / "responses.sqlite"), log=print).run(run_dir)
     _show(dataset, index, run_dir, method)
-    print(f"\nPer query: {metrics['mean_budget_used']:.0f} documents reranked, {metrics['mean_requests']:.1f} model requests "
-          f"({metrics['mean_model_calls']:.1f} computed, {metrics['mean_cache_hits']:.1f} from the cache)")
+    print(
+        f"\nPer query: {metrics['mean_budget_used']:.0f} documents reranked, {metrics['mean_requests']:.1f} "
+        f"model requests ({metrics['mean_model_calls']:.1f} computed, {metrics['mean_cache_hits']:.1f} from the cache)"
+    )
     print(f"Run folder: {run_dir} (run.trec, metrics.json, trace.jsonl)")
     print(next_steps())
     return 0

@@ -71,7 +71,10 @@ class Method(pt.Transformer):
 
     def __repr__(self) -> str:
         config = self.retriever.config
-        return f"{type(self).__name__}({config.method!r}, budget={config.budget!r}, index={str(self.retriever.index.path)!r})"
+        return (
+            f"{type(self).__name__}({config.method!r}, budget={config.budget!r}, "
+            f"index={str(self.retriever.index.path)!r})"
+        )
 
 
 class BM25(Method):

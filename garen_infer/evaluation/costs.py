@@ -51,7 +51,8 @@ def prices_for(models: dict) -> dict[str, TokenPrices]:
 
 def query_cost(ledger: dict, prices: dict[str, TokenPrices]) -> dict[str, float]:
     """Dollars per priced role for one query's ledger summary (``QueryLedger.summary()``), and their total."""
-    out = {role: p.dollars(ledger["roles"].get(role, {}).get("input_tokens", 0), ledger["roles"].get(role, {}).get("output_tokens", 0))
+    out = {role: p.dollars(ledger["roles"].get(role, {}).get("input_tokens", 0),
+                           ledger["roles"].get(role, {}).get("output_tokens", 0))
            for role, p in prices.items()}
     out["total"] = sum(out.values())
     return out

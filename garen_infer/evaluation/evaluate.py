@@ -19,9 +19,12 @@ def parse_measures(measures) -> list:
         _refuse_cutoffs(text, found)
     if bad:
         many = len(bad) > 1
-        raise GarenError(f"measure{'s' if many else ''} {', '.join(repr(b) for b in bad)}: not {'names' if many else 'a name'} "
-                         f"ir_measures or trec_eval reads; write e.g. nDCG@10, R@100, AP, RR@10, P@5 or AP(rel=2) (ir_measures), "
-                         f"or ndcg_cut_10, recall_100, map (trec_eval), one measure per argument")
+        raise GarenError(
+            f"measure{'s' if many else ''} {', '.join(repr(b) for b in bad)}: not {'names' if many else 'a name'} "
+            "ir_measures or trec_eval reads; write e.g. nDCG@10, R@100, AP, RR@10, P@5 or "
+            "AP(rel=2) (ir_measures), or ndcg_cut_10, recall_100, map (trec_eval), one measure "
+            "per argument"
+        )
     return parsed
 
 
@@ -35,7 +38,8 @@ def _refuse_cutoffs(text: str, found: list) -> None:
 
 
 def _parse_measure(text: str) -> list:
-    """The measures a string names in ir_measures' syntax, else in trec_eval's (which may name several); [] if neither."""
+    """The measures a string names in ir_measures' syntax, else in trec_eval's (which may name several); [] if
+    neither."""
     import ir_measures
 
     try:
@@ -64,14 +68,18 @@ def remove_excluded(run: dict[str, dict[str, float]], dataset: Dataset) -> dict[
     return {qid: {d: s for d, s in docs.items() if d not in excluded.get(qid, ())} for qid, docs in run.items()}
 
 
-def per_query(run: dict[str, dict[str, float]], dataset: Dataset, measures=DEFAULT_MEASURES) -> dict[str, dict[str, float]]:
+def per_query(
+    run: dict[str, dict[str, float]], dataset: Dataset, measures=DEFAULT_MEASURES
+) -> dict[str, dict[str, float]]:
     """measure -> {qid: value} over ALL judged queries; a query missing from the run scores 0 (pytrec_eval would
     silently drop it from the denominator)."""
     judged = judged_query_ids(dataset)
     return measure_per_query({qid: dataset.qrels[qid] for qid in judged}, remove_excluded(run, dataset), measures)
 
 
-def measure_per_query(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], measures) -> dict[str, dict[str, float]]:
+def measure_per_query(
+    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], measures
+) -> dict[str, dict[str, float]]:
     """measure -> {qid: value} over every query of ``qrels``; a query missing from the run scores 0."""
     import ir_measures
 
@@ -193,9 +201,15 @@ def averaging_line(covered: dict, dataset_name: str, run_name, judged_in_run: bo
     judged, answered = covered["judged_queries"], covered["judged_queries_in_run"]
     missing = judged - answered
     if judged_in_run:
-        text = f"means over the {answered} judged queries of {dataset_name} that {run_name} answers (--judged-in-run; trec_eval without -c)"
+        text = (
+            f"means over the {answered} judged queries of {dataset_name} that {run_name} answers "
+            "(--judged-in-run; trec_eval without -c)"
+        )
         return text + (f"; {missing} judged queries are missing from it and left out" if missing else "")
     if not missing:
         return f"means over all {judged} judged queries of {dataset_name}, every one answered by {run_name}"
-    return (f"warning: {run_name} answers {answered} of the {judged} judged queries of {dataset_name}; means over all {judged}, "
-            f"the {missing} missing scoring 0 (trec_eval -c); --judged-in-run averages over the {answered} it answers")
+    return (
+        f"warning: {run_name} answers {answered} of the {judged} judged queries of {dataset_name}; means "
+        f"over all {judged}, "
+        f"the {missing} missing scoring 0 (trec_eval -c); --judged-in-run averages over the {answered} it answers"
+    )

@@ -46,5 +46,6 @@ def summary_table(facts: dict) -> str:
         time = "-" if stage["seconds"] is None else f"{stage['seconds']:.1f} s"
         lines.append(f"  {name:<{width}}  {stage['action']:<7}  {time:>9}  {size_text(stage['bytes']):>9}")
     spent = sum(s["seconds"] or 0 for s in facts["stages"].values())
-    lines.append(f"  {'total':<{width}}  {'':<7}  {spent:>7.1f} s  {size_text(sum(s['bytes'] for s in facts['stages'].values())):>9}")
+    lines.append(f"  {'total':<{width}}  {'':<7}  {spent:>7.1f} s  "
+                 f"{size_text(sum(s['bytes'] for s in facts['stages'].values())):>9}")
     return "\n".join(lines)

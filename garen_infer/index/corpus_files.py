@@ -88,7 +88,8 @@ def _build(folder: OpenIndex, dataset: Dataset, params: CorpusFilesParams) -> di
         table = [[i, f"{DOCS}/{n}"] for i, n in zip(ids, names)]
         (tmp / "table.json").write_text(json.dumps(table, ensure_ascii=False), encoding="utf-8")
     hashed = sum("~" in n for n in names)
-    return {"files": len(names), "bytes": size, "hashed_names": hashed, "seconds": round(time.perf_counter() - start, 2)}
+    return {"files": len(names), "bytes": size, "hashed_names": hashed,
+            "seconds": round(time.perf_counter() - start, 2)}
 
 
 register(Stage(STAGE, CorpusFilesParams, _build))

@@ -53,7 +53,9 @@ def build_first_stage_embeddings(folder: OpenIndex, dataset: Dataset, params: Em
 
 def _encode(root: Path, texts: list[str], fingerprint: str, params: EmbeddingParams, name: str) -> dict:
     # chunks of another corpus or model are never reused; another device, batch or chunk size reuses them all
-    digest = hashlib.sha256(json.dumps([fingerprint, identity(EmbeddingParams, asdict(params))], sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(
+        json.dumps([fingerprint, identity(EmbeddingParams, asdict(params))], sort_keys=True).encode()
+    ).hexdigest()[:12]
     partial = root / f".{name}.{digest}.partial"
     for stale in root.glob(f".{name}.*.partial"):
         if stale != partial:

@@ -127,7 +127,8 @@ class IndexFolder:
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise GarenError(f"{manifest_path}: unreadable manifest ({err}); rebuild the index with 'garen-infer index --force'") from None
+            raise GarenError(f"{manifest_path}: unreadable manifest ({err}); rebuild the index with "
+                             "'garen-infer index --force'") from None
         if manifest.get("format") != FORMAT:
             raise GarenError(f"{manifest_path}: index format {manifest.get('format')} is not {FORMAT}, the one this "
                              f"release reads; rebuild it with 'garen-infer index --force' and the preset that built it")
@@ -245,7 +246,8 @@ class IndexFolder:
                 built = completed_params(type(params), recorded["params"])
                 other = [key for key, value in wanted.items() if built.get(key) != value]
                 log(f"[index] {name}: already built with these params, kept" if not other else
-                    f"[index] {name}: already built; {', '.join(other)} only change(s) how it runs, not the result: kept")
+                    f"[index] {name}: already built; {', '.join(other)} only change(s) how it runs, not the "
+                    "result: kept")
                 continue
             if recorded:
                 log(f"[index] {name}: params changed, rebuilding")
@@ -256,7 +258,9 @@ class IndexFolder:
             start = time.perf_counter()
             info = STAGES[name].build(folder, dataset, params)
             folder.build_actions[name] = ("rebuilt" if recorded else "built", round(time.perf_counter() - start, 2))
-            folder.manifest["stages"][name] = folder.sealed_entry(name, {"params": wanted, "info": info, "built": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            folder.manifest["stages"][name] = folder.sealed_entry(name,
+                                                                  {"params": wanted, "info": info,
+                                                                   "built": time.strftime("%Y-%m-%dT%H:%M:%S")})
             folder._forget_dependents(name)
             folder._save_manifest()
             folder.__dict__.pop(name, None)
@@ -311,7 +315,11 @@ class IndexFolder:
             from garen_infer.shipped import presets_with_stage
 
             having = presets_with_stage(stage)
-            example = f"e.g. 'garen-infer index --preset {having[0]}'" if having else f"one whose index section has {stage}"
+            example = (
+                f"e.g. 'garen-infer index --preset {having[0]}'"
+                if having
+                else f"one whose index section has {stage}"
+            )
             raise GarenError(f"{self.path}: {why} needs the index stage '{stage}', which this index lacks; "
                              f"rebuild with a preset that includes it ({example})")
         return self.manifest["stages"][stage]["params"]

@@ -145,9 +145,11 @@ def _corpus_rows(path: Path, ids: list[str], doc_ids: list[str]) -> np.ndarray:
     if missing or extra:
         problems = []
         if missing:
-            problems.append(f"{len(missing)} corpus documents have no vector (e.g. {', '.join(repr(d) for d in missing[:3])})")
+            problems.append(f"{len(missing)} corpus documents have no vector (e.g. "
+                            f"{', '.join(repr(d) for d in missing[:3])})")
         if extra:
-            problems.append(f"{len(extra)} vectors belong to no corpus document (e.g. {', '.join(repr(d) for d in extra[:3])})")
+            problems.append(f"{len(extra)} vectors belong to no corpus document (e.g. "
+                            f"{', '.join(repr(d) for d in extra[:3])})")
         raise DataError(path, "; ".join(problems) + ": embed exactly this corpus")
     row_of = {d: r for r, d in enumerate(doc_ids)}
     return np.array([row_of[d] for d in ids], dtype=np.int64)

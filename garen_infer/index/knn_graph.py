@@ -50,8 +50,8 @@ def faiss_module():
     try:
         import faiss
     except ImportError:
-        raise GarenError("faiss is not installed: pip install 'garen[cpu]' (faiss-cpu), or on a CUDA machine 'garen[gpu]' "
-                         "(faiss-gpu; never both, they install the same module)") from None
+        raise GarenError("faiss is not installed: pip install 'garen[cpu]' (faiss-cpu), or on a CUDA machine "
+                         "'garen[gpu]' (faiss-gpu; never both, they install the same module)") from None
     return faiss
 
 
@@ -137,7 +137,8 @@ class KnnGraph:
     def save(self, folder: Path, doc_ids: list[str]) -> None:
         """Write the graph; ``doc_ids`` (the corpus order of its rows) become its ``docnos.npids``."""
         if len(doc_ids) != len(self.neighbours):
-            raise GarenError(f"{folder}: a graph of {len(self.neighbours)} rows cannot be saved with {len(doc_ids)} document ids")
+            raise GarenError(f"{folder}: a graph of {len(self.neighbours)} rows cannot be saved with "
+                             f"{len(doc_ids)} document ids")
         with atomic_path(folder) as tmp:
             tmp.mkdir()
             self.neighbours.astype(np.uint32).tofile(tmp / "edges.u32.np")

@@ -56,7 +56,8 @@ class ProximityGraphParams:
     # one thread makes the build deterministic (diskannpy-rust, num_threads = num_tasks = 1); more threads insert
     # in another order and build another graph, so unlike other thread counts this one identifies the stage
     threads: Count = 1
-    start: Literal["medoid", "first"] = "medoid"  # the start point: "medoid" (the author's static build) | "first" (document 0)
+    # the start point: "medoid" (the author's static build) | "first" (document 0)
+    start: Literal["medoid", "first"] = "medoid"
 
 
 def degree_for(doc_count: int) -> int:
@@ -147,7 +148,8 @@ class ProximityGraph:
     def _index(self):
         diskannpy = _diskann()
         return diskannpy.AsyncDiskIndex(
-            str(self.folder), num_threads=1, r=self.degree, l=int(self.meta["build_list"]), alpha=float(self.meta["alpha"]),
+            str(self.folder), num_threads=1, r=self.degree, l=int(self.meta["build_list"]),
+            alpha=float(self.meta["alpha"]),
             graph_slack_factor=1.0, distance_metric="cosine", vector_dtype=np.float32, dimensions=int(self.meta["dim"]),
         )
 
@@ -158,7 +160,10 @@ class ProximityGraph:
         queries = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
         found = self._index.batch_search(queries, k_value=k, l_value=max(list_size, k), num_threads=1)
         start = int(self.meta.get("start_document", 0))
-        return [built_to_row([i for i in row if i < len(self)], start).tolist() for row in np.asarray(found.identifiers)]
+        return [
+            built_to_row([i for i in row if i < len(self)], start).tolist()
+            for row in np.asarray(found.identifiers)
+        ]
 
     # ---- building and storing -------------------------------------------------------------------------------
     @classmethod
@@ -181,8 +186,10 @@ class ProximityGraph:
             try:
                 with elapsed_bar(f"proximity graph (DiskANN, {n} documents)"), native_stdout_to_stderr():
                     diskannpy.build_async_index(
-                        data=np.ascontiguousarray(vectors[order]), distance_metric="cosine", index_directory=str(scratch), complexity=params.build_list,
-                        graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads, num_tasks=threads,
+                        data=np.ascontiguousarray(vectors[order]), distance_metric="cosine",
+                        index_directory=str(scratch), complexity=params.build_list,
+                        graph_degree=degree, alpha=params.alpha, num_start_pts=1, num_threads=threads,
+                        num_tasks=threads,
                         graph_slack_factor=1.0,  # 1.0 keeps every out-degree <= R
                         max_fp_vecs_per_prune=0, pq_seed=42, insert_minibatch_size=1, index_prefix=DISKANN_PREFIX,
                     )
@@ -206,13 +213,15 @@ class ProximityGraph:
             degrees = np.diff(offsets)
             meta = {
                 "type": "proximity_graph", "format": "csr", "doc_count": int(n), "dim": int(dim), "degree": int(degree),
-                "alpha": params.alpha, "build_list": params.build_list, "diskann_start": start_point, "frozen_points": frozen,
+                "alpha": params.alpha, "build_list": params.build_list, "diskann_start": start_point,
+                "frozen_points": frozen,
                 "start_document": int(start_document),
             }
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         return {
             "seconds": round(seconds, 2), "degree": int(degree), "edges": int(len(ids)),
-            "degree_min": int(degrees.min()), "degree_mean": round(float(degrees.mean()), 3), "degree_max": int(degrees.max()),
+            "degree_min": int(degrees.min()), "degree_mean": round(float(degrees.mean()), 3),
+            "degree_max": int(degrees.max()),
         }
 
     @classmethod

@@ -78,7 +78,10 @@ def damage(root: Path, name: str, entry: dict) -> str | None:
     """What is wrong with a stage in its manifest entry and on disk, by the cheap checks (seal, presence, sizes),
     or None."""
     if entry.get("seal") != seal(entry):
-        return f"the manifest entry of stage '{name}' was edited after the stage was built (its params or files no longer match its seal)"
+        return (
+            f"the manifest entry of stage '{name}' was edited after the stage was built (its params or "
+            "files no longer match its seal)"
+        )
     for rel, recorded in entry["files"].items():
         problem = size_problem(root, rel, recorded)
         if problem:
@@ -94,7 +97,11 @@ def size_problem(root: Path, rel: str, recorded: dict) -> str | None:
         size = os.stat(path).st_size
     except FileNotFoundError:
         return f"{rel} is missing"
-    return None if size == recorded["size"] else f"{rel} has {size} bytes, not the {recorded['size']} it was written with"
+    return (
+        None
+        if size == recorded["size"]
+        else f"{rel} has {size} bytes, not the {recorded['size']} it was written with"
+    )
 
 
 def digest_problem(root: Path, rel: str, recorded: dict) -> str | None:
@@ -105,5 +112,13 @@ def digest_problem(root: Path, rel: str, recorded: dict) -> str | None:
     path = root / rel
     if rel.endswith("/"):
         found = _bulk(sorted(p for p in path.iterdir() if p.is_file()))
-        return None if found == {k: recorded[k] for k in ("files", "size", "sha256")} else f"{rel} holds other files or contents than it was written with"
-    return None if file_sha256(path) == recorded["sha256"] else f"{rel} has other contents than it was written with (sha256 differs)"
+        return (
+            None
+            if found == {k: recorded[k] for k in ("files", "size", "sha256")}
+            else f"{rel} holds other files or contents than it was written with"
+        )
+    return (
+        None
+        if file_sha256(path) == recorded["sha256"]
+        else f"{rel} has other contents than it was written with (sha256 differs)"
+    )

@@ -95,7 +95,8 @@ def load_optional_stages() -> None:
     """Import modules that register further stages (kept lazy: they pull heavier dependencies)."""
     import importlib
 
-    for module in ("garen_infer.index.grouping.groups", "garen_infer.index.proximity_graph", "garen_infer.index.corpus_files",
+    for module in ("garen_infer.index.grouping.groups", "garen_infer.index.proximity_graph",
+                   "garen_infer.index.corpus_files",
                    "garen_infer.index.tree.semantic_tree_stage"):
         try:
             importlib.import_module(module)
@@ -119,6 +120,7 @@ class IndexConfig:
         stages = {}
         for name, values in (raw or {}).items():
             if name not in STAGES:
-                raise GarenError(f"unknown index stage '{name}'{did_you_mean(name, STAGES)}; known: {', '.join(STAGES)}")
+                raise GarenError(f"unknown index stage '{name}'{did_you_mean(name, STAGES)}; known: "
+                                 f"{', '.join(STAGES)}")
             stages[name] = build(STAGES[name].params_type, values, f"index.{name}")
         return cls(stages)

@@ -37,8 +37,10 @@ BUSY_TIMEOUT_S = 60.0
 JOURNAL_ENV = "GAREN_CACHE_JOURNAL"
 JOURNALS = ("wal", "delete")
 # filesystems whose files several hosts open: no shared memory between their processes, so no WAL
-NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "glusterfs", "cephfs", "ceph",
-                       "9p", "afs", "ocfs2", "gfs2", "panfs", "wekafs", "fuse.glusterfs", "fuse.sshfs", "fuse.ceph", "fuse.s3fs")
+NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "glusterfs",
+                       "cephfs", "ceph",
+                       "9p", "afs", "ocfs2", "gfs2", "panfs", "wekafs", "fuse.glusterfs", "fuse.sshfs",
+                       "fuse.ceph", "fuse.s3fs")
 
 
 def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
@@ -81,7 +83,8 @@ class ResponseCache:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else default_cache_path()
         if self.path.is_dir():
-            raise GarenError(f"--cache {self.path}: a folder; name the cache file, e.g. {self.path / 'responses.sqlite'}")
+            raise GarenError(f"--cache {self.path}: a folder; name the cache file, e.g. "
+                             f"{self.path / 'responses.sqlite'}")
         self._lock = threading.Lock()
         with self._failures("open"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +123,8 @@ class ResponseCache:
 
     def put_many(self, items: dict[str, dict]) -> None:
         with self._lock, self._failures("write"):
-            self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
+            self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)",
+                                 [(k, json.dumps(v)) for k, v in items.items()])
             self._db.commit()
 
     def __len__(self) -> int:
@@ -142,7 +146,10 @@ class ResponseCache:
                 advice = (f"another process has held it locked for over {BUSY_TIMEOUT_S:g} s: let it finish "
                           "(or pass another --cache, or --no-cache) and run the same command again")
             else:
-                advice = "free some space or fix the permissions (or pass another --cache, or --no-cache) and run the same command again"
+                advice = (
+                    "free some space or fix the permissions (or pass another --cache, or --no-cache) and "
+                    "run the same command again"
+                )
             raise GarenError(f"response cache {self.path}: cannot {doing} it ({err}); {advice}") from None
 
 

@@ -14,4 +14,5 @@ class EmbeddingRole:
     #   as a yes/no scorer, (1 + cos) / 2
     model: str = ""  # "": the index's own embedding model and document vectors; a folder or model name: the
     #   role's own model (e.g. a garen-train export), which encodes the query and every text it scores
-    price: dict | None = None  # {input_per_million, output_per_million}: what its tokens would cost (evaluation/costs.py)
+    # {input_per_million, output_per_million}: what its tokens would cost (evaluation/costs.py)
+    price: dict | None = None

@@ -37,7 +37,8 @@ class EmbeddingParams:
     # Bring your own: document vectors computed elsewhere with `model` (a .npy or .safetensors file with their
     # ids; index/imported_vectors.py). `model` still encodes the queries. "" = encode the documents here.
     vectors: str = ""
-    chunk_size: Count = execution_only(4096)  # documents encoded and saved per chunk: a build killed mid-stage loses one chunk
+    # documents encoded and saved per chunk: a build killed mid-stage loses one chunk
+    chunk_size: Count = execution_only(4096)
 
 
 @lru_cache(maxsize=4)
@@ -67,7 +68,11 @@ def longest_input(encoder) -> int | None:
     positions = getattr(config, "max_position_embeddings", None)
     if config is None or not isinstance(positions, int):
         return None
-    reserved = config.pad_token_id + 1 if "roberta" in str(getattr(config, "model_type", "")) and config.pad_token_id is not None else 0
+    reserved = (
+        config.pad_token_id + 1
+        if "roberta" in str(getattr(config, "model_type", "")) and config.pad_token_id is not None
+        else 0
+    )
     return positions - reserved
 
 

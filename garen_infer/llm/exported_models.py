@@ -57,8 +57,14 @@ def weights_digest(folder: str | Path) -> str:
 
 def current_digest(folder: str | Path) -> str:
     """``weights_digest`` of the files as they are now, hashed again only when a file's identity changed."""
-    identity = (str(Path(folder).resolve()),
-                tuple((p.name, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino) for p in weight_files(folder) for s in [p.stat()]))
+    identity = (
+        str(Path(folder).resolve()),
+        tuple(
+            (p.name, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
+            for p in weight_files(folder)
+            for s in [p.stat()]
+        ),
+    )
     if identity not in _digests:
         _digests[identity] = weights_digest(folder)
     return _digests[identity]
@@ -76,8 +82,8 @@ def trained_scoring(spec: dict) -> tuple[str, dict] | None:
         if manifest and manifest.get("format") in TRAINED_FORMATS and isinstance(manifest.get("scoring"), dict):
             missing = [key for key in SCORING_KEYS if key not in manifest["scoring"]]
             if missing:
-                raise GarenError(f"{folder}: its {MANIFEST} does not say how it was prompted (no scoring.{missing[0]}); "
-                                 f"export the checkpoint again with 'garen-train export'")
+                raise GarenError(f"{folder}: its {MANIFEST} does not say how it was prompted (no "
+                                 f"scoring.{missing[0]}); export the checkpoint again with 'garen-train export'")
             return str(folder), manifest["scoring"]
     return None
 

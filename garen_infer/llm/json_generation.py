@@ -72,7 +72,8 @@ def release_stage_generator(generator, stage: str) -> dict:
                     "max_length, or show fewer words per document", stage, cut)
     problems = dict(sorted(getattr(generator, "problems", {}).items()))
     if problems:
-        log.warning("%s: summarizer answers not used as asked (each asked again, then the counted fallback): %s%s", stage,
+        log.warning("%s: summarizer answers not used as asked (each asked again, then the counted fallback): "
+                    "%s%s", stage,
                     ", ".join(f"{kind} {n}" for kind, n in problems.items()),
                     "; raise its sampling.max_tokens" if CUT_AT_MAX_TOKENS in problems else "")
     generator.backend.close()

@@ -40,7 +40,8 @@ class QueryLedger:
         new = set(rows) - self.reranked
         if self.budget is not None and len(self.reranked) + len(new) > self.budget:
             raise BudgetExceeded(
-                f"reranking {len(new)} new documents would exceed the budget: {len(self.reranked)} of {self.budget} used"
+                f"reranking {len(new)} new documents would exceed the budget: {len(self.reranked)} of "
+                f"{self.budget} used"
             )
         self.reranked |= new
 
@@ -80,7 +81,8 @@ class QueryLedger:
             "truncated_prompts": total.truncated_prompts,
             "truncated_tokens": total.truncated_tokens,
             "problems": dict(sorted(sum((Counter(c.problems) for c in self.roles.values()), Counter()).items())),
-            "roles": {role: {k: (round(v, 4) if isinstance(v, float) else dict(sorted(v.items())) if isinstance(v, dict) else v)
+            "roles": {role: {k: (round(v, 4) if isinstance(v, float)
+                                 else dict(sorted(v.items())) if isinstance(v, dict) else v)
                              for k, v in vars(c).items()} for role, c in self.roles.items()},
         }
 

@@ -19,7 +19,8 @@ DEFAULT_BACKEND = "embedding"  # a role that names no backend is played by the i
 BUILT_IN = (DEFAULT_BACKEND, "oracle")
 SUMMARY_ONLY = ("extractive",)  # a stage's summarizer that calls no model
 # what a role reads from its spec besides its backend's fields (llm/roles.py)
-ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text", "task", "price"}
+ROLE_KEYS = {"mode", "prompt", "max_words", "sampling", "instruction", "assistant_prefix", "prompt_text",
+             "task", "price"}
 
 
 def backend_of(spec: dict) -> str:
@@ -43,7 +44,8 @@ def check_model_spec(spec, where: str, summarizer: bool = False) -> None:
     kind = spec.get("backend", default)
     kinds = [*SUMMARY_ONLY, *BACKENDS] if summarizer else [*BACKENDS, *BUILT_IN]
     if kind not in kinds:
-        raise GarenError(f"invalid setting {where}.backend={kind!r}: no such backend{did_you_mean(kind, kinds)}; known: {', '.join(kinds)}")
+        raise GarenError(f"invalid setting {where}.backend={kind!r}: no such "
+                         f"backend{did_you_mean(kind, kinds)}; known: {', '.join(kinds)}")
     if kind in SUMMARY_ONLY:
         refuse_unknown(spec, ["backend"], where)
     elif kind == "embedding":
@@ -82,7 +84,8 @@ def spec_identity(spec: dict) -> dict:
 
 
 # field metadata for a config field that holds a model spec: checked as one, identified as one
-SUMMARIZER_SPEC = {"check": lambda spec, where: check_model_spec(spec, where, summarizer=True), "identity": spec_identity}
+SUMMARIZER_SPEC = {"check": lambda spec, where: check_model_spec(spec, where, summarizer=True),
+                   "identity": spec_identity}
 
 
 def _field_names(cls) -> list[str]:

@@ -146,7 +146,8 @@ def _identity(job, needs_rows: bool) -> None:
     if not job.query_id:
         raise GarenError("the oracle backend needs each request's query id, and this one came without it")
     if needs_rows and not job.rows:
-        raise GarenError("the oracle scorer needs the corpus rows each text stands for (ScoreYesNo.rows); this method's request has none")
+        raise GarenError("the oracle scorer needs the corpus rows each text stands for (ScoreYesNo.rows); "
+                         "this method's request has none")
 
 
 class OracleReranker:
@@ -179,7 +180,8 @@ class OracleYesNoScorer:
             _identity(job, needs_rows=True)
             start = time.perf_counter()
             s = self.judge.score(job.query_id, job.rows)
-            out.append(Completion(score=1.0 / (1.0 + math.exp(-YES_SLOPE * (s - 0.5))), seconds=time.perf_counter() - start))
+            out.append(Completion(score=1.0 / (1.0 + math.exp(-YES_SLOPE * (s - 0.5))),
+                                  seconds=time.perf_counter() - start))
         return out
 
 
@@ -192,10 +194,12 @@ def build_oracle(role: str, spec: dict, dataset: Dataset | None, doc_texts: Sequ
         raise GarenError(f"models.{role} cannot be 'oracle': the oracle judges relevance, it does not write text")
     if dataset is None or not dataset.qrels:
         name = getattr(dataset, "name", "?")
-        raise GarenError(f"models.{role}: the oracle backend simulates a model from relevance judgments, and dataset '{name}' has none")
+        raise GarenError(f"models.{role}: the oracle backend simulates a model from relevance judgments, and "
+                         f"dataset '{name}' has none")
     oracle_spec = OracleSpec.from_models(role, spec)
     if oracle_spec.correlation and vectors is None:
-        raise GarenError(f"models.{role}.correlation: correlated noise follows the index's embeddings, and this run has no embeddings stage")
+        raise GarenError(f"models.{role}.correlation: correlated noise follows the index's embeddings, and "
+                         "this run has no embeddings stage")
     judge = NoisyJudge(dataset.qrels, dataset.doc_ids, oracle_spec, role, vectors)
     if role != "reranker":
         return OracleYesNoScorer(judge)
@@ -225,7 +229,8 @@ def _recorded(spec: OracleSpec) -> dict:
 
 def simulated_roles(models: dict, roles=None) -> dict[str, dict]:
     """Role -> oracle spec, for every role the config (or the roles actually passed in) plays with the oracle."""
-    found = {role: {**_recorded(OracleSpec.from_models(role, spec)), **({"mode": spec["mode"]} if "mode" in spec else {})}
+    found = {role: {**_recorded(OracleSpec.from_models(role, spec)),
+                    **({"mode": spec["mode"]} if "mode" in spec else {})}
              for role, spec in (models or {}).items() if (spec or {}).get("backend") == BACKEND}
     if roles is not None:
         played = {"reranker": roles.reranker, **roles.scorers}
@@ -243,8 +248,11 @@ def simulation_label(models: dict, roles=None) -> dict | None:
 
 
 def banner(label: dict) -> str:
-    roles = ", ".join(f"{role} sigma={spec['sigma']} seed={spec['seed']} gain={spec['gain']}"
-                      + (f" correlation={spec['correlation']}" if spec.get("correlation") else "") for role, spec in label["roles"].items())
+    roles = ", ".join(
+        f"{role} sigma={spec['sigma']} seed={spec['seed']} gain={spec['gain']}"
+        + (f" correlation={spec['correlation']}" if spec.get("correlation") else "")
+        for role, spec in label["roles"].items()
+    )
     rule = "*" * 100
     return f"{rule}\n*** SIMULATED RUN ({roles})\n*** {label['notice']}\n{rule}"
 

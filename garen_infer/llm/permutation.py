@@ -28,9 +28,10 @@ from garen_infer.llm.problems import (
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 # "[Document Ranking]", "**Document Ranking:**", "## Document Ranking", "Document Ranking:"
-_RANKING_HEADER = re.compile(r"\[\s*document ranking\s*\]|#+[ \t]*document ranking\b:?|\*\*\s*document ranking\s*:?\s*\*\*:?"
-                             r"|\bdocument ranking\s*:", re.I)
-_TRACE_HEADER = re.compile(r"\[\s*reasoning trace\s*\]|#+[ \t]*reasoning trace\b|\*\*\s*reasoning trace\s*:?\s*\*\*", re.I)
+_RANKING_HEADER = re.compile(r"\[\s*document ranking\s*\]|#+[ \t]*document ranking\b:?|\*\*\s*document "
+                             r"ranking\s*:?\s*\*\*:?|\bdocument ranking\s*:", re.I)
+_TRACE_HEADER = re.compile(r"\[\s*reasoning trace\s*\]|#+[ \t]*reasoning trace\b|\*\*\s*reasoning "
+                           r"trace\s*:?\s*\*\*", re.I)
 
 
 @dataclass

@@ -23,7 +23,11 @@ class PointwiseReranker:
         self._scores: dict[tuple[str, int], float] = {}  # (query text, row) -> P(yes), for this run
 
     def rerank(self, jobs) -> list[tuple[list[int], Completion]]:
-        new = [pair for pair in dict.fromkeys((job.query, row) for job in jobs for row in job.rows) if pair not in self._scores]
+        new = [
+            pair
+            for pair in dict.fromkeys((job.query, row) for job in jobs for row in job.rows)
+            if pair not in self._scores
+        ]
         first_seen: dict[tuple[str, int], Completion] = {}
         if new:
             query_ids = {job.query: job.query_id for job in jobs}

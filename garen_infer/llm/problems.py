@@ -1,5 +1,6 @@
 """The kinds of answer the ledger counts: each names one way a model's answer was not what we asked for, or one
-thing the parser had to assume. Parsers add them to ``Completion.problems``; backends add ``retry:<cause>`` and ``context_refused``, and mark content
+thing the parser had to assume. Parsers add them to ``Completion.problems``; backends add ``retry:<cause>``
+and ``context_refused``, and mark content
 sent as parts (``extra["content_not_text"]``), which the ledger counts as ``content_not_text``."""
 
 from __future__ import annotations

@@ -45,16 +45,18 @@ def bright_task(dataset_name: str) -> str:
 
 def rgs_author(query: str, docs: list[str], max_words: int | None = None, text: str = "paper", task: str = "") -> Chat:
     if task not in BRIGHT_SHORT_INSTRUCTIONS:
-        raise GarenError(f"prompt 'rgs-author' needs a BRIGHT task (run on bright:<task> or set models.reranker.task), not '{task}'")
+        raise GarenError("prompt 'rgs-author' needs a BRIGHT task (run on bright:<task> or set "
+                         f"models.reranker.task), not '{task}'")
     n = len(docs)
     system = (f"You are an expert in {task}. {BRIGHT_SHORT_INSTRUCTIONS[task]} I will provide you with a query and {n} "
-              "passages, each indicated by number identifier []. \nRank the passages based on their relevance to query.")
+              "passages, each indicated by number identifier []. \nRank the passages based on their "
+              "relevance to query.")
     shown = [" " + " ".join(d.split()[:max_words]) if max_words else " " + d for d in docs]
     passages = "\n\n".join(f"[{i}] {p.replace('[', '').replace(']', '')}" for i, p in enumerate(shown, start=1))
     user = (f"Query: {query}.\n Passages: {passages}\n\n \nRank the {n} passages above based on their relevance to the "
             "query. The passages should be listed in descending order using identifiers. The most relevant passages "
-            f"should be listed first. The output format should be like [1] > [2] ... > [{n}]. Only response the ranking "
-            "results, do not say any word or explain.")
+            f"should be listed first. The output format should be like [1] > [2] ... > [{n}]. Only response "
+            "the ranking results, do not say any word or explain.")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

@@ -103,7 +103,10 @@ class LLMListwiseReranker:
         self.sampling = sampling or SamplingParams(max_tokens=PROMPT_MAX_TOKENS[prompt])
 
     def rerank(self, jobs: list[RerankJob]) -> list[tuple[list[int], Completion]]:
-        chats = [self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text, self.task) for j in jobs]
+        chats = [
+            self.prompt(j.query, [self.doc_texts[r] for r in j.rows], self.max_words, self.text, self.task)
+            for j in jobs
+        ]
         out = []
         for job, completion in zip(jobs, self.backend.generate(chats, self.sampling)):
             parsed = self.parse(completion.text, len(job.rows))
@@ -124,12 +127,17 @@ class EmbeddingYesNoScorer:
         self.embedder = embedder
         self._text_vectors: dict[str, np.ndarray] = {}
         self._centroids: dict[tuple[int, ...], np.ndarray] = {}
-        self._corpus = (corpus_texts, corpus_vectors) if corpus_texts is not None and corpus_vectors is not None else None
+        self._corpus = (
+            (corpus_texts, corpus_vectors)
+            if corpus_texts is not None and corpus_vectors is not None
+            else None
+        )
 
     def _centroid(self, rows: tuple[int, ...]) -> np.ndarray:
         if rows not in self._centroids:
             if self._corpus is None:
-                raise GarenError("the embedding scorer was asked to judge documents by their vectors, and it was built without the index's")
+                raise GarenError("the embedding scorer was asked to judge documents by their vectors, and it "
+                                 "was built without the index's")
             mean = np.asarray(self._corpus[1][list(rows)], dtype=np.float32).mean(axis=0)
             norm = float(np.linalg.norm(mean))
             self._centroids[rows] = mean / norm if norm > 0 else mean
@@ -154,7 +162,11 @@ class EmbeddingYesNoScorer:
 
     def score(self, jobs: list[ScoreJob]) -> list[Completion]:
         start = time.perf_counter()
-        texts = [t for t in dict.fromkeys(j.text for j in jobs if not (j.by_documents and j.rows)) if t not in self._text_vectors]
+        texts = [
+            t
+            for t in dict.fromkeys(j.text for j in jobs if not (j.by_documents and j.rows))
+            if t not in self._text_vectors
+        ]
         if texts and self._corpus is not None:
             self._from_corpus(texts)
             texts = [t for t in texts if t not in self._text_vectors]
@@ -170,7 +182,8 @@ class EmbeddingYesNoScorer:
 
 
 class LLMYesNoScorer:
-    def __init__(self, backend, instruction: str = DEFAULT_INSTRUCTION, assistant_prefix: str = QWEN3_ASSISTANT_PREFIX, text: str = "paper"):
+    def __init__(self, backend, instruction: str = DEFAULT_INSTRUCTION,
+                 assistant_prefix: str = QWEN3_ASSISTANT_PREFIX, text: str = "paper"):
         template("", text)
         self.backend, self.instruction, self.assistant_prefix, self.text = backend, instruction, assistant_prefix, text
         self.name = backend.id
@@ -219,7 +232,11 @@ class LLMToolChat:
     counted as recovered, so both paths run the same calls."""
 
     def __init__(self, backend, sampling: SamplingParams | None = None):
-        self.backend, self.sampling, self.name = backend, sampling or SamplingParams(max_tokens=AGENT_MAX_TOKENS), backend.id
+        self.backend, self.sampling, self.name = (
+            backend,
+            sampling or SamplingParams(max_tokens=AGENT_MAX_TOKENS),
+            backend.id,
+        )
 
     def chat(self, requests: list[tuple[Chat, list[dict]]]) -> list[Completion]:
         return [_recover_tool_calls(c) for c in self.backend.chat_with_tools(requests, self.sampling)]
@@ -249,11 +266,13 @@ class Roles:
     scorers: dict[str, object] = field(default_factory=dict)  # by role name, e.g. "navigator"
     generator: object | None = None
     agent: object | None = None  # a tool-calling chat model (LLMToolChat)
-    query_encoder: object | None = None  # QueryEncoder: the index's embedding model (the runner sets it), for methods that encode queries
+    # QueryEncoder: the index's embedding model (the runner sets it), for methods that encode queries
+    query_encoder: object | None = None
 
     def agent_model(self):
         if self.agent is None:
-            raise GarenError("this method needs an 'agent' model (one that calls tools); add models.agent to the config")
+            raise GarenError("this method needs an 'agent' model (one that calls tools); add models.agent to "
+                             "the config")
         return self.agent
 
     def encoder(self):
@@ -316,13 +335,14 @@ def own_embedder(model: str, index: EmbeddedCorpus | None):
     if advice:
         raise GarenError(advice)
     if not Path(model).exists() and Path(model).parent.is_dir() and str(Path(model).parent) != ".":
-        raise GarenError(f"no embedding model at {model}: {Path(model).parent} holds no such folder (train and export it "
-                         f"first with garen-train fit and garen-train export)")
+        raise GarenError(f"no embedding model at {model}: {Path(model).parent} holds no such folder (train "
+                         f"and export it first with garen-train fit and garen-train export)")
     manifest = read_manifest(model) or {}
     weights_tag(model)  # refuses an export whose weight files were replaced after it was written
     device = index.params("embeddings").device if index is not None and index.has("embeddings") else "cpu"
     defaults = EmbeddingParams()
-    return Embedder(EmbeddingParams(model=model, device=device, max_seq_length=manifest.get("max_length", defaults.max_seq_length),
+    return Embedder(EmbeddingParams(model=model, device=device,
+                                    max_seq_length=manifest.get("max_length", defaults.max_seq_length),
                                     query_prompt=manifest.get("query_prompt", defaults.query_prompt)))
 
 
@@ -334,7 +354,8 @@ def build_reranker(spec: dict, doc_texts: list[str], index: EmbeddedCorpus | Non
     if mode != "listwise":
         raise GarenError(f"models.reranker.mode '{mode}' is not one of {', '.join(RERANKER_MODES)}")
     if spec.get("backend") == "cross-encoder":
-        raise GarenError("models.reranker: a cross-encoder scores documents one by one; set models.reranker.mode=pointwise")
+        raise GarenError("models.reranker: a cross-encoder scores documents one by one; set "
+                         "models.reranker.mode=pointwise")
     if backend_of(spec) == "embedding":
         if spec.get("model"):
             raise GarenError("models.reranker.model: a listwise embedding reranker reads the index's document vectors; "
@@ -345,7 +366,8 @@ def build_reranker(spec: dict, doc_texts: list[str], index: EmbeddedCorpus | Non
     if sampling is not None and "max_tokens" not in spec["sampling"]:
         # the output budget follows from the prompt: the reasoning prompt writes a trace before its ranking
         sampling = replace(sampling, max_tokens=PROMPT_MAX_TOKENS.get(prompt, 200))
-    return LLMListwiseReranker(backend_for(spec), doc_texts, prompt, spec.get("max_words", PROMPT_MAX_WORDS.get(prompt, MAX_PASSAGE_WORDS)),
+    return LLMListwiseReranker(backend_for(spec), doc_texts, prompt,
+                               spec.get("max_words", PROMPT_MAX_WORDS.get(prompt, MAX_PASSAGE_WORDS)),
                                sampling, spec.get("prompt_text", "paper"), spec.get("task", bright_task(dataset_name)))
 
 
@@ -391,7 +413,8 @@ def build_roles(models: dict, doc_texts: list[str], index: EmbeddedCorpus | None
             roles.reranker = build_reranker(spec, doc_texts, index, backend_for, dataset_name)
         elif role in ("generator", "agent"):
             if backend_of(spec) == "embedding":
-                raise GarenError(f"models.{role} cannot be 'embedding': it must generate text (use transformers, vllm or openai)")
+                raise GarenError(f"models.{role} cannot be 'embedding': it must generate text (use "
+                                 "transformers, vllm or openai)")
             if role == "generator":
                 roles.generator = LLMGenerator(backend_for(spec), _sampling(spec))
             else:

@@ -8,7 +8,8 @@ and each result is a ``{"role": "tool", "tool_call_id", "name", "content"}`` mes
 Local models (transformers, vLLM) write calls inline. ``split_tool_calls`` reads the Hermes / Qwen / SmolLM2
 convention, ``<tool_call>`` + JSON (one object or a list of objects) + ``</tool_call>``; without tags, a reply that
 is nothing but such JSON, or a fenced JSON block that is a call (also wrapped as ``{"tool_call": ...}`` or
-``{"function_call": ...}``), as small models write them inside prose. Broken JSON is repaired with json_repair where possible; a call that still cannot
+``{"function_call": ...}``), as small models write them inside prose. Broken JSON is repaired with json_repair
+where possible; a call that still cannot
 be read is kept with an ``error`` so the agent can be told what went wrong.
 """
 
@@ -46,14 +47,16 @@ class AssistantTurn:
     input_tokens: int = 0  # the prompt's length as the backend counted it (0 = not reported)
     output_tokens: int = 0
     truncated_tokens: int = 0  # tokens the backend cut from the prompt's middle to fit its limit
-    prompt_limit: int | None = None  # the prompt tokens the model may hold, where its server says (a served max_model_len)
+    # the prompt tokens the model may hold, where its server says (a served max_model_len)
+    prompt_limit: int | None = None
     refused: bool = False  # the server refused the chat as longer than the model's context: there is no reply
 
     @classmethod
     def from_completion(cls, completion) -> AssistantTurn:
         extra = completion.extra or {}
         calls = tuple(ToolCall.from_dict(c) for c in extra.get("tool_calls") or ())
-        return cls(completion.text or "", calls, completion.input_tokens, completion.output_tokens, completion.truncated_tokens,
+        return cls(completion.text or "", calls, completion.input_tokens, completion.output_tokens,
+                   completion.truncated_tokens,
                    extra.get("prompt_limit"), bool(extra.get("refused")))
 
 
@@ -103,7 +106,9 @@ def _unwrap(data):
 
 def _looks_like_calls(data) -> bool:
     items = data if isinstance(data, list) else [data]
-    return bool(items) and all(isinstance(i, dict) and "name" in i and ("arguments" in i or "parameters" in i) for i in items)
+    return bool(items) and all(
+        isinstance(i, dict) and "name" in i and ("arguments" in i or "parameters" in i) for i in items
+    )
 
 
 def _read_calls(block: str) -> list[ToolCall]:
@@ -115,7 +120,8 @@ def _read_calls(block: str) -> list[ToolCall]:
     calls = []
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
-            calls.append(ToolCall("", {}, error=f"a tool call needs a 'name' and 'arguments': {json.dumps(item)[:200]}"))
+            calls.append(ToolCall("", {},
+                                  error=f"a tool call needs a 'name' and 'arguments': {json.dumps(item)[:200]}"))
             continue
         arguments = item.get("arguments", item.get("parameters", {}))
         if isinstance(arguments, str):

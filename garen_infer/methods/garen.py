@@ -56,11 +56,14 @@ class GarenConfig:
     #   reciprocal-rank evidence of the reranked window's top 3 in or next to g, r_t = max(0, rho_t) m_t / (m_t + 5);
     #   exploit after tau_switch or once the best group holds a top-3 document (methods/garen_adaptive.py);
     #   adaptive-scores: that score with the fixed switch
-    adaptive_prior_min: Probability = 0.5  # l0: 1 - l0 is the evidence's weight while the navigator's reliability is unknown
-    expansion_unit: Literal["group", "document"] = "group"  # document: the navigator scores neighbouring documents (sec. 6.2)
+    # l0: 1 - l0 is the evidence's weight while the navigator's reliability is unknown
+    adaptive_prior_min: Probability = 0.5
+    # document: the navigator scores neighbouring documents (sec. 6.2)
+    expansion_unit: Literal["group", "document"] = "group"
     groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
     propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
-    rbp_p: Probability | None = None  # RBP persistence p (App. A); None = by the reranker's prompt: 0.5 for garen-reasoning, else 0.6
+    # RBP persistence p (App. A); None = by the reranker's prompt: 0.5 for garen-reasoning, else 0.6
+    rbp_p: Probability | None = None
     alpha: NonNegativeFloat = 0.01  # propagation weight (App. A)
     propagation_top: Count = 10  # |R_final|: the top-10 that spread evidence (sec. 4.3)
     fill_from_first_stage: bool = True  # if the scored groups run dry, fill the window from R_0 (paper silent)
@@ -144,7 +147,8 @@ class Garen(Method):
                 reranked = yield Rerank(tuple(window))
                 scores.update(zip(to_score, self.best_member(state, to_score)))
             else:
-                navigate = ScoreYesNo(tuple(self.texts[g] for g in to_score), rows=tuple(tuple(self.members[g]) for g in to_score))
+                navigate = ScoreYesNo(tuple(self.texts[g] for g in to_score),
+                                      rows=tuple(tuple(self.members[g]) for g in to_score))
                 reranked, new_scores = yield (Rerank(tuple(window)), navigate)
                 scores.update(zip(to_score, new_scores))
             evidence.observe(reranked)
@@ -160,7 +164,9 @@ class Garen(Method):
             expansion = self.expand(ranked_groups, observed, state, room, explore, sources)
             filled = []
             if c.fill_from_first_stage and len(expansion) < room:
-                filled = [d for d in state.first_stage if d not in observed and d not in expansion][: room - len(expansion)]
+                filled = [d for d in state.first_stage if d not in observed and d not in expansion][
+                    : room - len(expansion)
+                ]
             observed.update(expansion + filled)
             dropped = reranked[c.keep :] + dropped  # later windows' losers first, each in reranked order
             trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)), "expanded": len(expansion),
@@ -246,7 +252,8 @@ class Garen(Method):
         return edges
 
     # ---- sec. 4.2.2: explore (round robin) or exploit (depth first) -------------------------------------------
-    def expand(self, ranked_groups: list[int], observed: set, state: QueryState, room: int, explore: bool, sources: list | None = None) -> list[int]:
+    def expand(self, ranked_groups: list[int], observed: set, state: QueryState, room: int, explore: bool,
+               sources: list | None = None) -> list[int]:
         """Up to ``room`` unobserved documents from the ranked groups; ``sources`` receives each one's group."""
         rank = state.first_stage_rank
 
@@ -299,7 +306,10 @@ class Garen(Method):
         for d, b in base.items():
             for g in self.doc_groups[d]:
                 group_mass[g] = group_mass.get(g, 0.0) + b
-        return {d: base.get(d, 0.0) + c.alpha * sum(group_mass.get(g, 0.0) for g in self.doc_groups[d]) for d in ranking}
+        return {
+            d: base.get(d, 0.0) + c.alpha * sum(group_mass.get(g, 0.0) for g in self.doc_groups[d])
+            for d in ranking
+        }
 
     def propagate(self, ranking: list[int]) -> list[int]:
         """All observed documents sorted by propagated score; ties keep the pre-propagation order."""

@@ -96,7 +96,11 @@ class GroupEvidence:
         """rho_t and the number of groups m_t behind it (rho None when m_t < MIN_GROUPS or a side is constant), and
         q_t, the navigator's percentile of the groups holding the reranker's top (None when none was scored)."""
         both = [g for g in navigator_scores if g in self.group]
-        rho = spearman([navigator_scores[g] for g in both], [self.group[g] for g in both]) if len(both) >= MIN_GROUPS else None
+        rho = (
+            spearman([navigator_scores[g] for g in both], [self.group[g] for g in both])
+            if len(both) >= MIN_GROUPS
+            else None
+        )
         prior = percentiles(navigator_scores)
         weights = [(self.document[d], prior[g]) for d in self.top for g in self.doc_groups[d] if g in prior]
         top = sum(w * p for w, p in weights) / sum(w for w, _ in weights) if weights else None

@@ -59,5 +59,6 @@ def summarize(records: list[dict]) -> dict:
         for g in gold:
             label = "none" if g[key] is None else str(g[key])
             hist[label] = hist.get(label, 0) + 1
-        out[f"{key}_histogram"] = dict(sorted(hist.items(), key=lambda kv: (kv[0] == "none", int(kv[0]) if kv[0] != "none" else 0)))
+        out[f"{key}_histogram"] = dict(sorted(hist.items(),
+                                              key=lambda kv: (kv[0] == "none", int(kv[0]) if kv[0] != "none" else 0)))
     return out

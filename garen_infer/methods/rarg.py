@@ -162,7 +162,12 @@ class Rarg(Method):
         counted = ("turns", "refused", "errors", "reranked", "compactions", "nudges", "answered")
         out = {f"mean_{key}": round(sum(a.get(key, 0) for a in agents) / n, 4) for key in counted}
         out["mean_tool_calls"] = round(sum(sum(a["tool_calls"].values()) for a in agents) / n, 4)
-        out.update({f"mean_calls_{name}": round(sum(a["tool_calls"].get(name, 0) for a in agents) / n, 4) for name in tools})
+        out.update(
+            {
+                f"mean_calls_{name}": round(sum(a["tool_calls"].get(name, 0) for a in agents) / n, 4)
+                for name in tools
+            }
+        )
         out["answered_share"] = round(sum(a["stop"] == "answer" for a in agents) / n, 4)
         return out
 

@@ -58,7 +58,8 @@ def list_length_for(budget: int) -> int:
 @dataclass
 class RgsConfig:
     budget: Count = 100  # Reranker@k: distinct documents sent to the reranker (RGS paper: k = 100 / 300 / 500)
-    follow: Literal["code", "paper"] = "code"  # "code": the author's run_retrieval.py; "paper": Algorithm 1 as the paper states it
+    # "code": the author's run_retrieval.py; "paper": Algorithm 1 as the paper states it
+    follow: Literal["code", "paper"] = "code"
     seeds: NonNegative = 0  # 0 = by `follow`: budget // 5 (code: 20 / 60 / 100 for k = 100 / 300 / 500) or 1 (paper)
     early_stop: bool | None = None  # None = by `follow`: True (code: stop at the first window with no new doc) / False
     revisit: bool | None = None  # None = by `follow`: False (code: never re-insert a reranked document) / True (paper:
@@ -66,10 +67,12 @@ class RgsConfig:
     list_length: NonNegative = 0  # L; 0 = by budget (code and paper: 20 / 30 / 50 for k = 100 / 300 / 500)
     window: Count = WINDOW  # w = 20 (paper sec. 4 setup; code)
     stride: Annotated[int, AtLeast(1), AtMost("window")] = STRIDE  # w / 2 = 10 (paper: step w/2; code)
-    first_stage: Literal["graph", "run"] = "graph"  # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
+    # "graph": greedy search on the proximity graph (code); "run": the run's BM25/dense
+    first_stage: Literal["graph", "run"] = "graph"
     search_list: Count = 5000  # DiskANN search list for the "graph" first stage (code: search_L = 5000)
     depth: Count = 1000  # documents in the output ranking at most (as the run's first stage keeps; BRIGHT: 1000)
-    excluded: Literal["drop", "keep"] = "drop"  # BRIGHT's excluded ids: "drop" them from the first stage (BRIGHT's run.py, every other
+    # BRIGHT's excluded ids: "drop" them from the first stage (BRIGHT's run.py, every other
+    excluded: Literal["drop", "keep"] = "drop"
     #   method here) or "keep" them, as the author's run_retrieval.py does (evaluation removes them either way)
     backfill: bool = False  # append unseen first-stage documents after the observed ones. Off by default so
     #   R@100 is recall over the documents the reranker observed (GAREN sec. 5). The observed documents always
@@ -193,7 +196,8 @@ class ReRankerGuidedSearch(Method):
             window = tuple(A[lo:hi])
             order = yield Rerank(window)
             if sorted(order) != sorted(window):
-                raise GarenError(f"rgs: the reranker answered {list(order)} for the window {list(window)}: not a permutation")
+                raise GarenError(f"rgs: the reranker answered {list(order)} for the window {list(window)}: "
+                                 "not a permutation")
             A[lo:hi] = order
             stats["windows"] += 1
 

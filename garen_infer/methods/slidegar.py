@@ -35,12 +35,14 @@ if TYPE_CHECKING:
 class SlideGarConfig:
     budget: Count = 100  # c, documents the reranker sees
     window: Count = 20  # w (buffer_size)
-    step: Annotated[int, AtLeast(1), AtMost("window")] = 10  # b (step_size): documents kept and documents added per iteration
+    # b (step_size): documents kept and documents added per iteration
+    step: Annotated[int, AtLeast(1), AtMost("window")] = 10
     # The official code appends unscored R0 documents after the scored ones (True). Off by default so R@100 is
     # recall over the documents the reranker observed, as GAREN sec. 5 defines it for every method.
     backfill: bool = False
     variant: str = "official"  # "official" (llmgar's slide_gar.py) | "rgs-author" (the RGS author's re-implementation)
-    graph_k: int = 0  # neighbours per document from the k-NN graph; 0 = all (official) / the DiskANN degree (rgs-author)
+    # neighbours per document from the k-NN graph; 0 = all (official) / the DiskANN degree (rgs-author)
+    graph_k: int = 0
 
 
 VARIANTS = ("official", "rgs-author")

@@ -51,7 +51,9 @@ class BenchOutcome:
     model_calls: int  # model calls those queries made (cache hits excluded)
 
 
-def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, command: str = "", collect: bool = False) -> BenchOutcome:
+def run_bench(
+    config: BenchConfig, cache, limit: int | None = None, log=print, command: str = "", collect: bool = False
+) -> BenchOutcome:
     """Plan every cell, run the ones not finished, write the report; ``limit`` (smoke runs) keeps its run folders
     and its report apart from the full bench's (suffix ``.first<N>``). ``collect``: run nothing, report the
     finished cells and list the others as not finished."""
@@ -80,12 +82,19 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
     finished = sum((p.folder / "metrics.json").is_file() for p in runnable)  # re-read only: left out of the ETA
     cells = tqdm(total=len(runnable), initial=finished, desc="bench", unit="cell")
     for entry, dataset, index, plans in prepared:
-        matrix = DatasetMatrix(entry.name, dataset.name, len(dataset.documents), len(dataset.judged_queries()), str(index.path),
-                               labels=[e.label for e in entries] + list(entry.runs),
-                               budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
-                               baseline=config.baseline,
-                               embedding_model=(index.manifest["stages"].get("embeddings") or {}).get("params", {}).get("model"),
-                               measures=config.measures, run_files=dict(entry.runs))
+        matrix = DatasetMatrix(
+            entry.name,
+            dataset.name,
+            len(dataset.documents),
+            len(dataset.judged_queries()),
+            str(index.path),
+            labels=[e.label for e in entries] + list(entry.runs),
+            budgets=sorted({p.budget for p in plans if p.budget is not None and not p.problem}),
+            baseline=config.baseline,
+            embedding_model=(index.manifest["stages"].get("embeddings") or {}).get("params", {}).get("model"),
+            measures=config.measures,
+            run_files=dict(entry.runs),
+        )
         for plan in plans:
             if plan.problem:
                 matrix.skipped.append(Skipped(plan.entry.label, plan.budget, plan.problem))
@@ -93,7 +102,8 @@ def run_bench(config: BenchConfig, cache, limit: int | None = None, log=print, c
             if collect:
                 continue
             done_before = (plan.folder / "metrics.json").is_file()
-            cells.set_description(f"bench: {entry.name} {plan.entry.label}{'' if plan.budget is None else f' @{plan.budget}'}")
+            cells.set_description(f"bench: {entry.name} "
+                                  f"{plan.entry.label}{'' if plan.budget is None else f' @{plan.budget}'}")
             ran, calls = _run_cell(dataset, index, plan, cache, log)
             queries_run, model_calls = queries_run + ran, model_calls + calls
             cells.update(0 if done_before else 1)
@@ -135,7 +145,12 @@ def cell_list(config: BenchConfig) -> list[tuple[DatasetEntry, MethodEntry, int 
     registry alone, so every job computes the same numbers without loading any data."""
     from garen_infer.methods.base import METHODS
 
-    return [(d, e, b) for d in config.datasets for e in config.method_entries(list(METHODS)) for b in _budgets_of(config, e) or [None]]
+    return [
+        (d, e, b)
+        for d in config.datasets
+        for e in config.method_entries(list(METHODS))
+        for b in _budgets_of(config, e) or [None]
+    ]
 
 
 def run_one_cell(config: BenchConfig, number: int, cache, limit: int | None = None, log=print) -> int:
@@ -157,11 +172,13 @@ def run_one_cell(config: BenchConfig, number: int, cache, limit: int | None = No
             return 0
         raise GarenError(f"cell {number} ({dataset_entry.name} {plan.folder.name}) cannot run: {plan.problem}")
     ran, calls = _run_cell(dataset, index, plan, cache, log)
-    log(f"[bench] cell {number} of {len(cells)}, {dataset_entry.name} {plan.folder.name}: {ran} queries run now, {calls} model calls")
+    log(f"[bench] cell {number} of {len(cells)}, {dataset_entry.name} {plan.folder.name}: {ran} queries run "
+        f"now, {calls} model calls")
     return ran
 
 
-def plan_text(config: BenchConfig, command: str, slurm: bool = False, env: str | Path | None = None, cwd: Path | None = None) -> str:
+def plan_text(config: BenchConfig, command: str, slurm: bool = False, env: str | Path | None = None,
+              cwd: Path | None = None) -> str:
     """One ``--cell K`` command per cell, then the ``--collect`` step; or an array job script doing the same that runs
     from a clean shell: it activates ``env`` (default: the Python environment planning it), changes to ``cwd``
     (default: the folder planning it), and logs under ``<runs>/slurm-logs`` (made here: Slurm does not make it)."""
@@ -175,7 +192,8 @@ def plan_text(config: BenchConfig, command: str, slurm: bool = False, env: str |
         return "\n".join([*lines, f"{command} --collect  # the report, once the cells are done"]) + "\n"
     prefix = Path(env or sys.prefix).resolve()
     if not (prefix / "bin" / "garen-infer").is_file():
-        raise GarenError(f"--env {prefix}: no bin/garen-infer there; pass the virtualenv or conda prefix garen-ir is installed in")
+        raise GarenError(f"--env {prefix}: no bin/garen-infer there; pass the virtualenv or conda prefix "
+                         "garen-ir is installed in")
     activate = prefix / "bin" / "activate"
     logs = config.runs.resolve() / "slurm-logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -196,7 +214,8 @@ def plan_text(config: BenchConfig, command: str, slurm: bool = False, env: str |
         *setup,  # the folder and environment it was planned from, whatever shell submits the job
         f'{command} --cell "$SLURM_ARRAY_TASK_ID"',
         "# the report, when every task has finished:",
-        f"#   sbatch --dependency=afterany:<this array job id> --output={logs}/garen-bench-collect-%j.log --wrap={collect}",
+        f"#   sbatch --dependency=afterany:<this array job id> --output={logs}/garen-bench-collect-%j.log "
+        f"--wrap={collect}",
     ]) + "\n"
 
 
@@ -241,7 +260,8 @@ def _build_index(dataset: Dataset, entry: DatasetEntry, presets: list[dict], log
         for name, params in (preset.get("index") or {}).items():
             if name in stages and stages[name] != (params or {}):
                 raise GarenError(f"index stage '{name}' has different params in two of the bench's presets; an index "
-                                 f"folder holds one version of a stage: use one preset's params, or another dataset entry")
+                                 "folder holds one version of a stage: use one preset's params, or another "
+                                 "dataset entry")
             stages[name] = params or {}
     log(f"[bench] {entry.name}: index {entry.index}")
     with writer_lock(entry.index, "index folder"):  # as 'garen-infer index' does
@@ -267,7 +287,10 @@ def _plan_cells(config: BenchConfig, dataset_entry: DatasetEntry, entry: MethodE
             problem = str(err)
         missing = run_config.missing_roles()  # its options may drop a role (GAREN's connectivity navigator)
         if missing:
-            problem = f"preset '{entry.preset or config.preset}' sets no model for {', '.join('models.' + r for r in missing)}"
+            problem = (
+                f"preset '{entry.preset or config.preset}' sets no model for "
+                f"{', '.join('models.' + r for r in missing)}"
+            )
         name = entry.label if resolved is None else f"{entry.label}@{resolved}"
         folder = config.runs / dataset_entry.name / (name + (f".first{cell_limit}" if cell_limit else ""))
         plans.append(CellPlan(entry, resolved, folder, run_config, problem, optional=bool(missing) and entry.from_all))
@@ -290,7 +313,8 @@ def _run_cell(dataset: Dataset, index: IndexFolder, plan: CellPlan, cache, log) 
     new = [r for qid, r in records.items() if qid not in before]
     if new:  # the runner's wall time covers its query loop (not loading the dataset or the first stage)
         seconds = metrics.get("wall_seconds_per_query", wall / len(new)) * len(new)
-        _append(plan.folder / TIMING_LOG, {"at": f"{time.time():.6f}", "queries": len(new), "wall_seconds": round(seconds, 4)})
+        _append(plan.folder / TIMING_LOG,
+                {"at": f"{time.time():.6f}", "queries": len(new), "wall_seconds": round(seconds, 4)})
     return len(new), sum(r["ledger"]["model_calls"] for r in new)
 
 
@@ -325,7 +349,8 @@ def main(args: BenchArguments) -> int:
 
     config = load_bench_config(args.config, args.overrides)
     check_runs_folder(config)  # every way in (plan, cell, the whole bench) writes cells there
-    command = " ".join(["garen-infer bench --config", shlex.quote(str(args.config)), *(f"--set {shlex.quote(o)}" for o in args.overrides),
+    command = " ".join(["garen-infer bench --config", shlex.quote(str(args.config)),
+                        *(f"--set {shlex.quote(o)}" for o in args.overrides),
                         *([f"--limit {args.limit}"] if args.limit else [])])
     cache_args = " --no-cache" if args.no_cache else f" --cache {shlex.quote(args.cache)}" if args.cache else ""
     if args.plan:
@@ -342,5 +367,6 @@ def main(args: BenchArguments) -> int:
     if args.cell:
         run_one_cell(replace(config, build_index=False), args.cell, cache, args.limit)
         return 0
-    run_bench(replace(config, build_index=False) if args.collect else config, cache, args.limit, command=command, collect=args.collect)
+    run_bench(replace(config, build_index=False) if args.collect else config, cache, args.limit,
+              command=command, collect=args.collect)
     return 0

@@ -70,7 +70,8 @@ class Significance:
     alpha: float = 0.05  # GAREN Table 1: p < 0.05
     permutations: int = 10_000  # sign patterns of the randomisation test (above 16 queries)
     seed: int = 0
-    correction: str = "holm"  # Holm per dataset and measure over the bench's methods (run files apart); "none": as the paper
+    # Holm per dataset and measure over the bench's methods (run files apart); "none": as the paper
+    correction: str = "holm"
     bootstrap: int = 10_000  # resamples of the confidence intervals (level 1 - alpha)
 
 
@@ -106,12 +107,14 @@ class BenchConfig:
         seen: set[str] = set()
         for entry in out:
             if entry.label in seen:
-                raise GarenError(f"{self.path}: method label '{entry.label}' appears twice; give one entry another 'label'")
+                raise GarenError(f"{self.path}: method label '{entry.label}' appears twice; give one entry "
+                                 "another 'label'")
             seen.add(entry.label)
         for dataset in self.datasets:
             for label in dataset.runs:
                 if label in seen:
-                    raise GarenError(f"{self.path}: datasets.{dataset.name}.runs: label '{label}' is also a method's; give the run file another label")
+                    raise GarenError(f"{self.path}: datasets.{dataset.name}.runs: label '{label}' is also a "
+                                     "method's; give the run file another label")
         return out
 
 
@@ -134,15 +137,24 @@ def parse_bench_config(raw: dict, path: Path, text: str = "") -> BenchConfig:
              "baseline", "significance", "prices", "measures", "figure_formats"}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise GarenError(f"{where}: unknown key(s) {', '.join(unknown)}{did_you_mean(unknown[0], sorted(known))}; known: {', '.join(sorted(known))}")
+        raise GarenError(f"{where}: unknown key(s) "
+                         f"{', '.join(unknown)}{did_you_mean(unknown[0], sorted(known))}; known: "
+                         f"{', '.join(sorted(known))}")
     for key in ("datasets", "methods", "runs", "report"):
         if not raw.get(key):
             raise GarenError(f"{where}: '{key}' is required")
     config = BenchConfig(
-        path=path, text=text, preset=str(raw.get("preset", "cpu-default")), overrides=_strings(raw.get("set"), f"{where}: set"),
+        path=path, text=text, preset=str(raw.get("preset", "cpu-default")),
+        overrides=_strings(raw.get("set"), f"{where}: set"),
         budgets=_budgets(raw.get("budgets", []), f"{where}: budgets"),
-        datasets=[_dataset(name, value, where) for name, value in _mapping(raw["datasets"], f"{where}: datasets").items()],
-        methods=[_method(item, f"{where}: methods[{i}]") for i, item in enumerate(_list(raw["methods"], f"{where}: methods"))],
+        datasets=[
+            _dataset(name, value, where)
+            for name, value in _mapping(raw["datasets"], f"{where}: datasets").items()
+        ],
+        methods=[
+            _method(item, f"{where}: methods[{i}]")
+            for i, item in enumerate(_list(raw["methods"], f"{where}: methods"))
+        ],
         runs=Path(raw["runs"]), report=Path(raw["report"]),
         build_index=_bool(raw.get("build_index", False), f"{where}: build_index"),
         skip_unavailable=_bool(raw.get("skip_unavailable", False), f"{where}: skip_unavailable"),
@@ -157,7 +169,8 @@ def parse_bench_config(raw: dict, path: Path, text: str = "") -> BenchConfig:
     if significance.permutations < 1 or significance.bootstrap < 1 or not 0 < significance.alpha < 1:
         raise GarenError(f"{where}: significance needs permutations >= 1, bootstrap >= 1 and 0 < alpha < 1")
     if significance.correction not in CORRECTIONS:
-        raise GarenError(f"{where}: significance.correction must be one of {', '.join(CORRECTIONS)}, not '{significance.correction}'")
+        raise GarenError(f"{where}: significance.correction must be one of {', '.join(CORRECTIONS)}, not "
+                         f"'{significance.correction}'")
     return config
 
 
@@ -183,15 +196,18 @@ def _dataset(name, value, where: str) -> DatasetEntry:
     value = _mapping(value, f"{where}: datasets.{name}")
     problem = sorted(set(value) - {"spec", "index", "allow_empty_docs", "runs"})
     if problem or "spec" not in value or "index" not in value:
-        raise GarenError(f"{where}: datasets.{name} needs 'spec' and 'index' (and optionally 'allow_empty_docs', 'runs'), got {', '.join(sorted(value))}")
+        raise GarenError(f"{where}: datasets.{name} needs 'spec' and 'index' (and optionally "
+                         f"'allow_empty_docs', 'runs'), got {', '.join(sorted(value))}")
     if "/" in str(name) or not str(name):
         raise GarenError(f"{where}: dataset name '{name}' cannot be empty or contain '/' (it names a folder)")
-    runs = {str(label): Path(str(file)) for label, file in _mapping(value.get("runs") or {}, f"{where}: datasets.{name}.runs").items()}
+    runs = {str(label): Path(str(file)) for label, file in _mapping(value.get("runs") or {},
+                                                                    f"{where}: datasets.{name}.runs").items()}
     for label, file in runs.items():
         if "/" in label or not label:
             raise GarenError(f"{where}: datasets.{name}.runs: label '{label}' cannot be empty or contain '/'")
         if not file.is_file():
-            raise GarenError(f"{where}: datasets.{name}.runs.{label}: {file} is not a file (a TREC run file: qid Q0 docid rank score tag)")
+            raise GarenError(f"{where}: datasets.{name}.runs.{label}: {file} is not a file (a TREC run file: "
+                             "qid Q0 docid rank score tag)")
     allow_empty_docs = _bool(value.get("allow_empty_docs", False), f"{where}: datasets.{name}.allow_empty_docs")
     return DatasetEntry(str(name), str(value["spec"]), Path(value["index"]), allow_empty_docs, runs)
 
@@ -202,7 +218,8 @@ def _method(item, where: str) -> MethodEntry | str:
     value = _mapping(item, where)
     allowed = {"method", "label", "preset", "set", "budgets", "limit"}
     if "method" not in value or set(value) - allowed:
-        raise GarenError(f"{where}: an entry is a method name, '{ALL}', or a mapping with 'method' and optionally {', '.join(sorted(allowed - {'method'}))}")
+        raise GarenError(f"{where}: an entry is a method name, '{ALL}', or a mapping with 'method' and "
+                         f"optionally {', '.join(sorted(allowed - {'method'}))}")
     label = str(value.get("label", value["method"]))
     if "/" in label or not label:
         raise GarenError(f"{where}: label '{label}' cannot be empty or contain '/' (it names a folder)")
@@ -254,7 +271,9 @@ def _dataclass(cls, value, where: str):
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(value) - names)
     if unknown:
-        raise GarenError(f"{where}: unknown field(s) {', '.join(unknown)}{did_you_mean(unknown[0], sorted(names))}; known: {', '.join(sorted(names))}")
+        raise GarenError(f"{where}: unknown field(s) "
+                         f"{', '.join(unknown)}{did_you_mean(unknown[0], sorted(names))}; known: "
+                         f"{', '.join(sorted(names))}")
     try:
         return cls(**value)
     except TypeError as err:

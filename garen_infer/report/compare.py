@@ -32,8 +32,16 @@ def compare_runs(folder_a, folder_b, dataset: Dataset, measures=MEASURES, permut
         "measures": {m: paired(scores_a[m], scores_b[m], permutations, seed).to_dict() for m in measures},
         "largest_differences": {
             "measure": first,
-            "a_better": [{"query": q, "a": scores_a[first][q], "b": scores_b[first][q]} for d, q in reversed(deltas[-show:]) if d > 0],
-            "b_better": [{"query": q, "a": scores_a[first][q], "b": scores_b[first][q]} for d, q in deltas[:show] if d < 0],
+            "a_better": [
+                {"query": q, "a": scores_a[first][q], "b": scores_b[first][q]}
+                for d, q in reversed(deltas[-show:])
+                if d > 0
+            ],
+            "b_better": [
+                {"query": q, "a": scores_a[first][q], "b": scores_b[first][q]}
+                for d, q in deltas[:show]
+                if d < 0
+            ],
         },
         "permutations": permutations, "seed": seed,
     }
@@ -56,19 +64,27 @@ def format_comparison(result: dict) -> str:
           f"{' [SIMULATED]' if 'simulation' in run else ''}" for name, run in (("A", a), ("B", b))),
         _queries_line(result),
         "",
-        f"{'measure':10} {'A':>8} {'B':>8} {'A-B':>8} {'95% CI of A-B':>19} {'wins':>5} {'losses':>6} {'ties':>5} {'t-test p':>9} {'random. p':>9}",
+        f"{'measure':10} {'A':>8} {'B':>8} {'A-B':>8} {'95% CI of A-B':>19} {'wins':>5} {'losses':>6} "
+        f"{'ties':>5} {'t-test p':>9} {'random. p':>9}",
     ]
     for measure, c in result["measures"].items():
-        lines.append(f"{measure:10} {_f(c['mean_a'])} {_f(c['mean_b'])} {_f(c['difference'], '+')} {_ci(c)} {c['wins']:5d} {c['losses']:6d} "
-                     f"{c['ties']:5d} {_p(c['t_test_p'])} {_p(c['randomisation_p'])}")
+        lines.append(f"{measure:10} {_f(c['mean_a'])} {_f(c['mean_b'])} {_f(c['difference'], '+')} {_ci(c)} "
+                     f"{c['wins']:5d} {c['losses']:6d} {c['ties']:5d} {_p(c['t_test_p'])} {_p(c['randomisation_p'])}")
     exact = any(c["permutations"] == 0 for c in result["measures"].values())
-    lines.append(f"(wins: A higher on a query; two-sided p-values; randomisation: "
-                 f"{'every sign pattern enumerated' if exact else str(result['permutations']) + ' sign flips, seed ' + str(result['seed'])}; "
-                 f"CI: paired bootstrap of the queries, seed {result['seed']})")
+    sampled = ("every sign pattern enumerated" if exact
+               else str(result["permutations"]) + " sign flips, seed " + str(result["seed"]))
+    lines.append(
+        f"(wins: A higher on a query; two-sided p-values; randomisation: "
+        f"{sampled}; "
+        f"CI: paired bootstrap of the queries, seed {result['seed']})"
+    )
     diff = result["largest_differences"]
     for side, name in (("a_better", "A"), ("b_better", "B")):
         if diff[side]:
-            lines.append(f"largest {diff['measure']} gains of {name}: " + ", ".join(f"{d['query']} ({d['a']:.3f} vs {d['b']:.3f})" for d in diff[side]))
+            lines.append(
+                f"largest {diff['measure']} gains of {name}: "
+                + ", ".join(f"{d['query']} ({d['a']:.3f} vs {d['b']:.3f})" for d in diff[side])
+            )
     notices = dict.fromkeys(run["simulation"].get("notice", "") for run in (a, b) if "simulation" in run)
     lines += [f"[SIMULATED] {notice}" for notice in notices]
     return "\n".join(lines)
@@ -77,8 +93,8 @@ def format_comparison(result: dict) -> str:
 def _queries_line(result: dict) -> str:
     q = result["queries"]
     only = q["a"] + q["b"] - 2 * q["both"]
-    return (f"{result['dataset']}: every number is over the {q['both']} judged queries both runs answer (A answers {q['a']}, "
-            f"B {q['b']}{f'; the {only} only one answers are left out' if only else ''})")
+    return (f"{result['dataset']}: every number is over the {q['both']} judged queries both runs answer (A "
+            f"answers {q['a']}, B {q['b']}{f'; the {only} only one answers are left out' if only else ''})")
 
 
 def _f(value, sign: str = "") -> str:

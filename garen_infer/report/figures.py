@@ -47,7 +47,8 @@ def paper_style(draw):
 
 def figure(panels: int = 1, height: float = PANEL_HEIGHT, **kwargs):
     """A figure a column wide for one panel, a page wide for more."""
-    return plt.subplots(1, panels, figsize=(COLUMN_WIDTH if panels == 1 else PAGE_WIDTH, height), squeeze=False, **kwargs)
+    return plt.subplots(1, panels, figsize=(COLUMN_WIDTH if panels == 1 else PAGE_WIDTH, height),
+                        squeeze=False, **kwargs)
 
 
 def styles(labels: list[str]) -> dict[str, dict]:
@@ -89,7 +90,8 @@ def accuracy_vs_budget(matrix: DatasetMatrix, path: Path, formats=("png",)) -> s
             if not row:
                 continue
             if row[0].budget is None:
-                ax.axhline(row[0].mean(measure), color=style[label]["color"], linestyle="--", linewidth=1.0, label=f"{label} (no budget)")
+                ax.axhline(row[0].mean(measure), color=style[label]["color"], linestyle="--", linewidth=1.0,
+                           label=f"{label} (no budget)")
             else:
                 ax.plot([c.budget for c in row], [c.mean(measure) for c in row], label=label, **style[label])
         ax.set_xlabel("reranking budget k")
@@ -111,7 +113,8 @@ def _accuracy_at_one_budget(matrix: DatasetMatrix, path: Path, formats) -> str:
     for ax, measure in zip(axes[0], matrix.measures):
         for x, label in enumerate(labels):
             cell = matrix.row(label)[0]
-            ax.plot([x], [cell.mean(measure)], linestyle="none", label=label if cell.budget is not None else f"{label} (no budget)",
+            ax.plot([x], [cell.mean(measure)], linestyle="none",
+                    label=label if cell.budget is not None else f"{label} (no budget)",
                     **{k: v for k, v in style[label].items() if k != "linewidth"})
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=30, ha="right")
@@ -150,7 +153,8 @@ def accuracy_vs_cost(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str
             ax.plot(xs, ys, label=label, **style[label], **({"linestyle": "none"} if len(row) == 1 else {}))
             for c, x, y in zip(row, xs, ys):
                 if c.budget is not None:
-                    ax.annotate(str(c.budget), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7, color=style[label]["color"])
+                    ax.annotate(str(c.budget), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7,
+                                color=style[label]["color"])
         positive = [c.cost[key] for c in matrix.cells if c.cost.get(key)]
         if positive and max(positive) / min(positive) > 20:  # costs spread over decades: log scale, 0 kept on it
             ax.set_xscale("symlog", linthresh=10 ** math.floor(math.log10(min(positive))), linscale=0.6)
@@ -161,8 +165,10 @@ def accuracy_vs_cost(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str
     axes[0][0].legend(loc="best")
     save(fig, path, formats)
     what = ", ".join(x for _, x in axes_spec)
-    return (f"{matrix.name}: {measure} against {what} (model calls of all roles, cache hits included; dollars estimated "
-            f"from tokens); one line per method through its budgets, points labelled with their budget.")
+    return (
+        f"{matrix.name}: {measure} against {what} (model calls of all roles, cache hits included; dollars estimated "
+        f"from tokens); one line per method through its budgets, points labelled with their budget."
+    )
 
 
 @paper_style
@@ -180,7 +186,8 @@ def reachability(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | N
         width = 0.8 / max(len(cells), 1)
         for i, c in enumerate(cells):
             xs = [j + (i - (len(cells) - 1) / 2) * width for j in range(len(hops))]
-            ax.bar(xs, [c.reach.get(h, {}).get("hit@100", 0.0) for h in hops], width=width, color=style[c.label]["color"], label=c.label)
+            ax.bar(xs, [c.reach.get(h, {}).get("hit@100", 0.0) for h in hops], width=width,
+                   color=style[c.label]["color"], label=c.label)
         counts = {h: max(c.reach.get(h, {}).get("queries", 0) for c in cells) for h in hops}
         ax.set_xticks(range(len(hops)))
         ax.set_xticklabels([f"{'>10' if h == 'none' else h}\n(n={counts[h]})" for h in hops])
@@ -195,9 +202,11 @@ def reachability(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | N
     fig.legend(handles.values(), handles.keys(), loc="outside right center")
     fig.supxlabel("minimum k-NN hops from the first-stage top 20 to a gold document", fontsize=8)
     save(fig, path, formats)
-    return (f"{matrix.name}: Hit@100 (a gold document among the first 100) of each method by the minimum number of k-NN "
-            f"graph hops from the first-stage top 20 to a gold document (GAREN Fig. 4/8), over the queries with no gold "
-            f"document in that top 20; n = queries at that distance; '>10' = not reached within 10 hops.")
+    return (
+        f"{matrix.name}: Hit@100 (a gold document among the first 100) of each method by the minimum number of k-NN "
+        "graph hops from the first-stage top 20 to a gold document (GAREN Fig. 4/8), over the queries "
+        f"with no gold document in that top 20; n = queries at that distance; '>10' = not reached within 10 hops."
+    )
 
 
 @paper_style
@@ -223,5 +232,6 @@ def gold_distance(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | 
     ax.grid(alpha=0.3, axis="y")
     n = len(next(iter(distances.values())))
     save(fig, path, formats)
-    return (f"{matrix.name}: for the {n} queries with no gold document in GAREN's first window, the minimum hops to a gold "
-            f"document on the k-NN document graph and on the group graph (GAREN App. C.1, Fig. 9), from the run {cell.name}.")
+    return (f"{matrix.name}: for the {n} queries with no gold document in GAREN's first window, the minimum "
+            "hops to a gold document on the k-NN document graph and on the group graph (GAREN App. C.1, Fig. "
+            f"9), from the run {cell.name}.")

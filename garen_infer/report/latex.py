@@ -13,9 +13,11 @@ import re
 from garen_infer.report.document import Table, _cell
 
 # characters LaTeX reads as commands, then the report's few non-ASCII symbols
-ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+           "}": r"\}",
            "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-SYMBOLS = {"▲": r"$^{\blacktriangle}$", "▼": r"$^{\blacktriangledown}$", "—": "--", "Δ": r"$\Delta$", "↳": r"$\hookrightarrow$",
+SYMBOLS = {"▲": r"$^{\blacktriangle}$", "▼": r"$^{\blacktriangledown}$", "—": "--", "Δ": r"$\Delta$",
+           "↳": r"$\hookrightarrow$",
            "’": "'", "×": r"$\times$", "≥": r"$\geq$", "≤": r"$\leq$", "<": r"$<$", ">": r"$>$"}
 
 
@@ -65,7 +67,8 @@ def table_latex(table: Table, label: str = "") -> str:
         lines.append(r"\caption{" + _inline(title.rstrip(".") + ".") + "}")
     if label:
         lines.append(r"\label{" + label + "}")
-    lines += [r"\begin{tabular}{" + spec + "}", r"\toprule", " & ".join(escape(h) for h in table.header) + r" \\", r"\midrule"]
+    lines += [r"\begin{tabular}{" + spec + "}", r"\toprule",
+              " & ".join(escape(h) for h in table.header) + r" \\", r"\midrule"]
     lines += [" & ".join(_latex_cell(c) for c in row) + r" \\" for row in table.rows]
     lines += [r"\bottomrule", r"\end{tabular}"]
     if note:

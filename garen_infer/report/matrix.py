@@ -87,7 +87,8 @@ class DatasetMatrix:
 
     def queries_text(self) -> str:
         """Which queries every number is over: all of the judged ones, or the ones every run folder answered."""
-        scored = len(self.queries) or max((c.queries for c in self.cells), default=0)  # a matrix filled by hand has no set
+        # a matrix filled by hand has no set
+        scored = len(self.queries) or max((c.queries for c in self.cells), default=0)
         if scored == self.judged_queries:
             return f"all {self.judged_queries} judged queries"
         return f"the {scored} of {self.judged_queries} judged queries every run folder answered, for every row"
@@ -116,8 +117,12 @@ def shared_queries(matrix: DatasetMatrix, dataset: Dataset) -> list[str]:
     answered = [set(c.run.records) for c in matrix.cells if not c.run.external]
     queries = sorted(set(judged_query_ids(dataset)).intersection(*answered))
     if not queries:
-        raise GarenError(f"{matrix.name}: no judged query is answered by every run folder ({', '.join(c.name for c in matrix.cells)}), "
-                         f"so no table can compare them on the same queries; run the cells over the same queries (one --limit)")
+        raise GarenError(
+            f"{matrix.name}: no judged query is answered by every run folder "
+            f"({', '.join(c.name for c in matrix.cells)}), "
+            "so no table can compare them on the same queries; run the cells over the same "
+            "queries (one --limit)"
+        )
     return queries
 
 
@@ -128,8 +133,17 @@ def compare_with_baseline(matrix: DatasetMatrix, significance) -> DatasetMatrix:
         for column in matrix.columns_of(cell):
             base = matrix.cell(matrix.baseline, column) if matrix.baseline else None
             if base is not None and base is not cell:
-                cell.versus[column] = {m: paired(cell.scores[m], base.scores[m], significance.permutations, significance.seed,
-                                                 significance.bootstrap, 1 - significance.alpha) for m in matrix.measures}
+                cell.versus[column] = {
+                    m: paired(
+                        cell.scores[m],
+                        base.scores[m],
+                        significance.permutations,
+                        significance.seed,
+                        significance.bootstrap,
+                        1 - significance.alpha,
+                    )
+                    for m in matrix.measures
+                }
     if significance.correction == "holm":
         _holm_adjust(matrix)
     return matrix
@@ -163,10 +177,18 @@ def _holm_adjust(matrix: DatasetMatrix) -> None:
                 cell.versus[column][measure] = replace(cell.versus[column][measure], t_test_p_adjusted=p)
 
 
-def paired(a: dict[str, float], b: dict[str, float], permutations: int, seed: int, resamples: int = 10_000, confidence: float = 0.95) -> PairedComparison:
+def paired(
+    a: dict[str, float],
+    b: dict[str, float],
+    permutations: int,
+    seed: int,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+) -> PairedComparison:
     """Compare on the queries both runs answered, in a fixed (sorted) order."""
     common = sorted(set(a) & set(b))
-    return compare_paired([a[q] for q in common], [b[q] for q in common], permutations, seed, resamples=resamples, confidence=confidence)
+    return compare_paired([a[q] for q in common], [b[q] for q in common], permutations, seed,
+                          resamples=resamples, confidence=confidence)
 
 
 def _reach(run: RunResult, dataset: Dataset, index: IndexFolder, first_stage_rows, queries: set[str]) -> dict:
@@ -182,7 +204,11 @@ def _reach(run: RunResult, dataset: Dataset, index: IndexFolder, first_stage_row
     rows = first_stage_rows(run.config.get("first_stage") or {})
     reaches = []
     for qid, record in records.items():
-        gold = {dataset.doc_index[d] for d, rel in dataset.qrels.get(qid, {}).items() if rel > 0 and d in dataset.doc_index}
+        gold = {
+            dataset.doc_index[d]
+            for d, rel in dataset.qrels.get(qid, {}).items()
+            if rel > 0 and d in dataset.doc_index
+        }
         if gold and qid in rows:
             reaches.append(reach(index.knn_graph, rows[qid], gold, ranking_rows(record, dataset)))
     return hit_by_hops(reaches)
@@ -195,7 +221,8 @@ def gold_distances(cell: Cell) -> dict[str, list[int | None]] | None:
     golds = [g for g in golds if g.get("min_hops_doc_graph") != 0 and "min_hops_group_graph" in g]
     if not golds:
         return None
-    return {"document graph": [g["min_hops_doc_graph"] for g in golds], "group graph": [g["min_hops_group_graph"] for g in golds]}
+    return {"document graph": [g["min_hops_doc_graph"] for g in golds],
+            "group graph": [g["min_hops_group_graph"] for g in golds]}
 
 
 def matrix_json(matrix: DatasetMatrix) -> dict:
@@ -204,13 +231,15 @@ def matrix_json(matrix: DatasetMatrix) -> dict:
     for c in matrix.cells:
         cells.append({
             "label": c.label, "method": c.method, "budget": c.budget, "run": str(c.run.folder), "queries": c.queries,
-            **{m: round(c.mean(m), 6) for m in matrix.measures}, "cost_per_query": _rounded(c.cost), "hit@100_by_min_hops": c.reach,
+            **{m: round(c.mean(m), 6) for m in matrix.measures}, "cost_per_query": _rounded(c.cost),
+            "hit@100_by_min_hops": c.reach,
             "versus_baseline": [{"budget": b, **{m: v.to_dict() for m, v in by.items()}} for b, by in c.versus.items()],
             "config": c.run.config,
         })
     return {"dataset": matrix.dataset_name, "documents": matrix.documents, "judged_queries": matrix.judged_queries,
             "queries": len(matrix.queries), "queries_scored": matrix.queries_text(),
-            "index": matrix.index, "budgets": matrix.budgets, "baseline": matrix.baseline, "measures": list(matrix.measures), "cells": cells,
+            "index": matrix.index, "budgets": matrix.budgets, "baseline": matrix.baseline,
+            "measures": list(matrix.measures), "cells": cells,
             "skipped": [{"label": s.label, "budget": s.budget, "reason": s.reason} for s in matrix.skipped]}
 
 
@@ -229,7 +258,8 @@ def per_query_rows(matrix: DatasetMatrix) -> list[list]:
     rows = []
     for c in matrix.cells:
         for qid in sorted(c.scores[matrix.measures[0]]):
-            rows.append([matrix.name, c.label, "" if c.budget is None else c.budget, qid, *(f"{c.scores[m][qid]:.6f}" for m in matrix.measures)])
+            rows.append([matrix.name, c.label, "" if c.budget is None else c.budget, qid,
+                         *(f"{c.scores[m][qid]:.6f}" for m in matrix.measures)])
     return rows
 
 

@@ -25,7 +25,8 @@ from garen_infer.storage.trec import read_run, read_tag
 
 MEASURES = ("nDCG@10", "R@100")
 TIMING_LOG = "bench_timing.jsonl"  # wall seconds of the queries ``garen-infer bench`` ran in this folder
-LEDGER_TOTALS = ("requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds", "budget_used")
+LEDGER_TOTALS = ("requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds",
+                 "budget_used")
 ROLE_FIELDS = ("requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "seconds")
 
 
@@ -44,8 +45,10 @@ class RunResult:
             return cls.from_run_file(folder)
         for name in ("config.json", "metrics.json", "run.trec", "trace.jsonl"):
             if not (folder / name).is_file():
-                raise GarenError(f"{folder}: not a finished run folder (no {name}); run it to the end with 'garen-infer run' first")
-        return cls(folder, json.loads((folder / "config.json").read_text()), json.loads((folder / "metrics.json").read_text()),
+                raise GarenError(f"{folder}: not a finished run folder (no {name}); run it to the end with "
+                                 "'garen-infer run' first")
+        return cls(folder, json.loads((folder / "config.json").read_text()),
+                   json.loads((folder / "metrics.json").read_text()),
                    read_finished(folder / "trace.jsonl", "qid"))
 
     @classmethod
@@ -54,7 +57,8 @@ class RunResult:
         run = read_run(path)
         if not run:
             raise GarenError(f"{path}: an empty run file (no ranked documents)")
-        result = cls(path, {"method": "run file", "run_file": str(path), "tag": read_tag(path)}, {}, {qid: {} for qid in run})
+        result = cls(path, {"method": "run file", "run_file": str(path), "tag": read_tag(path)}, {},
+                     {qid: {} for qid in run})
         result.__dict__["run"] = run  # read once (the cached property below)
         return result
 
@@ -75,10 +79,12 @@ class RunResult:
         if self.external:  # no fingerprint: the run must at least rank this dataset's queries and documents
             run = self.run
             if not set(run) & {q.id for q in dataset.queries}:
-                raise GarenError(f"{self.folder}: none of its {len(run)} query ids is a query of '{dataset.name}'; pass the dataset the run was made on")
+                raise GarenError(f"{self.folder}: none of its {len(run)} query ids is a query of "
+                                 f"'{dataset.name}'; pass the dataset the run was made on")
             ranked = (d for docs in run.values() for d in docs)
             if not dataset.judgments_only and not any(d in dataset.doc_index for d in ranked):
-                raise GarenError(f"{self.folder}: none of its document ids is a document of '{dataset.name}'; pass the dataset the run was made on")
+                raise GarenError(f"{self.folder}: none of its document ids is a document of "
+                                 f"'{dataset.name}'; pass the dataset the run was made on")
             return
         if dataset.judgments_only:  # no corpus read (eval, compare): the run must name this dataset
             same = self.config.get("dataset") == dataset.name
@@ -119,12 +125,22 @@ class RunResult:
         n = max(len(ledgers), 1)
         out = {key: sum(ledger[key] for ledger in ledgers) / n for key in LEDGER_TOTALS}
         roles = sorted({role for ledger in ledgers for role in ledger["roles"]})
-        out["roles"] = {role: {key: sum(ledger["roles"].get(role, {}).get(key, 0) for ledger in ledgers) / n for key in ROLE_FIELDS} for role in roles}
+        out["roles"] = {
+            role: {
+                key: sum(ledger["roles"].get(role, {}).get(key, 0) for ledger in ledgers) / n
+                for key in ROLE_FIELDS
+            }
+            for role in roles
+        }
         for role in roles:
             out["roles"][role]["unusable"] = unusable_share([ledger["roles"].get(role, {}) for ledger in ledgers])
         out["unusable"] = unusable_share([cost for ledger in ledgers for cost in ledger["roles"].values()])
         priced = {role: p for role, p in prices.items() if role in roles}
-        out["unpriced"] = [r for r in roles if r not in priced and (out["roles"][r]["input_tokens"] or out["roles"][r]["output_tokens"])]
+        out["unpriced"] = [
+            r
+            for r in roles
+            if r not in priced and (out["roles"][r]["input_tokens"] or out["roles"][r]["output_tokens"])
+        ]
         if priced:
             dollars = [query_cost(ledger, priced) for ledger in ledgers]
             for role in priced:

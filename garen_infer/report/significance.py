@@ -41,7 +41,8 @@ class PairedComparison:
     ci_low: float = math.nan  # bootstrap confidence interval of ``difference``
     ci_high: float = math.nan
     confidence: float = CONFIDENCE
-    t_test_p_adjusted: float | None = None  # Holm-adjusted within the report's family of comparisons; None: not adjusted
+    # Holm-adjusted within the report's family of comparisons; None: not adjusted
+    t_test_p_adjusted: float | None = None
 
     def to_dict(self) -> dict:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
@@ -61,7 +62,9 @@ def paired_t_test(a, b) -> tuple[float, float]:
     return float(result.statistic), float(result.pvalue)
 
 
-def randomisation_test(a, b, permutations: int = 10_000, seed: int = 0, exact_up_to: int = EXACT_UP_TO) -> tuple[float, int]:
+def randomisation_test(
+    a, b, permutations: int = 10_000, seed: int = 0, exact_up_to: int = EXACT_UP_TO
+) -> tuple[float, int]:
     """Two-sided paired sign-flip test of mean(a - b) = 0: (p, patterns drawn; 0 = exact enumeration)."""
     diffs = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     n = len(diffs)
@@ -82,7 +85,9 @@ def randomisation_test(a, b, permutations: int = 10_000, seed: int = 0, exact_up
     return (1 + hits) / (1 + permutations), permutations
 
 
-def bootstrap_ci(a, b, resamples: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    a, b, resamples: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of mean(a - b): the queries resampled with replacement ``resamples`` times."""
     diffs = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     n = len(diffs)
@@ -125,5 +130,6 @@ def compare_paired(a, b, permutations: int = 10_000, seed: int = 0, exact_up_to:
         queries=n, mean_a=float(a.mean()) if n else math.nan, mean_b=float(b.mean()) if n else math.nan,
         difference=float(diffs.mean()) if n else math.nan,
         wins=int(np.sum(diffs > TIE)), losses=int(np.sum(diffs < -TIE)), ties=int(np.sum(np.abs(diffs) <= TIE)),
-        t_statistic=t, t_test_p=p, randomisation_p=p_rand, permutations=drawn, ci_low=low, ci_high=high, confidence=confidence,
+        t_statistic=t, t_test_p=p, randomisation_p=p_rand, permutations=drawn, ci_low=low, ci_high=high,
+        confidence=confidence,
     )

@@ -22,7 +22,10 @@ def accuracy_table(matrix: DatasetMatrix, measure: str, alpha: float) -> Table:
     values = {(label, b): matrix.cell(label, b) for label in matrix.labels for b in columns}
     ranks = {}
     for b in columns:
-        ordered = sorted({round(c.mean(measure), 4) for (_, bb), c in values.items() if bb == b and c is not None}, reverse=True)
+        ordered = sorted(
+            {round(c.mean(measure), 4) for (_, bb), c in values.items() if bb == b and c is not None},
+            reverse=True,
+        )
         ranks[b] = ordered[:2]
     rows = []
     for label in matrix.labels:
@@ -37,13 +40,15 @@ def accuracy_table(matrix: DatasetMatrix, measure: str, alpha: float) -> Table:
                 continue
             value = round(cell.mean(measure), 4)
             mark = _mark(cell.versus.get(b, {}).get(measure), alpha) if testable(measure, b) else ""
-            row.append(Cell(f"{value:.4f}{mark}", bold=value == ranks[b][0], underline=len(ranks[b]) > 1 and value == ranks[b][1]))
+            row.append(Cell(f"{value:.4f}{mark}", bold=value == ranks[b][0],
+                            underline=len(ranks[b]) > 1 and value == ranks[b][1]))
         rows.append(row)
-    baseline = (f" {BETTER}/{WORSE}: significantly above/below {matrix.baseline} at the same budget ({test_text(matrix, measure, alpha)})."
+    baseline = (f" {BETTER}/{WORSE}: significantly above/below {matrix.baseline} at the same budget "
+                f"({test_text(matrix, measure, alpha)})."
                 if matrix.baseline else "")
     return Table(["method", *(_column_label(b) for b in columns)], rows,
-                 f"{measure} on {matrix.name} ({matrix.queries_text()}). Best per column in bold, second underlined.{baseline}"
-                 f"{untested_text(measure, columns)}")
+                 f"{measure} on {matrix.name} ({matrix.queries_text()}). Best per column in bold, second "
+                 f"underlined.{baseline}{untested_text(measure, columns)}")
 
 
 def datasets_table(matrices: list[DatasetMatrix], measure: str, alpha: float) -> Table:
@@ -71,23 +76,35 @@ def datasets_table(matrices: list[DatasetMatrix], measure: str, alpha: float) ->
             row: list[Cell | str] = [name, "—" if budget is None else str(budget)]
             for value, mark, best in zip(values, marks, ranks):
                 row.append(Cell("—") if value is None else
-                           Cell(f"{value:.4f}{mark}", bold=value == best[0], underline=len(best) > 1 and value == best[1]))
+                           Cell(f"{value:.4f}{mark}", bold=value == best[0],
+                                underline=len(best) > 1 and value == best[1]))
             rows.append(row)
     scored = "; ".join(f"{m.name}: {m.queries_text()}" for m in matrices)
-    return Table(["method", "budget", *(m.name for m in matrices), "Avg"], rows,
-                 f"{measure} on each dataset and the average over the {len(matrices)} datasets (the mean of their means). "
-                 f"Best per budget and column in bold, second underlined; {BETTER}/{WORSE} as in each dataset's table. "
-                 f"Queries: {scored}.")
+    return Table(
+        ["method", "budget", *(m.name for m in matrices), "Avg"],
+        rows,
+        f"{measure} on each dataset and the average over the {len(matrices)} datasets (the mean of their means). "
+        f"Best per budget and column in bold, second underlined; {BETTER}/{WORSE} as in each dataset's table. "
+        f"Queries: {scored}.",
+    )
 
 
 def test_text(matrix: DatasetMatrix, measure: str, alpha: float) -> str:
     """What a mark means: the paired t-test, Holm-corrected within its family when the comparisons were adjusted."""
-    adjusted = any(c.t_test_p_adjusted is not None for cell in matrix.cells for by in cell.versus.values() for c in by.values())
+    adjusted = any(
+        c.t_test_p_adjusted is not None
+        for cell in matrix.cells
+        for by in cell.versus.values()
+        for c in by.values()
+    )
     if not adjusted:
         return f"paired t-test, p < {alpha}"
     methods, run_files = len(family(matrix, measure)), len(family(matrix, measure, run_files=True))
     apart = f"; the {run_files} of other systems' runs apart" if run_files else ""
-    return f"paired t-test, Holm-corrected over the {methods} comparisons of the bench's methods with {matrix.baseline}{apart}, p < {alpha}"
+    return (
+        f"paired t-test, Holm-corrected over the {methods} comparisons of the bench's methods with "
+        f"{matrix.baseline}{apart}, p < {alpha}"
+    )
 
 
 def untested_text(measure: str, budgets) -> str:
@@ -95,12 +112,16 @@ def untested_text(measure: str, budgets) -> str:
     untested = [b for b in budgets if not testable(measure, b)]
     if not untested:
         return ""
-    return (f" No marks at budget {', '.join(map(str, untested))}: {measure}'s cutoff is above the budget, so the ranks "
-            f"the reranker never saw decide the difference (shown, not tested: outside the Holm family).")
+    return (f" No marks at budget {', '.join(map(str, untested))}: {measure}'s cutoff is above the budget, "
+            f"so the ranks the reranker never saw decide the difference (shown, not tested: outside the Holm family).")
 
 
 def _mark(comparison, alpha: float) -> str:
-    p = None if comparison is None else (comparison.t_test_p if comparison.t_test_p_adjusted is None else comparison.t_test_p_adjusted)
+    p = (
+        None
+        if comparison is None
+        else (comparison.t_test_p if comparison.t_test_p_adjusted is None else comparison.t_test_p_adjusted)
+    )
     if p is None or math.isnan(p) or p >= alpha:
         return ""
     return BETTER if comparison.difference > 0 else WORSE
@@ -124,17 +145,26 @@ def cost_table(matrix: DatasetMatrix) -> Table:
     for cell in sorted(matrix.cells, key=lambda c: (c.budget is not None, c.budget or 0, matrix.labels.index(c.label))):
         cost = cell.cost
         dollars = [_number(cost.get("dollars"), 5)] if priced else []
-        rows.append([cell.label, "—" if cell.budget is None else str(cell.budget), *(_number(cell.mean(m), 4) for m in measures),
+        rows.append([cell.label, "—" if cell.budget is None else str(cell.budget),
+                     *(_number(cell.mean(m), 4) for m in measures),
                      _number(cost["requests"], 1), _number(cost["input_tokens"], 0),
-                     _number(cost["output_tokens"], 0), _number(cost["model_seconds"], 3), _number(cost.get("wall_seconds"), 3),
+                     _number(cost["output_tokens"], 0), _number(cost["model_seconds"], 3),
+                     _number(cost.get("wall_seconds"), 3),
                      _percent(cost.get("unusable")), *dollars])
         for role, rc in cost["roles"].items():
             role_dollars = [_number(rc.get("dollars"), 5)] if priced else []
-            rows.append([f"  ↳ {role}", "", *(Cell("") for _ in measures), _number(rc["requests"], 1), _number(rc["input_tokens"], 0),
-                         _number(rc["output_tokens"], 0), _number(rc["seconds"], 3), Cell(""), _percent(rc.get("unusable")), *role_dollars])
+            rows.append([f"  ↳ {role}", "", *(Cell("") for _ in measures), _number(rc["requests"], 1),
+                         _number(rc["input_tokens"], 0),
+                         _number(rc["output_tokens"], 0), _number(rc["seconds"], 3), Cell(""),
+                         _percent(rc.get("unusable")), *role_dollars])
     header = ["method", "budget", *measures, *COST_COLUMNS[: 6 + priced]]
     unpriced = sorted({r for c in matrix.cells for r in c.cost.get("unpriced", [])})
-    note, unknown = "", "; — : unknown (a run file of another system)" if any(c.run is not None and c.run.external for c in matrix.cells) else ""
+    note, unknown = (
+        "",
+        "; — : unknown (a run file of another system)"
+        if any(c.run is not None and c.run.external for c in matrix.cells)
+        else "",
+    )
     if priced and unpriced:
         note = f" Roles {', '.join(unpriced)} used tokens but have no price: totals that include them are left blank."
     empty = [i for i, name in enumerate(header) if name in COST_COLUMNS and all(_says_nothing(row[i]) for row in rows)]
@@ -142,11 +172,18 @@ def cost_table(matrix: DatasetMatrix) -> Table:
         note += f" Left out, 0 or unknown for every method: {', '.join(header[i] for i in empty)}."
         header = [h for i, h in enumerate(header) if i not in empty]
         rows = [[c for i, c in enumerate(row) if i not in empty] for row in rows]
-    return Table(header, rows, (
-        f"Cost per query on {matrix.name}: model calls (cache hits included), tokens in and out, model seconds (time in "
-        f"the model, cache hits count 0), wall seconds (measured when `garen-infer bench` ran the queries) and the share "
-        f"of answers that gave nothing usable (unreadable, a thought without an answer, NaN: the method fell back), per "
-        f"method and per role{unknown}.{note}"))
+    return Table(
+        header,
+        rows,
+        (
+            f"Cost per query on {matrix.name}: model calls (cache hits included), tokens in and out, model seconds "
+            "(time in the model, cache hits count 0), wall seconds (measured when `garen-infer bench` ran the "
+            "queries) "
+            "and the share "
+            "of answers that gave nothing usable (unreadable, a thought without an answer, NaN: the method fell "
+            f"back), per method and per role{unknown}.{note}"
+        ),
+    )
 
 
 def _percent(share) -> Cell:
@@ -172,7 +209,8 @@ def significance_table(matrix: DatasetMatrix, measure: str) -> Table | None:
         for budget, by_measure in cell.versus.items():
             c = by_measure[measure]
             level = c.confidence
-            rows.append([cell.label, "—" if budget is None else str(budget), _number(c.queries, 0), Cell(f"{c.difference:+.4f}"), _ci(c),
+            rows.append([cell.label, "—" if budget is None else str(budget), _number(c.queries, 0),
+                         Cell(f"{c.difference:+.4f}"), _ci(c),
                          _number(c.wins, 0), _number(c.losses, 0), _number(c.ties, 0), _p(c.t_test_p),
                          *([_p(c.t_test_p_adjusted)] if adjusted else []), _p(c.randomisation_p)])
     if not rows:
@@ -181,12 +219,26 @@ def significance_table(matrix: DatasetMatrix, measure: str) -> Table | None:
     holm = (f" Holm: the t-test p-values adjusted within a fixed family on {matrix.name}, the bench's methods at every "
             f"budget against {matrix.baseline} ({len(family(matrix, measure))} comparisons), other systems' runs apart "
             f"(family-wise error); the marks use them.") if adjusted else ""
-    return Table(["method", "budget", "queries", f"Δ {measure}", f"{level:.0%} CI of Δ", "wins", "losses", "ties", "paired t-test p",
-                  *(["Holm-adjusted p"] if adjusted else []), "randomisation p"], rows,
-                 f"Each method against {matrix.baseline} at the same budget on {matrix.name}, query by query on {measure} "
-                 f"(wins: the method scores higher on a query). Two-sided p-values; the randomisation test flips the sign "
-                 f"of each query's difference; the confidence interval is a paired bootstrap over the queries.{holm}"
-                 f"{untested_text(measure, sorted({b for cell in matrix.cells for b in cell.versus if b is not None}))}")
+    return Table(
+        [
+            "method",
+            "budget",
+            "queries",
+            f"Δ {measure}",
+            f"{level:.0%} CI of Δ",
+            "wins",
+            "losses",
+            "ties",
+            "paired t-test p",
+            *(["Holm-adjusted p"] if adjusted else []),
+            "randomisation p",
+        ],
+        rows,
+        f"Each method against {matrix.baseline} at the same budget on {matrix.name}, query by query on {measure} "
+        f"(wins: the method scores higher on a query). Two-sided p-values; the randomisation test flips the sign "
+        f"of each query's difference; the confidence interval is a paired bootstrap over the queries.{holm}"
+        f"{untested_text(measure, sorted({b for cell in matrix.cells for b in cell.versus if b is not None}))}",
+    )
 
 
 def _ci(c) -> Cell:

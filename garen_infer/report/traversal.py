@@ -30,7 +30,11 @@ HITS_AT = 100
 
 def garen_cells(matrix: DatasetMatrix) -> list[Cell]:
     """The runs with per-iteration group selections (GAREN and its ablations), at the smallest budget they share."""
-    cells = [c for c in matrix.cells if any(r.get("trace", {}).get("iterations") and "gold" in r["trace"] for r in c.run.records.values())]
+    cells = [
+        c
+        for c in matrix.cells
+        if any(r.get("trace", {}).get("iterations") and "gold" in r["trace"] for r in c.run.records.values())
+    ]
     cells = [c for c in cells if (c.run.config.get("method_options") or {}).get("expansion_unit", "group") == "group"]
     if not cells:
         return []
@@ -112,7 +116,8 @@ def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, firs
             points = np.array([xy[d] for d in groups.members[g]])
             ax.scatter(points[:, 0], points[:, 1], s=9, color=colour(norm(t)), zorder=1)
         first = np.array([xy[d] for d in start]) if start else np.zeros((0, 2))
-        ax.scatter(first[:, 0], first[:, 1], marker="x", s=12, color="black", zorder=2, label=f"first-stage top {window}")
+        ax.scatter(first[:, 0], first[:, 1], marker="x", s=12, color="black", zorder=2,
+                   label=f"first-stage top {window}")
         ranked = set(ranking_rows(cell.run.records[qid], dataset)[:HITS_AT])
         for d in sorted(gold):
             found = d in ranked
@@ -128,14 +133,19 @@ def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, firs
         ax.legend(handles.values(), handles.keys(), loc="lower right")
     from matplotlib.ticker import MaxNLocator
 
-    bar = fig.colorbar(plt.cm.ScalarMappable(cmap=colour, norm=norm), ax=axes.ravel().tolist(), label="iteration that expanded the group", shrink=0.8)
+    bar = fig.colorbar(plt.cm.ScalarMappable(cmap=colour, norm=norm), ax=axes.ravel().tolist(),
+                       label="iteration that expanded the group", shrink=0.8)
     bar.locator = MaxNLocator(integer=True)
     bar.update_ticks()
     hops = cells[0].run.records[qid]["trace"]["gold"]["min_hops_doc_graph"]
     at = "" if cells[0].budget is None else f" at budget {cells[0].budget}"
     save(fig, path, formats)
-    return (f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for query {qid} (GAREN Fig. 5): the documents of "
-            f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "
-            f"first-stage top {window}, stars the gold documents (filled: among the run's first {HITS_AT}); grey is a "
-            f"sample of the corpus. 2-D PCA of the index embeddings. The query is the one whose gold lies farthest "
-            f"from the first window ({hops} hops) " + ("among those a run reached." if reached else "(no run reached the gold of any such query)."))
+    return (
+        f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for "
+        f"query {qid} (GAREN Fig. 5): the documents of "
+        f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "
+        f"first-stage top {window}, stars the gold documents (filled: among the run's first {HITS_AT}); grey is a "
+        f"sample of the corpus. 2-D PCA of the index embeddings. The query is the one whose gold lies farthest "
+        f"from the first window ({hops} hops) "
+        + ("among those a run reached." if reached else "(no run reached the gold of any such query).")
+    )

@@ -39,8 +39,14 @@ def write_report(config, prepared, log=print, command: str = "") -> Path:
     check_report_folder(out, Path(config.runs))
     sections = []  # (matrix, dataset, index, first-stage rows)
     for matrix, dataset, index, plans in prepared:
-        matrix.cells = [Cell(p.entry.label, p.entry.method, p.budget, RunResult.load(p.folder)) for p in plans if not p.problem]
-        matrix.cells += [Cell(label, "run file", None, RunResult.load(file)) for label, file in matrix.run_files.items()]
+        matrix.cells = [
+            Cell(p.entry.label, p.entry.method, p.budget, RunResult.load(p.folder))
+            for p in plans
+            if not p.problem
+        ]
+        matrix.cells += [
+            Cell(label, "run file", None, RunResult.load(file)) for label, file in matrix.run_files.items()
+        ]
         first_stage_rows = first_stage_provider(index, dataset)
         collect(matrix, dataset, index, config.prices, config.significance, first_stage_rows)
         sections.append((matrix, dataset, index, first_stage_rows))
@@ -67,16 +73,19 @@ def write_report(config, prepared, log=print, command: str = "") -> Path:
             doc.add(Heading("Across datasets"), *across)
             summary.add(Heading("Across datasets", 3), *across)
             latex = [(t, f"tab:datasets-{_slug(m)}") for t, m in zip(across, config.measures)] + latex
-        doc.add(Heading("Provenance"), Paragraph(f"Command: `{command}`. The bench file:"), Code(config.text or "", "yaml"),
+        doc.add(Heading("Provenance"), Paragraph(f"Command: `{command}`. The bench file:"),
+                Code(config.text or "", "yaml"),
                 Paragraph("Package versions and machine:"), Code(json.dumps(facts, indent=2), "json"))
         doc.write(tmp)
         (tmp / "tables.tex").write_text(document_latex(latex), encoding="utf-8")
         summary.write(tmp, "summary")
         (tmp / "summary.html").unlink()  # the summary is for Markdown pages; report.html is the one to open
         results = {"kind": KIND, "command": command, "bench_file": str(config.path), "provenance": facts,
-                   "significance": vars(config.significance), "measures": list(config.measures), "prices": {r: vars(p) for r, p in config.prices.items()},
+                   "significance": vars(config.significance), "measures": list(config.measures),
+                   "prices": {r: vars(p) for r, p in config.prices.items()},
                    "datasets": {m.name: matrix_json(m) for m in matrices}}
-        (tmp / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+        (tmp / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n",
+                                          encoding="utf-8")
         with open(tmp / "per_query.csv", "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle, lineterminator="\n")
             writer.writerow(["dataset", "method", "budget", "query_id", *config.measures])
@@ -97,7 +106,8 @@ def check_report_folder(out: Path, runs: Path) -> None:
         except (OSError, ValueError, AttributeError):
             kind = None
         if kind != KIND:
-            raise GarenError(f"{out}: exists and is not a bench report (no results.json of one); choose another 'report' folder")
+            raise GarenError(f"{out}: exists and is not a bench report (no results.json of one); choose "
+                             "another 'report' folder")
 
 
 def _models_line(matrices) -> str:
@@ -109,21 +119,37 @@ def _models_line(matrices) -> str:
             for role in cell.cost["roles"]:
                 spec = dict(models.get(role) or {})
                 if backend_of(spec) == "embedding":
-                    text = f"{spec.get('model') or matrix.embedding_model or 'the index’s embedding model'} embeddings (cosine)"
+                    text = (
+                        f"{spec.get('model') or matrix.embedding_model or 'the index’s embedding model'} "
+                        "embeddings (cosine)"
+                    )
                 else:
-                    text = f"{spec.get('model', '?')} via {spec.get('backend')}" + (f" ({spec['mode']})" if spec.get("mode") else "")
+                    text = f"{spec.get('model', '?')} via {spec.get('backend')}" + (
+                        f" ({spec['mode']})" if spec.get("mode") else ""
+                    )
                 seen[f"{role}: {text}"] = None
     return "; ".join(seen) or "none (no method used a model)"
 
 
 def _setup(config, matrices, facts: dict, command: str) -> list:
     machine = facts["machine"]
-    datasets = ", ".join(f"{m.name} ({m.dataset_name}: {m.judged_queries} judged queries, {m.documents:,} documents)" for m in matrices)
+    datasets = ", ".join(f"{m.name} ({m.dataset_name}: {m.judged_queries} judged queries, {m.documents:,} "
+                         "documents)" for m in matrices)
     labels = list(dict.fromkeys(label for m in matrices for label in m.labels if m.row(label)))
     budgets = sorted({b for m in matrices for b in m.budgets})
     source = facts.get("source") or {}
-    commit = f" at commit `{source['commit'][:12]}`{' with uncommitted changes' if source.get('uncommitted_changes') else ''}" if source else ""
-    first_stages = {json.dumps(c.run.config.get("first_stage"), sort_keys=True) for m in matrices for c in m.cells if not c.run.external}
+    commit = (
+        " at commit "
+        f"`{source['commit'][:12]}`{' with uncommitted changes' if source.get('uncommitted_changes') else ''}"
+        if source
+        else ""
+    )
+    first_stages = {
+        json.dumps(c.run.config.get("first_stage"), sort_keys=True)
+        for m in matrices
+        for c in m.cells
+        if not c.run.external
+    }
     run_files = [f"{label} ({m.name}: `{file}`)" for m in matrices for label, file in m.run_files.items()]
     lines = [
         f"**Datasets**: {datasets}.",
@@ -131,35 +157,49 @@ def _setup(config, matrices, facts: dict, command: str) -> list:
         f"{', '.join(map(str, budgets)) or 'the presets’'}. **Preset**: `{config.preset}`"
         f"{' with ' + ', '.join(f'`{o}`' for o in config.overrides) if config.overrides else ''}.",
         f"**Models**: {_models_line(matrices)}. **First stage**: {'; '.join(sorted(first_stages)) or 'none'}.",
-        *([f"**Runs of other systems** (TREC run files; no budget, cost unknown): {', '.join(run_files)}."] if run_files else []),
+        *([f"**Runs of other systems** (TREC run files; no budget, cost unknown): {', '.join(run_files)}."]
+          if run_files else []),
         f"**Machine**: {machine.get('processor')}, {machine.get('cpu_count')} cores"
-        f"{', GPUs: ' + ', '.join(machine['gpus']) if machine.get('gpus') else ', no GPU'}; Python {machine.get('python')}. "
-        f"Produced by `{command}`{commit}.",
+        f"{', GPUs: ' + ', '.join(machine['gpus']) if machine.get('gpus') else ', no GPU'}; Python "
+        f"{machine.get('python')}. Produced by `{command}`{commit}.",
     ]
-    simulated = {f"{m.name} {c.label}{'' if c.budget is None else '@' + str(c.budget)}": c.run.config["simulation"].get("notice", "")
-                 for m in matrices for c in m.cells if c.run.config.get("simulation")}
+    simulated = {
+        f"{m.name} {c.label}{'' if c.budget is None else '@' + str(c.budget)}": c.run.config[
+            "simulation"
+        ].get("notice", "")
+        for m in matrices
+        for c in m.cells
+        if c.run.config.get("simulation")
+    }
     if simulated:  # the oracle backend: such numbers must never pass for a model's (garen_infer/llm/oracle.py)
         lines.insert(0, f"**SIMULATED cells**: {', '.join(simulated)}. {' '.join(dict.fromkeys(simulated.values()))}")
     if config.baseline:
         sig = config.significance
-        correction = (" The t-test marks are Holm-corrected within a fixed family per dataset and measure: the bench file's "
-                      "methods at every budget against the baseline; other systems' run files form a family apart, so "
-                      "adding one moves no method's marks. No marks where a measure's cutoff is above the budget "
-                      "(`significance.correction: none` for the paper's uncorrected test)." if sig.correction == "holm" else
-                      " No correction for multiple comparisons (`significance.correction: none`).")
-        lines.append(f"**Significance** against `{config.baseline}` at the same budget: paired t-test (as in the GAREN paper) "
-                     f"and a paired randomisation test ({sig.permutations:,} sign flips, seed {sig.seed}; exact enumeration up "
-                     f"to 16 queries), alpha {sig.alpha}; {1 - sig.alpha:.0%} confidence intervals of the differences by a "
-                     f"paired bootstrap ({sig.bootstrap:,} resamples of the queries).{correction}")
+        correction = (
+            " The t-test marks are Holm-corrected within a fixed family per dataset and measure: the bench file's "
+            "methods at every budget against the baseline; other systems' run files form a family apart, so "
+            "adding one moves no method's marks. No marks where a measure's cutoff is above the budget "
+            "(`significance.correction: none` for the paper's uncorrected test)."
+            if sig.correction == "holm"
+            else " No correction for multiple comparisons (`significance.correction: none`)."
+        )
+        lines.append(
+            f"**Significance** against `{config.baseline}` at the same budget: paired t-test (as in the GAREN paper) "
+            f"and a paired randomisation test ({sig.permutations:,} sign flips, seed {sig.seed}; exact enumeration up "
+            f"to 16 queries), alpha {sig.alpha}; {1 - sig.alpha:.0%} confidence intervals of the "
+            f"differences by a paired bootstrap ({sig.bootstrap:,} resamples of the queries).{correction}"
+        )
     return [Heading("Setup"), Paragraph("  \n".join(lines))]
 
 
 def _dataset_section(matrix, figures_dir: Path, alpha: float, formats, case_study) -> list:
-    """One dataset's tables and figures; ``case_study(path, formats)`` draws its traversal figure (it needs the index)."""
+    """One dataset's tables and figures; ``case_study(path, formats)`` draws its traversal figure (it needs
+    the index)."""
     blocks: list = [Heading(matrix.name)]
     for measure in matrix.measures:
         blocks.append(tables.accuracy_table(matrix, measure, alpha))
-    for name, draw in (("accuracy-vs-budget", figures.accuracy_vs_budget), ("accuracy-vs-cost", figures.accuracy_vs_cost)):
+    for name, draw in (("accuracy-vs-budget", figures.accuracy_vs_budget),
+                       ("accuracy-vs-cost", figures.accuracy_vs_cost)):
         path = figures_dir / f"{matrix.name}-{name}.png"
         caption = draw(matrix, path, formats)
         if caption:
@@ -179,7 +219,8 @@ def _dataset_section(matrix, figures_dir: Path, alpha: float, formats, case_stud
             blocks.append(Figure(path, caption))
     if matrix.skipped:
         rows = [[s.label, "—" if s.budget is None else str(s.budget), s.reason] for s in matrix.skipped]
-        blocks.append(Table(["method", "budget", "not run because"], rows, f"Cells of {matrix.name} that were not run."))
+        blocks.append(Table(["method", "budget", "not run because"], rows,
+                            f"Cells of {matrix.name} that were not run."))
     return blocks
 
 
@@ -190,7 +231,8 @@ def _summary_section(matrix, alpha: float, figures_shown: list) -> list:
     blocks += figures_shown
     blocks.append(_method_costs(matrix))
     if matrix.skipped:
-        blocks.append(Paragraph("Not run: " + "; ".join(f"{s.label}{'' if s.budget is None else '@' + str(s.budget)} ({s.reason})" for s in matrix.skipped)))
+        blocks.append(Paragraph("Not run: " + "; ".join(f"{s.label}{'' if s.budget is None else '@' + str(s.budget)} "
+                                                        f"({s.reason})" for s in matrix.skipped)))
     return blocks
 
 

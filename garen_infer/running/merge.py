@@ -48,7 +48,8 @@ def read_shard_config(folder: Path, what: str = "run folder") -> tuple[dict, Sha
         raise GarenError(f"{folder}: no config.json, so not a {what} of 'garen-infer run --shard I/N'")
     config = json.loads(path.read_text(encoding="utf-8"))
     if "shard" not in config:
-        raise GarenError(f"{folder}: not a shard (its config.json has no 'shard'); only folders of runs with --shard I/N are merged")
+        raise GarenError(f"{folder}: not a shard (its config.json has no 'shard'); only folders of runs with "
+                         "--shard I/N are merged")
     shard = config.pop("shard")
     return config, Shard(shard["index"], shard["count"])
 
@@ -69,12 +70,16 @@ def check_one_configuration(shards: list[tuple[Path, dict, Shard]]) -> int:
     seen: dict[int, Path] = {}
     for folder, config, shard in shards:
         if what_it_computes(config) != what_it_computes(first_config):
-            keys = sorted(k for k in set(config) | set(first_config) if what_it_computes(config).get(k) != what_it_computes(first_config).get(k))
-            raise GarenError(f"{folder} and {first_folder} are runs of different configurations ({', '.join(keys)} differ); "
-                             f"merge only the shards of one command")
+            keys = sorted(
+                k
+                for k in set(config) | set(first_config)
+                if what_it_computes(config).get(k) != what_it_computes(first_config).get(k)
+            )
+            raise GarenError(f"{folder} and {first_folder} are runs of different configurations "
+                             f"({', '.join(keys)} differ); merge only the shards of one command")
         if shard.count != first_shard.count:
-            raise GarenError(f"{folder} is shard {shard} but {first_folder} is shard {first_shard}: the shards of one split "
-                             f"have the same N")
+            raise GarenError(f"{folder} is shard {shard} but {first_folder} is shard {first_shard}: the "
+                             f"shards of one split have the same N")
         if shard.index in seen:
             raise GarenError(f"{folder} and {seen[shard.index]} are both shard {shard}; give each shard once")
         seen[shard.index] = folder
@@ -124,13 +129,16 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
                          f"give the dataset the shards ran on")
     missing = missing_shards([s for _, _, s in headers], count)
     if missing and not partial:
-        raise GarenError(f"shard {missing[0]} is missing ({len(missing)} of {count} not given); run it and merge again, "
-                         f"or pass --partial for a run labelled partial")
+        raise GarenError(f"shard {missing[0]} is missing ({len(missing)} of {count} not given); run it and "
+                         f"merge again, or pass --partial for a run labelled partial")
     all_queries = run_queries(dataset, RunConfig.build(config["method"], limit=config.get("limit")))
     with ExitStack() as stack:
         for folder in paths:  # no shard changes while it is read; one still running is named with its process
             stack.enter_context(writer_lock(folder, "run folder"))
-        shards = [ShardFolder(f, c, s, read_finished(f / "trace.jsonl", "qid"), (f / "metrics.json").is_file()) for f, c, s in headers]
+        shards = [
+            ShardFolder(f, c, s, read_finished(f / "trace.jsonl", "qid"), (f / "metrics.json").is_file())
+            for f, c, s in headers
+        ]
         for part in shards:
             expected = {q.id for q in part.shard.select(all_queries)}
             strays = sorted(set(part.records) - expected)
@@ -138,8 +146,8 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
                 raise GarenError(f"{part.folder}: holds query {strays[0]}, which is not in shard {part.shard} of "
                                  f"{dataset.name} ({len(strays)} such); were the shards run on another queries file?")
             if not part.finished and not partial:
-                raise GarenError(f"{part.folder}: shard {part.shard} is not finished ({len(part.records)} of {len(expected)} "
-                                 f"queries); run its command again to resume it, or pass --partial")
+                raise GarenError(f"{part.folder}: shard {part.shard} is not finished ({len(part.records)} of "
+                                 f"{len(expected)} queries); run its command again to resume it, or pass --partial")
         done = {qid: r for part in shards for qid, r in part.records.items()}
         queries = [q for q in all_queries if q.id in done]
         label = None
@@ -154,13 +162,26 @@ def merge_runs(dataset: Dataset, folders: list[str | Path], out: str | Path, par
         mark_merging(out, paths)
         write_json(out / "config.json", config)
         write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
-        results = RunResults(dataset, config["method"], queries, done, get_method(config["method"]), config.get("simulation"),
+        results = RunResults(dataset, config["method"], queries, done, get_method(config["method"]),
+                             config.get("simulation"),
                              config["models"], wall, len(queries) if timed_all else 0, label)
         metrics = results.write(out, log=to_stderr)
-        write_json(out / MERGE_RECORD, {
-            "shards": [{"shard": str(p.shard), "folder": str(p.folder), "queries": len(p.records), "finished": p.finished} for p in shards],
-            "missing": [str(s) for s in missing], "partial": label is not None,
-        })
+        write_json(
+            out / MERGE_RECORD,
+            {
+                "shards": [
+                    {
+                        "shard": str(p.shard),
+                        "folder": str(p.folder),
+                        "queries": len(p.records),
+                        "finished": p.finished,
+                    }
+                    for p in shards
+                ],
+                "missing": [str(s) for s in missing],
+                "partial": label is not None,
+            },
+        )
     log(f"[merge] {out}: {len(queries)} of {len(all_queries)} queries from {len(shards)} of {count} shards"
         + (" (partial)" if label else ""))
     return metrics

@@ -39,8 +39,15 @@ def run_seeds(dataset: Dataset, index: IndexFolder, config, out: str | Path, see
 
     run = run or execute
     out = Path(out)
-    per_seed = [run(dataset, index, replace(config, models=with_seed(config.models, k)), out / f"seed-{k}", **kwargs) for k in range(seeds)]
-    numeric = [key for key, value in per_seed[0].items() if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    per_seed = [
+        run(dataset, index, replace(config, models=with_seed(config.models, k)), out / f"seed-{k}", **kwargs)
+        for k in range(seeds)
+    ]
+    numeric = [
+        key
+        for key, value in per_seed[0].items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    ]
     summary = {
         "dataset": per_seed[0].get("dataset"), "method": per_seed[0].get("method"), "runs": seeds,
         "mean": {key: round(statistics.fmean(m[key] for m in per_seed), 6) for key in numeric},

@@ -21,7 +21,8 @@ from garen_infer.storage.trec import run_scores, write_run
 if TYPE_CHECKING:
     from garen_infer.methods.base import Method
 
-LEDGER_MEANS = ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds")
+LEDGER_MEANS = ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens",
+                "model_seconds")
 
 
 @dataclass
@@ -132,7 +133,8 @@ def truncations(ledgers: list[dict]) -> dict:
     for ledger in ledgers:
         for role, cost in ledger.get("roles", {}).items():
             roles[role] = roles.get(role, 0) + cost.get("truncated_prompts", 0)
-    return {"truncated_prompts": sum(roles.values()), "truncated_prompts_by_role": {r: n for r, n in roles.items() if n},
+    return {"truncated_prompts": sum(roles.values()),
+            "truncated_prompts_by_role": {r: n for r, n in roles.items() if n},
             "truncated_tokens": sum(ledger.get("truncated_tokens", 0) for ledger in ledgers)}
 
 
@@ -142,8 +144,9 @@ def truncation_report(metrics: dict) -> str:
     if not n:
         return "[run] prompts cut to fit a model's limit: 0"
     by_role = ", ".join(f"{role} {count}" for role, count in metrics["truncated_prompts_by_role"].items())
-    return (f"[run] prompts cut to fit a model's limit: {n} ({by_role}; {metrics['truncated_tokens']} tokens cut from their "
-            "middles); raise max_model_len or max_length in the model spec, or show fewer words per passage")
+    return (f"[run] prompts cut to fit a model's limit: {n} ({by_role}; {metrics['truncated_tokens']} tokens "
+            "cut from their middles); raise max_model_len or max_length in the model spec, or show fewer "
+            "words per passage")
 
 
 def answer_problems(ledgers: list[dict]) -> dict:
@@ -156,8 +159,12 @@ def answer_problems(ledgers: list[dict]) -> dict:
             answers[role] += cost.get("requests", 0)
             by_role.setdefault(role, Counter()).update(cost.get("problems", {}))
     by_role = {role: kinds for role, kinds in sorted(by_role.items()) if kinds}
-    return {"answer_problems": dict(sorted(sum(by_role.values(), Counter()).items())),
-            "answer_problems_by_role": {role: {"answers": answers[role], **dict(sorted(kinds.items()))} for role, kinds in by_role.items()}}
+    return {
+        "answer_problems": dict(sorted(sum(by_role.values(), Counter()).items())),
+        "answer_problems_by_role": {
+            role: {"answers": answers[role], **dict(sorted(kinds.items()))} for role, kinds in by_role.items()
+        },
+    }
 
 
 def answer_problems_report(metrics: dict, warn_share: float) -> list[str]:
@@ -166,12 +173,18 @@ def answer_problems_report(metrics: dict, warn_share: float) -> list[str]:
     by_role = metrics["answer_problems_by_role"]
     if not by_role:
         return ["[run] answers not used as asked: none"]
-    parts = "; ".join(f"{role} " + ", ".join(f"{k} {n}" for k, n in kinds.items() if k != "answers") for role, kinds in by_role.items())
+    parts = "; ".join(
+        f"{role} " + ", ".join(f"{k} {n}" for k, n in kinds.items() if k != "answers")
+        for role, kinds in by_role.items()
+    )
     lines = [f"[run] answers not used as asked: {parts}"]
     for role, kinds in by_role.items():
         unusable = sum(kinds.get(kind, 0) for kind in UNUSABLE)
         if kinds["answers"] and unusable / kinds["answers"] > warn_share:
-            lines.append(f"[run] WARNING: {unusable} of the {kinds['answers']} {role} answers ({unusable / kinds['answers']:.0%}) gave "
-                         f"nothing usable (more than {warn_share:.0%}); this run's numbers rest on fallbacks, not on the model: "
-                         "read its answers in trace.jsonl or the response cache")
+            lines.append(
+                f"[run] WARNING: {unusable} of the {kinds['answers']} {role} answers "
+                f"({unusable / kinds['answers']:.0%}) gave "
+                f"nothing usable (more than {warn_share:.0%}); this run's numbers rest on "
+                "fallbacks, not on the model: read its answers in trace.jsonl or the response cache"
+            )
     return lines

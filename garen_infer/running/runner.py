@@ -74,8 +74,8 @@ def run_queries(dataset: Dataset, config: RunConfig) -> list:
     dataset without any is refused: a run of nothing would write an empty run.trec that reads as a result."""
     queries = dataset.judged_queries()[: config.limit] if config.limit else dataset.judged_queries()
     if not queries:
-        raise GarenError(f"dataset '{dataset.name}' has no queries to run (none given, or none judged); give it queries, "
-                         f"e.g. jsonl:<corpus>,<queries>[,<qrels>]")
+        raise GarenError(f"dataset '{dataset.name}' has no queries to run (none given, or none judged); give "
+                         f"it queries, e.g. jsonl:<corpus>,<queries>[,<qrels>]")
     return parse_shard(config.shard).select(queries) if config.shard else queries
 
 
@@ -87,7 +87,8 @@ def model_roles(config: RunConfig, dataset: Dataset, index: IndexFolder, cache=N
 
     config.require_models()
     needed = {r: config.models[r] for r in config.roles}
-    return build_roles(needed, [d.full_text for d in dataset.documents], index, cache if cache is not None else ResponseCache(),
+    return build_roles(needed, [d.full_text for d in dataset.documents], index,
+                       cache if cache is not None else ResponseCache(),
                        dataset.name, dataset=dataset)
 
 

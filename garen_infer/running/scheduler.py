@@ -155,7 +155,11 @@ class Scheduler:
             raise TypeError(f"a method yielded {type(unknown[0]).__name__}, which is not a model request")
         for request in query.requests:  # refused before any model call would exceed the budget
             query.ledger.admit_documents(shown_documents(request))
-        items = [item for position, request in enumerate(query.requests) for item in self._items(query, position, request)]
+        items = [
+            item
+            for position, request in enumerate(query.requests)
+            for item in self._items(query, position, request)
+        ]
         query.outstanding = len(items)
         query.answers = [[None] * n if n is not None else None for n in map(_item_count, query.requests)]
         query.completions = [[None] * n if n is not None else [None] for n in map(_item_count, query.requests)]
@@ -181,7 +185,10 @@ class Scheduler:
                     for i, text in enumerate(request.texts)]
         if isinstance(request, Generate):
             generator = (self.roles.generator, "generate")
-            return [(_Item(query, position, i, request.role, _text), generator, chat) for i, chat in enumerate(request.chats)]
+            return [
+                (_Item(query, position, i, request.role, _text), generator, chat)
+                for i, chat in enumerate(request.chats)
+            ]
         turn = (list(request.chat), list(request.tools))
         return [(_Item(query, position, None, request.role, _turn), (self.roles.agent_model(), "chat"), turn)]
 
@@ -227,7 +234,11 @@ class _Engines:
             engine = backend_of(model)
             # a local engine is called by one thread at a time; models without a backend of their own (the index's
             # embedder, the oracle, a scripted policy) count as one engine
-            lock = None if shape.lanes > 1 else self._locks.setdefault(id(engine) if engine is not model else 0, threading.Lock())
+            lock = (
+                None
+                if shape.lanes > 1
+                else self._locks.setdefault(id(engine) if engine is not model else 0, threading.Lock())
+            )
             self._queues[key] = EngineQueue(type(model).__name__, getattr(model, call), shape, self.deliver, lock,
                                             key=lambda item: item.query.state.query.id)
         return self._queues[key]

@@ -110,7 +110,8 @@ class Session:
         wall = self._answer_into(out / "trace.jsonl", method, budget, todo, done, len(queries)) if todo else 0.0
         write_trace_in_order(out / "trace.jsonl", [done[q.id] for q in queries])
         engines = json.loads((out / "config.json").read_text(encoding="utf-8")).get("engines")
-        results = RunResults(self.dataset, self.config.method, queries, done, method_cls, simulation, self.config.models,
+        results = RunResults(self.dataset, self.config.method, queries, done, method_cls, simulation,
+                             self.config.models,
                              wall, len(todo), warn_share=self.config.unusable_answers_warning, engines=engines)
         return results.write(out, self.log)
 

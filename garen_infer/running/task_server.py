@@ -86,7 +86,10 @@ def owned_by(session: int, inodes: set[str]) -> bool | None:
         try:
             if os.getsid(int(proc.name)) != session:
                 continue
-            if any(os.readlink(fd).removeprefix("socket:[").removesuffix("]") in inodes for fd in (proc / "fd").iterdir()):
+            if any(
+                os.readlink(fd).removeprefix("socket:[").removesuffix("]") in inodes
+                for fd in (proc / "fd").iterdir()
+            ):
                 return True
         except OSError:  # ended meanwhile, or not ours to read
             continue
@@ -144,7 +147,8 @@ def run_with_server(serve: str, model: str, command: list[str], log: Path, port_
     fill = lambda word: word.replace("{port}", str(port)).replace("{url}", url)  # noqa: E731
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        server = subprocess.Popen(shlex.split(fill(serve)), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(shlex.split(fill(serve)), stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
     try:
         wait_until_serving(server, url, model, timeout, log)
         print(f"[task-server] '{model}' serving at {url} (pid {server.pid}, log {log})", file=sys.stderr, flush=True)
@@ -160,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", required=True, help="the server's log (beside the task's own)")
     ap.add_argument("--port", default="free", help="free (default), localid (8000 + SLURM_LOCALID) or a number")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the server (default 900)")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the task's command; {port} and {url} are filled in")
+    ap.add_argument("command", nargs=argparse.REMAINDER,
+                    help="-- then the task's command; {port} and {url} are filled in")
     args = ap.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:

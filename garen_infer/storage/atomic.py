@@ -24,7 +24,8 @@ def atomic_path(path: Path):
     """Yield a temporary sibling path; on success it replaces ``path`` (file or folder) in one rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TEMP_MARK}{os.getpid()}@{socket.gethostname()}.", dir=path.parent)) / path.name
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TEMP_MARK}{os.getpid()}@{socket.gethostname()}.",
+                                dir=path.parent)) / path.name
     try:
         yield tmp
         fault_point(f"write:{path.name}")
@@ -55,7 +56,12 @@ def remove_dead_writers_temporaries(path: Path) -> None:
     path = Path(path)
     for leftover in path.parent.glob(f".{glob.escape(path.name)}{TEMP_MARK}*"):
         pid, _, rest = leftover.name.removeprefix(f".{path.name}{TEMP_MARK}").partition("@")
-        if leftover.is_dir() and pid.isdigit() and rest.rpartition(".")[0] == socket.gethostname() and not _runs(int(pid)):
+        if (
+            leftover.is_dir()
+            and pid.isdigit()
+            and rest.rpartition(".")[0] == socket.gethostname()
+            and not _runs(int(pid))
+        ):
             shutil.rmtree(leftover, ignore_errors=True)
 
 

@@ -3,7 +3,8 @@
 Each kind of output folder is recognised by what its command writes first:
 
     index folder    manifest.json with "stages"                         garen-infer index
-    run folder      config.json with "method" (or seed-0/config.json)   garen-infer run, a bench cell, a mine's traversal/
+    run folder      config.json with "method" (or seed-0/config.json)   garen-infer run, a bench cell,
+                                                                        a mine's traversal/
     mined folder    manifest.json of format garen-mined-pairs/..., or   garen-train mine
                     the traversal/ run folder a mine starts with
     export folder   manifest.json of kind "garen-train export"          garen-train export
@@ -69,7 +70,11 @@ def refuse_foreign(folder: str | Path, kind: str) -> None:
         raise GarenError(f"{folder}: is {_a(found)} (written by '{COMMANDS[found]}'); writing {_a(kind)} there would "
                          f"break it: choose another folder")
     if found is None and kind == "run folder":
-        stray = sorted(p.name for p in Path(folder).iterdir() if not _a_runs_own(p.name)) if Path(folder).is_dir() else []
+        stray = (
+            sorted(p.name for p in Path(folder).iterdir() if not _a_runs_own(p.name))
+            if Path(folder).is_dir()
+            else []
+        )
         if stray:
             raise GarenError(f"{folder}: is not a run folder and is not empty (it holds {', '.join(stray[:3])}"
                              f"{', ...' if len(stray) > 3 else ''}); choose a new or empty --out folder")
@@ -90,5 +95,5 @@ def refuse_unowned(folder: str | Path, kind: str) -> None:
     if folder.exists() and not folder.is_dir():
         raise GarenError(f"{folder}: is a file, not a folder; choose a new or empty folder")
     if kind_of(folder) != kind and folder.is_dir() and any(p.name != LOCK_NAME for p in folder.iterdir()):
-        raise GarenError(f"{folder}: holds files that '{COMMANDS[kind]}' did not write; it replaces its folder as a whole, "
-                         f"so it would delete them: choose a new or empty folder")
+        raise GarenError(f"{folder}: holds files that '{COMMANDS[kind]}' did not write; it replaces its "
+                         f"folder as a whole, so it would delete them: choose a new or empty folder")

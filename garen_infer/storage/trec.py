@@ -91,8 +91,13 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
             raise DataError(path, f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}", line_no)
         qid, doc, score = parts[0], parts[2], parts[4]
         if (qid, doc) in first_line:
-            raise DataError(path, f"document '{doc}' is ranked twice for query '{qid}' (first on line {first_line[qid, doc]}); "
-                                  f"which line counts would decide the scores: keep one line per query and document", line_no)
+            raise DataError(
+                path,
+                f"document '{doc}' is ranked twice for query '{qid}' (first on line {first_line[qid, doc]}); "
+                "which line counts would decide the scores: keep one line per query and "
+                "document",
+                line_no,
+            )
         first_line[qid, doc] = line_no
         run.setdefault(qid, {})[doc] = _score(score, path, line_no)
     return run

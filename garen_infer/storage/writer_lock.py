@@ -12,7 +12,8 @@ those facts, and a record left behind by a holder that died is reported when the
 empty file is a lock released cleanly.
 
 The lock names the kind of folder its holder writes; a folder that another command owns (an index folder named
-as a run's --out, say) is refused before the lock is taken and again once it is held (``garen_infer/storage/folder_kinds.py``).
+as a run's --out, say) is refused before the lock is taken and again once it is held
+(``garen_infer/storage/folder_kinds.py``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def writer_lock(folder: str | Path, what: str = "folder"):
             refuse_foreign(folder, what)  # again under the lock: another command may have written it meanwhile
         left = _read_record(fd)
         if left:
-            log.warning("%s: taking over the %s from %s, which ended without releasing it", folder, what, describe_holder(left))
+            log.warning("%s: taking over the %s from %s, which ended without releasing it", folder, what,
+                        describe_holder(left))
         remove_stale_temporaries(folder)  # only a dead writer can have left them: we hold the lock
         _write_record(fd, folder / LOCK_NAME)
         _held[key] = threading.get_ident()
@@ -112,8 +114,9 @@ def _acquire(folder: Path, what: str) -> int:
         except OSError as err:
             os.close(fd)
             if err.errno in _NO_LOCKS:
-                raise GarenError(f"{folder}: cannot lock this {what} ({err.strerror}): the filesystem has no working file "
-                                 f"locks; set {NO_LOCK_ENV}=1 to write without one if no other process writes here") from None
+                raise GarenError(f"{folder}: cannot lock this {what} ({err.strerror}): the filesystem has no "
+                                 f"working file locks; set {NO_LOCK_ENV}=1 to write without one if no other process "
+                                 "writes here") from None
             raise
         try:
             if os.stat(path).st_ino == os.fstat(fd).st_ino:

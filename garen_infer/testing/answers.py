@@ -41,16 +41,20 @@ RANKING_SHAPES = (
     Shape("prose_around", lambda ids: (f"Based on relevance to the query, here is the ranking:\n\n{_ranking(ids)}\n\n"
                                        "Let me know if you need an explanation.", "stop")),
     Shape("markdown_header", lambda ids: (f"**Reasoning Trace:** Step 1: find what the query needs. Step 2: passage "
-                                          f"[{ids[-1]}] is off topic.\n\n**Document Ranking:**\n{_ranking(ids)}", "stop")),
-    Shape("hash_header", lambda ids: (f"## Reasoning Trace\nStep 1: the query asks for 2 things.\n\n## Document Ranking\n"
-                                      f"{_ranking(ids)}", "stop")),
+                                          f"[{ids[-1]}] is off topic.\n\n**Document "
+                                          f"Ranking:**\n{_ranking(ids)}", "stop")),
+    Shape("hash_header",
+          lambda ids: (f"## Reasoning Trace\nStep 1: the query asks for 2 things.\n\n## Document Ranking\n"
+                       f"{_ranking(ids)}", "stop")),
     Shape("think_closed", lambda ids: (f"<think>\nPassage [{ids[-1]}] mentions the topic only in passing; 3 others are "
                                        f"closer.\n</think>\n\n{_ranking(ids)}", "stop")),
     Shape("think_unclosed", lambda ids: (f"<think>\nLet me compare passage [{ids[-1]}] with passage [{ids[0]}]: the "
-                                         "first one describes", "length"), ("thought_without_answer", "cut_at_max_tokens")),
+                                         "first one describes", "length"),
+          ("thought_without_answer", "cut_at_max_tokens")),
     Shape("duplicates", lambda ids: (_ranking([ids[0], *ids]), "stop"), ("ids_duplicate",)),
     Shape("missing", lambda ids: (_ranking(ids[: len(ids) // 2]), "stop"), ("ids_missing", "ids_appended")),
-    Shape("refusal", lambda ids: ("I'm sorry, but I can't help with ranking these documents.", "stop"), ("unreadable",)),
+    Shape("refusal", lambda ids: ("I'm sorry, but I can't help with ranking these documents.", "stop"),
+          ("unreadable",)),
     Shape("empty_cut", lambda ids: ("", "length"), ("unreadable", "cut_at_max_tokens")),
     Shape("number_content", lambda ids: (ids[0], "stop"), ("content_not_text", "ids_missing", "ids_appended")),
 )
@@ -66,9 +70,12 @@ def _fenced_with_code(obj: dict) -> str:
 
 JSON_SHAPES = (
     Shape("plain", lambda obj: (json.dumps(obj), "stop")),
-    Shape("fenced_with_prose", lambda obj: (f"Sure! Here is the JSON you asked for:\n```json\n{json.dumps(obj, indent=2)}\n```", "stop")),
+    Shape("fenced_with_prose",
+          lambda obj: (f"Sure! Here is the JSON you asked for:\n```json\n{json.dumps(obj, indent=2)}\n```", "stop")),
     Shape("fenced_code_inside", lambda obj: (_fenced_with_code(obj), "stop")),
-    Shape("think_closed", lambda obj: (f"<think>\nThe members share one theme; 2 of them differ.\n</think>\n\n{json.dumps(obj)}", "stop")),
+    Shape("think_closed",
+          lambda obj: ("<think>\nThe members share one theme; 2 of them "
+                       f"differ.\n</think>\n\n{json.dumps(obj)}", "stop")),
     Shape("cut_json", lambda obj: (json.dumps(obj)[: 25], "length"), ("cut_at_max_tokens",)),
     Shape("refusal", lambda obj: ("I cannot produce that summary.", "stop"), ("unreadable",)),
     Shape("empty_cut", lambda obj: ("", "length"), ("cut_at_max_tokens",)),
@@ -98,7 +105,8 @@ TOOL_SHAPES = (
     Shape("native_call", _native),
     Shape("call_in_content", _in_content, ("tool_call_recovered",)),
     Shape("invalid_call_in_content", _invalid_call, ("tool_call_recovered", "unreadable")),
-    Shape("empty_cut", lambda answer: ("", "length"), ("cut_at_max_tokens",)),  # + unreadable when it is the final answer
+    # + unreadable when it is the final answer
+    Shape("empty_cut", lambda answer: ("", "length"), ("cut_at_max_tokens",)),
 )
 
 SCORE_SHAPES = (
@@ -140,7 +148,11 @@ class ScriptedModel:
         out = []
         for chat in chats:
             prompt = _content(chat)
-            kind, perfect = ("json", perfect_json(prompt)) if "JSON" in prompt else ("ranking", perfect_ranking(_content(chat[1:])))
+            kind, perfect = (
+                ("json", perfect_json(prompt))
+                if "JSON" in prompt
+                else ("ranking", perfect_ranking(_content(chat[1:])))
+            )
             content, finish = self._shape(kind, prompt, params).write(perfect)
             out.append(Completion(text=content, input_tokens=len(prompt) // 4, output_tokens=len(str(content)) // 4,
                                   finish_reason=finish))
@@ -176,7 +188,8 @@ _CANDIDATE = re.compile(r"^\[(\d+)\]\. ", re.M)
 _PATH = re.compile(r"corpus/[\w.-]+?\.txt")
 
 
-_QUERY = re.compile(r"Search Query: (.*?)\.\s*Rank|\[Query\] (.*?) \[Documents\]|## Query\n(.*?)\n|Query: (.*?)\.?\n", re.S)
+_QUERY = re.compile(r"Search Query: (.*?)\.\s*Rank|\[Query\] (.*?) \[Documents\]|## Query\n(.*?)\n|Query: "
+                    r"(.*?)\.?\n", re.S)
 
 
 def _overlap(query: str, text: str) -> int:

@@ -94,17 +94,20 @@ def read_mined(folder: str | Path, purpose: str | None = None) -> MinedPairs:
     folder = Path(folder)
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
-        raise GarenError(f"{folder}: no {MANIFEST}, so not a finished 'garen-train mine' output (if a mine was interrupted, run it again)")
+        raise GarenError(f"{folder}: no {MANIFEST}, so not a finished 'garen-train mine' output (if a mine "
+                         "was interrupted, run it again)")
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     if manifest.get("format") != FORMAT:
-        raise GarenError(f"{manifest_path}: format {manifest.get('format')!r} is not {FORMAT!r}; mine again with this version")
+        raise GarenError(f"{manifest_path}: format {manifest.get('format')!r} is not {FORMAT!r}; mine again "
+                         "with this version")
     if manifest.get("manifest_sha256") != manifest_digest(manifest):
-        raise GarenError(f"{manifest_path}: edited after mining (its content, 'purpose' included, no longer matches its "
-                         f"manifest_sha256); mine again rather than edit it")
+        raise GarenError(f"{manifest_path}: edited after mining (its content, 'purpose' included, no longer "
+                         f"matches its manifest_sha256); mine again rather than edit it")
     if purpose is not None and purpose not in PURPOSES:
         raise GarenError(f"purpose '{purpose}' is not one of {', '.join(PURPOSES)}")
     if purpose == "training" and manifest["purpose"] != "training":
-        raise GarenError(f"{folder}: mined from {manifest['dataset']['name']} with --evaluation; it may validate or test a model, never train one")
+        raise GarenError(f"{folder}: mined from {manifest['dataset']['name']} with --evaluation; it may "
+                         "validate or test a model, never train one")
     lines = {name: read_jsonl(folder / name, expected["sha256"]) for name, expected in manifest["files"].items()}
     return MinedPairs(folder, manifest, lines[GROUPS], lines[DOCUMENTS])
 

@@ -59,7 +59,9 @@ def describe(overlaps: list[Overlap], split: str) -> str:
         by_split.setdefault(o.evaluation, []).append(o)
     parts = []
     for evaluation, found in by_split.items():
-        named = ", ".join(o.describe() for o in found[:SHOWN]) + (f" and {len(found) - SHOWN} more" if len(found) > SHOWN else "")
+        named = ", ".join(o.describe() for o in found[:SHOWN]) + (
+            f" and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
+        )
         parts.append(f"{len(found)} in evaluation split {evaluation} ({named})")
     return f"queries of {split} are evaluation queries: " + "; ".join(parts)
 
@@ -76,7 +78,11 @@ def automatic_evaluation_specs(spec: str) -> list[str]:
     location, files = beir_location(spec), jsonl_files(spec)
     if location is not None:
         folder, split = location
-        return [f"beir:{folder}:{s}" for s in EVALUATION_SPLITS if s != split and (Path(folder) / "qrels" / f"{s}.tsv").is_file()]
+        return [
+            f"beir:{folder}:{s}"
+            for s in EVALUATION_SPLITS
+            if s != split and (Path(folder) / "qrels" / f"{s}.tsv").is_file()
+        ]
     if files is not None and len(files) == 3:
         qrels = Path(files[2])
         siblings = [qrels.with_name(f"{s}{qrels.suffix}") for s in EVALUATION_SPLITS]

@@ -35,10 +35,12 @@ class NegativeSampling:
         if self.strategy not in ("top", "random"):
             raise GarenError(f"negative sampling '{self.strategy}' is not 'top' or 'random'")
         if self.count < 0 or self.skip < 0 or self.depth < self.skip:
-            raise GarenError(f"hard negatives: need count >= 0 and 0 <= skip <= depth (got count {self.count}, skip {self.skip}, depth {self.depth})")
+            raise GarenError("hard negatives: need count >= 0 and 0 <= skip <= depth (got count "
+                             f"{self.count}, skip {self.skip}, depth {self.depth})")
 
 
-def pair(query: Query, kind: str, item: str, text: str, label: int, provenance: str, iteration: int | None = None, rank: int | None = None) -> dict:
+def pair(query: Query, kind: str, item: str, text: str, label: int, provenance: str,
+         iteration: int | None = None, rank: int | None = None) -> dict:
     """One line of groups.jsonl / documents.jsonl (the contract in ``folder.py``); ``score`` is filled later."""
     return {"qid": query.id, "query": query.text, "kind": kind, "item": item, "text": text, "label": label,
             "provenance": provenance, "iteration": iteration, "rank": rank, "score": None}
@@ -52,7 +54,8 @@ def group_pairs(query: Query, iterations: list[dict], gold_rows: set[int], doc_g
         for g in step["scored"]:
             if g not in scored:  # GAREN scores a group once per query; a repeat would add nothing
                 scored.add(g)
-                lines.append(pair(query, "group", str(g), texts[g], int(g in gold_groups), "scored", iteration=step["t"]))
+                lines.append(pair(query, "group", str(g), texts[g], int(g in gold_groups), "scored",
+                                  iteration=step["t"]))
     for g in sorted(gold_groups - scored):
         lines.append(pair(query, "group", str(g), texts[g], 1, "unreached_gold"))
     return lines
@@ -75,11 +78,15 @@ def document_pairs(query: Query, judgments: dict[str, int], ranking: list[int], 
         chosen.sort(key=rank.__getitem__)
     else:
         chosen = candidates[: negatives.count]
-    lines += [pair(query, "document", documents[r].id, documents[r].full_text, 0, "hard_negative", rank=rank[r]) for r in chosen]
+    lines += [
+        pair(query, "document", documents[r].id, documents[r].full_text, 0, "hard_negative", rank=rank[r])
+        for r in chosen
+    ]
     return lines
 
 
-def reranker_group_pairs(query: Query, iterations: list[dict], ranking: list[int], top: int, doc_groups, texts: list[str]) -> list[dict]:
+def reranker_group_pairs(query: Query, iterations: list[dict], ranking: list[int], top: int, doc_groups,
+                         texts: list[str]) -> list[dict]:
     """``ranking``: the traversal's final ranking (corpus rows, best first): what the reranker judged, in its order."""
     winners = {g for r in ranking[:top] for g in doc_groups[r]}
     judged = {g for r in ranking for g in doc_groups[r]}

@@ -66,7 +66,8 @@ def replay_garen(dataset: Dataset, index: IndexFolder, preset: dict, out: Path, 
     config = run_config_from(preset, "garen", budget, limit, max_active, shard)
     method_cls = get_method("garen")
     models = {role: config.models[role] for role in config.roles if role in config.models}
-    roles = build_roles(models, [d.full_text for d in dataset.documents], index, cache, dataset=dataset)  # an oracle reads its qrels
+    # an oracle reads its qrels
+    roles = build_roles(models, [d.full_text for d in dataset.documents], index, cache, dataset=dataset)
     navigator = None
     if "navigator" in roles.scorers:
         navigator = roles.scorers["navigator"] = RecordingScorer(roles.scorers["navigator"])

@@ -101,7 +101,8 @@ class WriterCounts:
 
     def as_dict(self) -> dict:
         return {"asked": self.asked, "written": self.written, "cached": self.cached,
-                "unusable": {k: n for k, n in sorted(self.unusable.items()) if n}, "styles": dict(sorted(self.styles.items()))}
+                "unusable": {k: n for k, n in sorted(self.unusable.items()) if n},
+                "styles": dict(sorted(self.styles.items()))}
 
 
 def cut(text: str, limit: int = QUERY_WORDS) -> str:
@@ -231,7 +232,9 @@ class GeneratorWriter:
         self.counts = WriterCounts()
 
     def write(self, rows: list[int]) -> list[str | None]:
-        chats = [[{"role": "user", "content": DOC2QUERY_PROMPT.format(document=cut(self.documents[r].full_text, DOC2QUERY_DOCUMENT_WORDS))}]
+        chats = [[{"role": "user",
+                   "content": DOC2QUERY_PROMPT.format(document=cut(self.documents[r].full_text,
+                                                                   DOC2QUERY_DOCUMENT_WORDS))}]
                  for r in rows]
         queries = []
         for completion in self.generator.generate(chats):

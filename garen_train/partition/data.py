@@ -43,7 +43,8 @@ def node_batch(graph: PartitionGraph, nodes: torch.Tensor) -> NodeBatch:
 class BlockBatches(IterableDataset):
     """Whole blocks in a seeded random order per epoch, packed into batches of at least ``batch_nodes`` rows."""
 
-    def __init__(self, graph: PartitionGraph, blocks: list[np.ndarray], batch_nodes: int, seed: int, epoch: Callable[[], int]):
+    def __init__(self, graph: PartitionGraph, blocks: list[np.ndarray], batch_nodes: int, seed: int,
+                 epoch: Callable[[], int]):
         self.graph, self.blocks, self.batch_nodes, self.seed, self.epoch = graph, blocks, batch_nodes, seed, epoch
 
     def batches(self, epoch: int) -> list[np.ndarray]:
@@ -68,7 +69,8 @@ class BlockBatches(IterableDataset):
 
 
 class PartitionData(LightningDataModule):
-    def __init__(self, index: str, hops: int = 2, init: str = "groups", init_stage: str = "groups", n_groups: int | None = None,
+    def __init__(self, index: str, hops: int = 2, init: str = "groups", init_stage: str = "groups",
+                 n_groups: int | None = None,
                  batch_nodes: int = 2048, seed: int = 42):
         """
         Args:
@@ -91,7 +93,10 @@ class PartitionData(LightningDataModule):
             self.graph = PartitionGraph.load(h.index, h.hops)
             self.labels = torch.from_numpy(init_labels(self.graph.path, h.init, h.init_stage, h.n_groups, h.seed))
             # graph, SIGN features, initial partition: wall and CPU seconds (CPU counts all threads)
-            self.load_seconds, self.load_cpu_seconds = round(time.perf_counter() - start, 3), round(time.process_time() - cpu, 3)
+            self.load_seconds, self.load_cpu_seconds = (
+                round(time.perf_counter() - start, 3),
+                round(time.process_time() - cpu, 3),
+            )
 
     def blocks(self) -> list[np.ndarray]:
         assert self.labels is not None  # set by setup

@@ -25,15 +25,21 @@ from garen_infer.errors import GarenError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index", required=True, help="index folder of the corpus the partition was trained on")
-    parser.add_argument("--dataset", required=True, help="that corpus, for the group summaries: beir:<folder>[:split] | bright:<task> | jsonl:... ")
-    parser.add_argument("--allow-empty-docs", action="store_true", help="keep documents with neither title nor text (as when indexing)")
+    parser.add_argument("--dataset", required=True,
+                        help="that corpus, for the group summaries: beir:<folder>[:split] | bright:<task> | jsonl:... ")
+    parser.add_argument("--allow-empty-docs", action="store_true",
+                        help="keep documents with neither title nor text (as when indexing)")
     parser.add_argument("--stage", default="groups_soft", help="stage name to write (default groups_soft)")
     parser.add_argument("--threshold", type=float, default=0.25, help="membership a further group needs (default 0.25)")
-    parser.add_argument("--max-groups-per-doc", type=int, default=2, help="cap on a document's groups (default 2; 1 = disjoint)")
-    parser.add_argument("--summarizer", help="summarizer model spec as JSON (default: the one of the index's groups stage)")
+    parser.add_argument("--max-groups-per-doc", type=int, default=2,
+                        help="cap on a document's groups (default 2; 1 = disjoint)")
+    parser.add_argument("--summarizer",
+                        help="summarizer model spec as JSON (default: the one of the index's groups stage)")
 
 
-def memberships_to_groups(ids: torch.Tensor, values: torch.Tensor, threshold: float, cap: int) -> tuple[list[list[int]], list[list[float]]]:
+def memberships_to_groups(
+    ids: torch.Tensor, values: torch.Tensor, threshold: float, cap: int
+) -> tuple[list[list[int]], list[list[float]]]:
     """Groups (rows, in row order) and their members' memberships from sparse assignments (ids padded -1)."""
     if cap < 1:
         raise GarenError(f"--max-groups-per-doc must be at least 1, not {cap}")
@@ -73,7 +79,8 @@ def export_groups(module, args: argparse.Namespace) -> dict:
     folder = IndexFolder.open(args.index, dataset)
     trained_on = module.source["corpus"]
     if folder.manifest["corpus"]["fingerprint"] != trained_on["fingerprint"]:
-        raise GarenError(f"{args.checkpoint}: trained on corpus '{trained_on['name']}' ({trained_on['fingerprint']}), not on the corpus of {folder.path}")
+        raise GarenError(f"{args.checkpoint}: trained on corpus '{trained_on['name']}' "
+                         f"({trained_on['fingerprint']}), not on the corpus of {folder.path}")
     params = folder.params("groups")
     if args.summarizer:
         params = replace(params, summarizer=json.loads(args.summarizer))
@@ -82,10 +89,13 @@ def export_groups(module, args: argparse.Namespace) -> dict:
     source = dict(module.source)
     module.attach(PartitionGraph.load(folder.path, source["hops"]))
     values = module.assign_all()
-    groups, weights = memberships_to_groups(module.candidates.cpu(), values.cpu(), args.threshold, args.max_groups_per_doc)
+    groups, weights = memberships_to_groups(module.candidates.cpu(), values.cpu(), args.threshold,
+                                            args.max_groups_per_doc)
     assign_seconds = time.perf_counter() - start
-    stage_params = SoftGroupParams(checkpoint=str(Path(args.checkpoint).resolve()), checkpoint_sha256=_sha256(Path(args.checkpoint)),
-                                   threshold=args.threshold, max_groups_per_doc=args.max_groups_per_doc, summarizer=params.summarizer)
+    stage_params = SoftGroupParams(checkpoint=str(Path(args.checkpoint).resolve()),
+                                   checkpoint_sha256=_sha256(Path(args.checkpoint)),
+                                   threshold=args.threshold, max_groups_per_doc=args.max_groups_per_doc,
+                                   summarizer=params.summarizer)
     with writer_lock(folder.path, "index folder"):  # one writer per index folder, as 'garen-infer index' takes
         records, info = summarize_groups(folder, dataset, params, args.stage, groups)
         stats = write_groups(folder.path / args.stage, dataset.doc_ids, groups, records, weights)

@@ -74,14 +74,17 @@ class PartitionGraph:
             raise GarenError(f"{path}: embeddings.npy has {len(vectors)} rows but knn_graph has {len(knn.neighbours)}")
         indptr, dst, weight = undirected_csr(knn.neighbours, knn.weights)
         features = None if hops is None else sign_features(vectors, indptr, dst, weight, hops)
-        return cls(path, manifest["corpus"], torch.from_numpy(knn.neighbours.astype(np.int64)), indptr, dst, weight, features)
+        return cls(path, manifest["corpus"], torch.from_numpy(knn.neighbours.astype(np.int64)), indptr, dst,
+                   weight, features)
 
 
 def _manifest(path: Path) -> dict:
     try:
         return json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise GarenError(f"{path}: not an index folder (no manifest.json); build one with 'garen-infer index'") from None
+        raise GarenError(
+            f"{path}: not an index folder (no manifest.json); build one with 'garen-infer index'"
+        ) from None
 
 
 def undirected_csr(neighbours: np.ndarray, weights: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -133,7 +136,8 @@ def init_labels(path: Path, init: str, stage: str, n_groups: int | None, seed: i
             raise GarenError(f"{path}: init 'groups' reads the groups stage '{stage}', which this index lacks")
         labels = np.load(path / stage / "doc_groups.npy").astype(np.int64)
         if n_groups is not None and n_groups != labels.max() + 1:
-            raise GarenError(f"n_groups {n_groups} differs from the {labels.max() + 1} groups of stage '{stage}'; leave it null")
+            raise GarenError(f"n_groups {n_groups} differs from the {labels.max() + 1} groups of stage "
+                             f"'{stage}'; leave it null")
         return labels
     if n_groups is None:
         if "groups" not in manifest["stages"]:
@@ -141,7 +145,8 @@ def init_labels(path: Path, init: str, stage: str, n_groups: int | None, seed: i
         n_groups = manifest["stages"]["groups"]["info"]["groups"]
     n = manifest["corpus"]["doc_count"]
     if init == "kmeans":
-        groups = kmeans_groups(np.asarray(np.load(path / "embeddings.npy", mmap_mode="r"), dtype=np.float32), n_groups, seed)
+        groups = kmeans_groups(np.asarray(np.load(path / "embeddings.npy", mmap_mode="r"), dtype=np.float32),
+                               n_groups, seed)
     elif init == "random":
         groups = random_groups(n, n_groups, seed)
     else:

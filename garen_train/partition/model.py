@@ -62,7 +62,8 @@ class SoftPartition(LightningModule):
     assignment: torch.Tensor  # each document's weights over its candidates
     initialised: torch.Tensor
 
-    def __init__(self, hidden: int = 128, dim: int = 64, dropout: float = 0.1, temperature: float = 0.1, anchor: float = 1.0,
+    def __init__(self, hidden: int = 128, dim: int = 64, dropout: float = 0.1, temperature: float = 0.1,
+                 anchor: float = 1.0,
                  collapse_weight: float = 1.0, own_candidates: int = 2, lr: float = 3e-3, weight_decay: float = 0.0,
                  eval_batch: int = 8192):
         """
@@ -89,7 +90,8 @@ class SoftPartition(LightningModule):
     def _build(self, hops: int, in_dim: int, n_docs: int, n_groups: int, n_candidates: int = 1) -> None:
         h = self.hparams
         self.encoder = SignEncoder(hops, in_dim, h.hidden, h.dim, h.dropout)
-        self.prototypes = nn.Parameter(F.normalize(torch.randn(n_groups, h.dim, generator=torch.Generator().manual_seed(0)), dim=-1))
+        self.prototypes = nn.Parameter(F.normalize(torch.randn(n_groups, h.dim,
+                                                               generator=torch.Generator().manual_seed(0)), dim=-1))
         self.register_buffer("init_group", torch.zeros(n_docs, dtype=torch.long))
         self.register_buffer("candidates", torch.full((n_docs, n_candidates), -1, dtype=torch.long))
         self.register_buffer("assignment", torch.zeros(n_docs, n_candidates))
@@ -128,7 +130,9 @@ class SoftPartition(LightningModule):
         """s_i over the candidates of ``nodes`` (rows of ``self.candidates``), from their SIGN features."""
         ids = self.candidates[nodes]
         h = F.normalize(self.built_encoder(features), dim=-1)
-        logits = (h.unsqueeze(1) * F.normalize(self.prototypes, dim=-1)[ids.clamp(min=0)]).sum(-1) / self.hparams.temperature
+        logits = (h.unsqueeze(1) * F.normalize(self.prototypes, dim=-1)[ids.clamp(min=0)]).sum(
+            -1
+        ) / self.hparams.temperature
         if self.hparams.anchor:
             logits = logits + self.hparams.anchor * (ids == self.init_group[nodes].unsqueeze(1))
         return logits.masked_fill(ids < 0, float("-inf")).softmax(dim=-1)
@@ -158,7 +162,8 @@ class SoftPartition(LightningModule):
         rows = torch.cat([self.init_group.unsqueeze(1), own_ids, best[neighbours]], dim=1).sort(dim=1).values
         rows[:, 1:] = rows[:, 1:].masked_fill(rows[:, 1:] == rows[:, :-1], -1)  # duplicates
         width = int((rows >= 0).sum(dim=1).max())
-        self.candidates = rows.sort(dim=1).values[:, -width:].contiguous()  # ascending, padding first (objective.overlap)
+        # ascending, padding first (objective.overlap)
+        self.candidates = rows.sort(dim=1).values[:, -width:].contiguous()
 
     @torch.no_grad()
     def evaluate(self, record: bool = True) -> dict:
@@ -169,7 +174,8 @@ class SoftPartition(LightningModule):
         self.degree = self.graph.degree.to(self.device)
         self.volume = per_group(self.candidates, self.assignment, self.degree, self.n_groups)
         self.size = per_group(self.candidates, self.assignment, None, self.n_groups)
-        result = full_objective(self.graph, self.candidates, self.assignment, self.n_groups, self.hparams.collapse_weight)
+        result = full_objective(self.graph, self.candidates, self.assignment, self.n_groups,
+                                self.hparams.collapse_weight)
         if record:
             self.history.append(result)
         return result
@@ -208,7 +214,8 @@ class SoftPartition(LightningModule):
         ids, remembered = self.candidates[nodes], self.assignment[nodes]
         s = self.assign(nodes, batch.features)
         inside = batch.edge_dst_local >= 0
-        dst_values = torch.where(inside.unsqueeze(1), s[batch.edge_dst_local.clamp(min=0)], self.assignment[batch.edge_dst])
+        dst_values = torch.where(inside.unsqueeze(1), s[batch.edge_dst_local.clamp(min=0)],
+                                 self.assignment[batch.edge_dst])
         edge_overlap = overlap(ids[batch.edge_src], s[batch.edge_src], self.candidates[batch.edge_dst], dst_values)
         edge_term = (batch.edge_weight * edge_overlap * torch.where(inside, 1.0, 2.0)).sum()  # outside: both directions
         degree = self.degree[nodes]
@@ -228,7 +235,8 @@ class SoftPartition(LightningModule):
         self.refresh_candidates()
         self._log_objective(self.evaluate())
         wall, cpu = self._epoch_started  # the epoch's batches and its closing evaluation; CPU time counts all threads
-        self.history[-1].update(seconds=round(time.perf_counter() - wall, 3), cpu_seconds=round(time.process_time() - cpu, 3))
+        self.history[-1].update(seconds=round(time.perf_counter() - wall, 3),
+                                cpu_seconds=round(time.process_time() - cpu, 3))
 
     def _log_objective(self, result: dict) -> None:
         for key, value in result.items():
@@ -243,7 +251,8 @@ class SoftPartition(LightningModule):
         self.source = {k: v for k, v in checkpoint["partition"].items() if k != "history"}
         self.history = list(checkpoint["partition"].get("history", []))
         if self.encoder is None:
-            self._build(self.source["hops"], state["encoder.hops.0.weight"].shape[1], len(state["init_group"]), len(state["prototypes"]))
+            self._build(self.source["hops"], state["encoder.hops.0.weight"].shape[1],
+                        len(state["init_group"]), len(state["prototypes"]))
         self.candidates = torch.empty_like(state["candidates"])  # their width changes from epoch to epoch
         self.assignment = torch.empty_like(state["assignment"])
 

@@ -38,10 +38,13 @@ def overlap(ids_a: torch.Tensor, values_a: torch.Tensor, ids_b: torch.Tensor, va
 def per_group(ids: torch.Tensor, values: torch.Tensor, weight: torch.Tensor | None, n_groups: int) -> torch.Tensor:
     """sum_i weight_i s_ic for every group c (the padding adds zeros to group 0)."""
     contribution = values if weight is None else values * weight.unsqueeze(1)
-    return torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add(0, ids.clamp(min=0).reshape(-1), contribution.reshape(-1))
+    return torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add(
+        0, ids.clamp(min=0).reshape(-1), contribution.reshape(-1)
+    )
 
 
-def dmon_loss(edge_term: torch.Tensor, volume: torch.Tensor, size: torch.Tensor, two_m: float, n: int, collapse_weight: float) -> dict:
+def dmon_loss(edge_term: torch.Tensor, volume: torch.Tensor, size: torch.Tensor, two_m: float, n: int,
+              collapse_weight: float) -> dict:
     """L = -Q + lambda R from the edge term (sum A_ij <s_i, s_j>), the group volumes V and the group sizes Z."""
     modularity = edge_term / two_m - (volume * volume).sum() / (two_m * two_m)
     collapse = math.sqrt(len(size)) / n * torch.linalg.vector_norm(size) - 1
@@ -57,9 +60,15 @@ def full_objective(graph, ids: torch.Tensor, values: torch.Tensor, n_groups: int
     edge_term = 0.0
     for start in range(0, len(graph.dst), chunk):
         src, dst = graph.src[start : start + chunk].to(device), graph.dst[start : start + chunk].to(device)
-        edge_term += float((graph.weight[start : start + chunk].to(device) * overlap(ids[src], values[src], ids[dst], values[dst])).sum())
+        edge_term += float(
+            (
+                graph.weight[start : start + chunk].to(device)
+                * overlap(ids[src], values[src], ids[dst], values[dst])
+            ).sum()
+        )
     volume, size = per_group(ids, values, degree, n_groups), per_group(ids, values, None, n_groups)
-    out = {k: float(v) for k, v in dmon_loss(torch.tensor(edge_term), volume.cpu(), size.cpu(), float(degree.sum()), len(ids), collapse_weight).items()}
+    out = {k: float(v) for k, v in dmon_loss(torch.tensor(edge_term), volume.cpu(), size.cpu(),
+                                             float(degree.sum()), len(ids), collapse_weight).items()}
     out["modularity_hard"] = hard_modularity(graph, ids.gather(1, values.argmax(dim=1, keepdim=True)).squeeze(1).cpu())
     return out
 

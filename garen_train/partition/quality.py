@@ -35,7 +35,9 @@ def partition_quality(graph, doc_groups: list[tuple[int, ...]], n_groups: int) -
     degree, src, dst, weight = graph.degree.double(), graph.src, graph.dst, graph.weight.double()
     two_m = float(degree.sum())
     flat = ids.clamp(min=0).reshape(-1)
-    volume_share = torch.zeros(n_groups, dtype=torch.float64).index_add(0, flat, (belonging * degree.unsqueeze(1)).reshape(-1))
+    volume_share = torch.zeros(n_groups, dtype=torch.float64).index_add(
+        0, flat, (belonging * degree.unsqueeze(1)).reshape(-1)
+    )
     edge_term = float((weight * overlap(ids[src], belonging[src].double(), ids[dst], belonging[dst].double())).sum())
     modularity = edge_term / two_m - float((volume_share**2).sum()) / two_m**2
 
@@ -45,8 +47,10 @@ def partition_quality(graph, doc_groups: list[tuple[int, ...]], n_groups: int) -
     internal = torch.zeros(ids.shape, dtype=torch.float64).index_add(0, src, inside * weight.unsqueeze(1))
     member = (ids >= 0).reshape(-1)
     group_of = ids.reshape(-1)[member]
-    cut = torch.zeros(n_groups, dtype=torch.float64).index_add(0, group_of, (degree.unsqueeze(1) - internal).reshape(-1)[member])
-    vol = torch.zeros(n_groups, dtype=torch.float64).index_add(0, group_of, degree.unsqueeze(1).expand_as(internal).reshape(-1)[member])
+    cut = torch.zeros(n_groups, dtype=torch.float64).index_add(0, group_of,
+                                                               (degree.unsqueeze(1) - internal).reshape(-1)[member])
+    vol = torch.zeros(n_groups, dtype=torch.float64).index_add(0, group_of,
+                                                               degree.unsqueeze(1).expand_as(internal).reshape(-1)[member])
     sizes = torch.bincount(group_of, minlength=n_groups).numpy()
     present = sizes > 0
     conductance = (cut / torch.minimum(vol, two_m - vol).clamp(min=1e-12)).numpy()[present]
@@ -60,8 +64,10 @@ def partition_quality(graph, doc_groups: list[tuple[int, ...]], n_groups: int) -
         "conductance_mean": round(float(conductance.mean()), 4),
         "conductance_median": round(float(np.median(conductance)), 4),
         "conductance_size_weighted": round(float((conductance * sizes).sum() / sizes.sum()), 4),
-        "size_min": int(sizes.min()), "size_median": float(np.median(sizes)), "size_p90": float(np.percentile(sizes, 90)),
-        "size_max": int(sizes.max()), "size_mean": round(float(sizes.mean()), 2), "groups_over_20": int((sizes > 20).sum()),
+        "size_min": int(sizes.min()), "size_median": float(np.median(sizes)),
+        "size_p90": float(np.percentile(sizes, 90)),
+        "size_max": int(sizes.max()), "size_mean": round(float(sizes.mean()), 2),
+        "groups_over_20": int((sizes > 20).sum()),
         "overlap_rate": round(float((counts > 1).double().mean()), 4),
         "memberships_per_doc": round(float(counts.double().mean()), 4),
     }

@@ -74,10 +74,13 @@ def main(argv: list[str]) -> int:
     from garen_infer.index.folder import IndexFolder
     from garen_train.partition.graph import PartitionGraph
 
-    parser = argparse.ArgumentParser(prog="garen-train partition-report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="garen-train partition-report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", required=True, help="index folder")
-    parser.add_argument("--stage", nargs="+", default=None, help="groups stages to compare (default: every groups stage of the index)")
-    parser.add_argument("--run", action="append", default=[], metavar="STAGE=RUN_DIR", help="a GAREN run folder on STAGE, for nDCG, R@100 and C.3")
+    parser.add_argument("--stage", nargs="+", default=None,
+                        help="groups stages to compare (default: every groups stage of the index)")
+    parser.add_argument("--run", action="append", default=[], metavar="STAGE=RUN_DIR",
+                        help="a GAREN run folder on STAGE, for nDCG, R@100 and C.3")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
     args = parser.parse_args(argv)
     folder = IndexFolder.open(args.index)
@@ -90,7 +93,8 @@ def main(argv: list[str]) -> int:
         runs[stage] = Path(run)
     unknown = sorted(set(runs) - set(stages))
     if unknown:
-        raise GarenError(f"--run names stage(s) {', '.join(unknown)} that the report does not cover ({', '.join(stages)})")
+        raise GarenError(f"--run names stage(s) {', '.join(unknown)} that the report does not cover "
+                         f"({', '.join(stages)})")
     graph = PartitionGraph.load(folder.path, hops=None)
     reference = folder.groups("groups").doc_group if folder.has("groups") else None
     rows = []

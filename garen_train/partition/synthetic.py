@@ -23,7 +23,9 @@ from garen_infer.index.knn_graph import KnnGraph
 from garen_infer.storage.atomic import save_array, write_json
 
 
-def planted_vectors(n: int, n_clusters: int, dim: int = 384, spread: float = 0.6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def planted_vectors(
+    n: int, n_clusters: int, dim: int = 384, spread: float = 0.6, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors around ``n_clusters`` random centres (noise of norm ~``spread`` per vector) and their labels."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(n_clusters, dim)).astype(np.float32)

@@ -61,9 +61,11 @@ class Objective:
         if self.loss not in LOSSES:
             raise GarenError(f"objective.loss must be one of {', '.join(LOSSES)}, not '{self.loss}'")
         if self.positive_weight not in POSITIVE_WEIGHTS:
-            raise GarenError(f"objective.positive_weight must be one of {', '.join(POSITIVE_WEIGHTS)}, not '{self.positive_weight}'")
+            raise GarenError(f"objective.positive_weight must be one of {', '.join(POSITIVE_WEIGHTS)}, not "
+                             f"'{self.positive_weight}'")
         if self.positive_weight != "uniform" and self.loss != "listwise":
-            raise GarenError(f"objective.positive_weight '{self.positive_weight}' weighs lists: it needs objective.loss listwise")
+            raise GarenError(f"objective.positive_weight '{self.positive_weight}' weighs lists: it needs "
+                             "objective.loss listwise")
         if self.distill_weight and not self.distill_from:
             raise GarenError("objective.distill_weight needs objective.distill_from (an embedding model)")
 
@@ -75,19 +77,21 @@ def rank_zero_print(line: str) -> None:
 
 class PairScorer(pl.LightningModule):
     family = ""  # "causal-yes-no" or "cross-encoder"; written into exports
-    untrained_is_zero_shot = False  # its weights before training are a navigator of their own (objective.non_regression)
+    # its weights before training are a navigator of their own (objective.non_regression)
+    untrained_is_zero_shot = False
 
     def __init__(self, objective: Objective | None = None):
         super().__init__()
         self.objective = objective if isinstance(objective, Objective) else Objective(**(objective or {}))
         if self.objective.non_regression and not self.untrained_is_zero_shot:
-            raise GarenError(f"objective.non_regression: a {self.family} scorer's untrained weights are no navigator to fall back on "
-                             "(the bi-encoder's are the zero-shot one)")
+            raise GarenError(f"objective.non_regression: a {self.family} scorer's untrained weights are no "
+                             "navigator to fall back on (the bi-encoder's are the zero-shot one)")
         self.validation_metrics: dict[str, float] = {}
         self.validation_auc: dict[str, float] = {}  # validation query -> AUC, at the last validation
         self.untrained: dict = {}  # objective.non_regression: the validation metrics and per-query AUC before training
         self.data_description: dict | None = None
-        self.training_progress: dict = {}  # how long the fit ran, as the checkpoint records it (the model card shows it)
+        # how long the fit ran, as the checkpoint records it (the model card shows it)
+        self.training_progress: dict = {}
         self._outputs: list[torch.Tensor] = []
 
     # ---- what a family provides -----------------------------------------------------------------------------
@@ -101,8 +105,13 @@ class PairScorer(pl.LightningModule):
     # ---- training -------------------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         logits = self.relevance_logits(batch["queries"], batch["texts"])
-        weights = iteration_weights(batch["iterations"], UNREACHED_ITERATION) if self.objective.positive_weight == "iteration" else None
-        loss = training_loss(self.objective.loss, logits, batch["labels"], batch["groups"], self.objective.pointwise_weight, weights)
+        weights = (
+            iteration_weights(batch["iterations"], UNREACHED_ITERATION)
+            if self.objective.positive_weight == "iteration"
+            else None
+        )
+        loss = training_loss(self.objective.loss, logits, batch["labels"], batch["groups"],
+                             self.objective.pointwise_weight, weights)
         if self.objective.distill_weight:
             self.log("train/label_loss", loss, batch_size=len(logits))
             distill = distillation_loss(logits, self._teacher_logits(batch), batch["groups"])
@@ -120,7 +129,9 @@ class PairScorer(pl.LightningModule):
 
             assert self.objective.distill_from is not None  # required with distill_weight (Objective)
             device = "cuda" if self.device.type == "cuda" else "cpu"
-            self._teacher = EmbeddingYesNoScorer(Embedder(EmbeddingParams(model=self.objective.distill_from, device=device)))
+            self._teacher = EmbeddingYesNoScorer(
+                Embedder(EmbeddingParams(model=self.objective.distill_from, device=device))
+            )
         answers = self._teacher.score([ScoreJob(q, t) for q, t in zip(batch["queries"], batch["texts"])])
         cosine = torch.tensor([2.0 * cast(float, a.score) - 1.0 for a in answers], device=self.device)  # the scorer gives (1 + cos) / 2
         return cosine / self.objective.distill_temperature
@@ -175,7 +186,11 @@ class PairScorer(pl.LightningModule):
         self._log_metrics("test")
 
     def _gathered_rows(self) -> np.ndarray:
-        local = torch.cat(self._outputs) if self._outputs else torch.zeros((0, 5), dtype=torch.float64, device=self.device)
+        local = (
+            torch.cat(self._outputs)
+            if self._outputs
+            else torch.zeros((0, 5), dtype=torch.float64, device=self.device)
+        )
         self._outputs = []
         # every process gets every process's pairs; Lightning types all_gather's result as any collection
         rows = cast(torch.Tensor, self.all_gather(local)).reshape(-1, 5).cpu().numpy()
@@ -203,13 +218,15 @@ class PairScorer(pl.LightningModule):
         if self.objective.non_regression and not self.untrained:  # a resumed fit keeps the record of its first start
             self.untrained = self._score_untrained()
             auc = self.untrained["metrics"].get("auc", float("nan"))
-            rank_zero_print(f"[non-regression] untrained weights on {len(self.untrained['auc_by_query'])} validation queries: AUC {auc:.4f}")
+            rank_zero_print(f"[non-regression] untrained weights on {len(self.untrained['auc_by_query'])} "
+                            f"validation queries: AUC {auc:.4f}")
 
     def _score_untrained(self) -> dict:
         datamodule = getattr(self.trainer, "datamodule", None)
         loader = datamodule.val_dataloader() if datamodule is not None else None
         if loader is None or not len(loader):
-            raise GarenError("objective.non_regression needs validation queries (data.val_fraction above 0, or data.val_path)")
+            raise GarenError("objective.non_regression needs validation queries (data.val_fraction above 0, "
+                             "or data.val_path)")
         self.eval()
         self._outputs = []
         with torch.no_grad():
@@ -234,7 +251,8 @@ class PairScorer(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         trainer = self.trainer
         batches = trainer.num_training_batches
-        progress = {"epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step"), "max_epochs": trainer.max_epochs,
+        progress = {"epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step"),
+                    "max_epochs": trainer.max_epochs,
                     "max_steps": trainer.max_steps, "limit_train_batches": trainer.limit_train_batches,
                     "train_batches_per_epoch": batches if isinstance(batches, int) else None}
         checkpoint["garen"] = {"validation": self.validation_metrics, "validation_auc": self.validation_auc,
@@ -247,12 +265,14 @@ class PairScorer(pl.LightningModule):
         self.untrained = saved.get("untrained") or {}
         self.data_description = saved.get("data")
         # a checkpoint without garen's record: Lightning's own epoch and step, without the limits it ran under
-        self.training_progress = saved.get("training") or {"epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step")}
+        self.training_progress = saved.get("training") or {"epoch": checkpoint.get("epoch"),
+                                                           "global_step": checkpoint.get("global_step")}
 
     # ---- export (the Exportable protocol of garen_train.export) ---------------------------------------------
     @classmethod
     def add_export_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--out", required=True, help="the export folder: new, empty, or an earlier export (replaced as a whole)")
+        parser.add_argument("--out", required=True,
+                            help="the export folder: new, empty, or an earlier export (replaced as a whole)")
 
     def export_manifest(self, **extra) -> dict:
         """What every export records: family, objective, data, validation figures (completed by the family)."""
@@ -262,5 +282,6 @@ class PairScorer(pl.LightningModule):
         return {
             "kind": KIND, "family": self.family, "objective": asdict(self.objective),
             "hyperparameters": plain({k: v for k, v in dict(self.hparams).items() if not k.startswith("_")}),
-            "data": self.data_description, "validation": self.validation_metrics, "training": self.training_progress, **extra,
+            "data": self.data_description, "validation": self.validation_metrics,
+            "training": self.training_progress, **extra,
         }

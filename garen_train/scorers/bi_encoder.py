@@ -9,7 +9,8 @@ that starts at zero and pulls it back towards the zero-shot ranking.
 
 It scores as inference does, through the model's own forward pass rather than ``encode`` (which runs without
 gradients): the same tokenizer, max length and pooling, normalised vectors, the embedding model's ``query_prompt``
-before queries and nothing before texts (tests/train/test_train_bi_encoder.py checks both agree to 1e-5). The export is a
+before queries and nothing before texts (tests/train/test_train_bi_encoder.py checks both agree to 1e-5). The
+export is a
 sentence-transformers folder that ``backend: embedding, model: <export>`` loads (the navigator then encodes group
 texts with it; the index's document vectors are not used).
 """
@@ -51,7 +52,10 @@ class BiEncoderScorer(PairScorer):
         self._frozen: dict[str, torch.Tensor] = {}  # text -> vector under the current weights, filled without gradients
 
     def embed(self, texts: list[str]) -> torch.Tensor:
-        features = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in self.encoder.preprocess(texts).items()}
+        features = {
+            k: v.to(self.device) if isinstance(v, torch.Tensor) else v
+            for k, v in self.encoder.preprocess(texts).items()
+        }
         return F.normalize(self.encoder(features)["sentence_embedding"], dim=-1)
 
     def vectors(self, texts: list[str]) -> torch.Tensor:

@@ -82,7 +82,9 @@ class YesNoLoRAScorer(PairScorer):
         self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `model`
 
     def relevance_logits(self, queries: list[str], texts: list[str]) -> torch.Tensor:
-        prompts = [prompt_text(self.tokenizer, yes_no(q, t, self.hparams.instruction, self.hparams.prompt_text), self.hparams.assistant_prefix)
+        prompts = [prompt_text(self.tokenizer,
+                               yes_no(q, t, self.hparams.instruction, self.hparams.prompt_text),
+                               self.hparams.assistant_prefix)
                    for q, t in zip(queries, texts)]
         input_ids, mask, _, _ = encode_left_padded(self.tokenizer, prompts, self.hparams.max_length, self.device)
         return yes_log_odds(yes_no_logits(self.net, input_ids, mask, self.yes, self.no))
@@ -100,8 +102,10 @@ class YesNoLoRAScorer(PairScorer):
     def add_export_arguments(cls, parser: argparse.ArgumentParser) -> None:
         super().add_export_arguments(parser)
         parser.add_argument("--formats", nargs="+", choices=EXPORT_FORMATS, default=list(EXPORT_FORMATS),
-                            help="adapter: the bare PEFT adapter; merged: base + adapter as one HF folder (default: both)")
-        parser.add_argument("--dtype", default=None, help="dtype of merged/base weights (default: the base's, e.g. float32)")
+                            help="adapter: the bare PEFT adapter; merged: base + adapter as one HF folder "
+                            "(default: both)")
+        parser.add_argument("--dtype", default=None,
+                            help="dtype of merged/base weights (default: the base's, e.g. float32)")
 
     def export(self, args: argparse.Namespace) -> dict:
         out = export_target(args.out)
@@ -120,12 +124,14 @@ class YesNoLoRAScorer(PairScorer):
             if "adapter" in args.formats:
                 if gguf:
                     base = copy.deepcopy(self.net).unload()
-                    parts["base"] = self._save_hf(base, tmp / "base", dtype, "hf-base", scoring, base_model=self.hparams.model)
+                    parts["base"] = self._save_hf(base, tmp / "base", dtype, "hf-base", scoring,
+                                                  base_model=self.hparams.model)
                     del base
                 parts["adapter"] = self._save_adapter(tmp / "adapter", base_for_adapter, scoring)
             if "merged" in args.formats:
                 merged = self.net.merge_and_unload()  # last: this folds the adapter into the module's own weights
-                parts["merged"] = self._save_hf(merged, tmp / "merged", dtype, "hf-merged", scoring, base_model=self.hparams.model)
+                parts["merged"] = self._save_hf(merged, tmp / "merged", dtype, "hf-merged", scoring,
+                                                base_model=self.hparams.model)
             summary = self.export_manifest(format="export-folder", base_model=self.hparams.model, gguf_file=gguf,
                                            scoring=scoring, parts=parts,
                                            use=_usage(out, parts, base_for_adapter, scoring, self.hparams.lora_r))
@@ -182,5 +188,6 @@ def _usage(out: Path, parts: dict, base: str, scoring: dict, lora_r: int) -> dic
         use["vllm_adapter"] = {"backend": "vllm", "model": base, "lora": adapter, **role}
         rank = min(r for r in LORA_RANKS if r >= lora_r)
         use["vllm_serve"] = f"vllm serve {base} --enable-lora --lora-modules navigator={adapter} --max-lora-rank {rank}"
-        use["openai_adapter"] = {"backend": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "navigator", "api_key_env": None}
+        use["openai_adapter"] = {"backend": "openai", "base_url": "http://127.0.0.1:8000/v1",
+                                 "model": "navigator", "api_key_env": None}
     return use

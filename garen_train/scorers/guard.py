@@ -25,7 +25,8 @@ def decide(before: dict[str, float], after: dict[str, float], seed: int = 0) -> 
     rule = (f"trained weights kept when the mean per-query AUC gain on the held-out queries is above 0 with "
             f"one-sided {1 - LEVEL:.0%} confidence (paired bootstrap over queries, {DRAWS} draws, seed {seed})")
     if not common:
-        return {"keep": UNTRAINED, "queries": 0, "rule": rule, "reason": "no held-out query with a positive and a negative pair"}
+        return {"keep": UNTRAINED, "queries": 0, "rule": rule,
+                "reason": "no held-out query with a positive and a negative pair"}
     gains = np.array([after[q] - before[q] for q in common])
     draws = np.random.default_rng(seed).integers(0, len(gains), size=(DRAWS, len(gains)))
     lower = float(np.percentile(gains[draws].mean(1), 100 * LEVEL))
@@ -41,7 +42,14 @@ def describe(decision: dict) -> str:
     """One line for the export's output."""
     if not decision["queries"]:
         return f"non-regression guard: {decision['reason']}: exported the untrained weights"
-    which = "the trained weights" if decision["keep"] == TRAINED else "the untrained weights (the trained ones are not better beyond noise)"
-    return (f"non-regression guard: held-out AUC {decision['auc_untrained']:.4f} untrained -> {decision['auc_trained']:.4f} trained "
-            f"over {decision['queries']} queries (gain {decision['gain']:+.4f}, 95% lower bound {decision['gain_lower_bound']:+.4f}): "
-            f"exported {which}")
+    which = (
+        "the trained weights"
+        if decision["keep"] == TRAINED
+        else "the untrained weights (the trained ones are not better beyond noise)"
+    )
+    return (
+        f"non-regression guard: held-out AUC {decision['auc_untrained']:.4f} untrained -> "
+        f"{decision['auc_trained']:.4f} trained "
+        f"over {decision['queries']} queries (gain {decision['gain']:+.4f}, 95% lower bound "
+        f"{decision['gain_lower_bound']:+.4f}): exported {which}"
+    )

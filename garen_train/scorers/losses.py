@@ -5,7 +5,8 @@ inference navigator's softmax over the [no, yes] logits).
 - ``listwise``: per list (a query's positive with its hard negatives), softmax cross-entropy: minus the log of
   the probability mass the softmax over the list puts on its positives (localized contrastive estimation,
   Gao et al. 2021, generalised to several positives); optionally a weighted mean over lists
-  (``iteration_weights``: lists whose positive GAREN reaches late count more). It only orders items within a query; the pointwise term
+  (``iteration_weights``: lists whose positive GAREN reaches late count more). It only orders items within a
+  query; the pointwise term
   (``pointwise_weight``) keeps the probabilities calibrated across queries.
 - ``distillation``: per list, KL(teacher || student) between the softmax of a teacher's scores (an embedding
   model's cosine over temperature) and the softmax of the logits: a graded target for every negative of the

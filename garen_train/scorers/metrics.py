@@ -38,7 +38,9 @@ def per_query_auc(queries: np.ndarray, labels: np.ndarray, scores: np.ndarray) -
     return out
 
 
-def scorer_metrics(queries: np.ndarray, labels: np.ndarray, scores: np.ndarray, ranks: np.ndarray, recall_at: int = 20) -> dict[str, float]:
+def scorer_metrics(
+    queries: np.ndarray, labels: np.ndarray, scores: np.ndarray, ranks: np.ndarray, recall_at: int = 20
+) -> dict[str, float]:
     """Metrics of one validation pass; arrays are per pair (query number, 0/1 label, score, first-stage rank or -1)."""
     out: dict[str, float] = {"pairs": float(len(labels)), "positive_rate": float(labels.mean()) if len(labels) else 0.0}
     if len(set(labels.tolist())) == 2:

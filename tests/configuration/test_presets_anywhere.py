@@ -38,7 +38,9 @@ def test_an_unbuilt_shipped_navigator_names_the_command_that_builds_it(tmp_path,
     if Path(navigator["model"]).exists():
         pytest.skip("checkpoints/cpu-navigator is built in this checkout")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(GarenError, match=r"cpu-trained preset's navigator checkpoints/cpu-navigator is not built.*make cpu-navigator"):
+    with pytest.raises(GarenError,
+                       match=r"cpu-trained preset's navigator checkpoints/cpu-navigator is not built.*make "
+                       r"cpu-navigator"):
         build_roles({"navigator": navigator}, [], None, cache=None)
 
 

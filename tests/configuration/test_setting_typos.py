@@ -29,25 +29,36 @@ def refused(overrides: list[str]) -> str:
     ("methods.rerank.budgt=7", "invalid setting methods.rerank.budgt: no such option (did you mean 'budget'?); "
                                "methods.rerank has budget, window, stride"),
     ("methods.garn.budget=7", "invalid setting methods.garn: no such method (did you mean 'garen'?); known: bm25,"),
-    ("models.navigator.backnd=openai", "invalid setting models.navigator.backnd: no such option (did you mean 'backend'?); "
-                                       "models.navigator has backend, mode, model, price"),
-    ("models.navigator.backend=vlm", "invalid setting models.navigator.backend='vlm': no such backend (did you mean 'vllm'?); "
-                                     "known: transformers, vllm, openai, cross-encoder, embedding, oracle"),
-    ("models.reranker={backend: openai, model: m, timout: 30}", "invalid setting models.reranker.timout: no such option "
-                                                                "(did you mean 'timeout'?); models.reranker has backend, model, base_url,"),
-    ("models.reranker={backend: vllm, model: m, tensor_paralel_size: 2}", "invalid setting models.reranker.tensor_paralel_size: no such option "
-                                                                          "(did you mean 'tensor_parallel_size'?)"),
+    ("models.navigator.backnd=openai",
+     "invalid setting models.navigator.backnd: no such option (did you mean 'backend'?); "
+     "models.navigator has backend, mode, model, price"),
+    ("models.navigator.backend=vlm",
+     "invalid setting models.navigator.backend='vlm': no such backend (did you mean 'vllm'?); "
+     "known: transformers, vllm, openai, cross-encoder, embedding, oracle"),
+    ("models.reranker={backend: openai, model: m, timout: 30}",
+     "invalid setting models.reranker.timout: no such option "
+     "(did you mean 'timeout'?); models.reranker "
+     "has backend, model, base_url,"),
+    ("models.reranker={backend: vllm, model: m, tensor_paralel_size: 2}",
+     "invalid setting models.reranker.tensor_paralel_size: no such option "
+     "(did you mean 'tensor_parallel_size'?)"),
     ("models.reranker={backend: transformers, model: m, dtyp: float32}", "(did you mean 'dtype'?)"),
     ("models.reranker={backend: cross-encoder, model: m, max_lenght: 64}", "(did you mean 'max_length'?)"),
-    ("models.reranker={backend: oracle, sigmaa: 1}", "invalid setting models.reranker.sigmaa: no such option (did you mean 'sigma'?)"),
-    ("models.reranker={backend: openai, model: m, timeout: soon}", "invalid setting models.reranker.timeout='soon': expected a number"),
+    ("models.reranker={backend: oracle, sigmaa: 1}",
+     "invalid setting models.reranker.sigmaa: no such option (did you mean 'sigma'?)"),
+    ("models.reranker={backend: openai, model: m, timeout: soon}",
+     "invalid setting models.reranker.timeout='soon': expected a number"),
     ("models.reranker={backend: vllm}", "invalid setting models.reranker: backend 'vllm' needs models.reranker.model"),
-    ("models.reranker={backend: vllm, model: m, sampling: {temprature: 0}}", "invalid setting models.reranker.sampling.temprature: "
-                                                                              "no such option (did you mean 'temperature'?)"),
-    ("index.groups.summarizer={backend: vllm, modle: m}", "invalid setting index.groups.summarizer.modle: no such option "
-                                                          "(did you mean 'model'?)"),
-    ("index.groups.summarizer={backend: extractiv}", "invalid setting index.groups.summarizer.backend='extractiv': no such backend "
-                                                     "(did you mean 'extractive'?)"),
+    ("models.reranker={backend: vllm, model: m, sampling: {temprature: 0}}",
+     "invalid setting models.reranker.sampling.temprature: "
+      "no such option (did you mean "
+      "'temperature'?)"),
+    ("index.groups.summarizer={backend: vllm, modle: m}",
+     "invalid setting index.groups.summarizer.modle: no such option "
+     "(did you mean 'model'?)"),
+    ("index.groups.summarizer={backend: extractiv}",
+     "invalid setting index.groups.summarizer.backend='extractiv': no such backend "
+     "(did you mean 'extractive'?)"),
     ("index.semantic_tree.summarizer={backend: openai, model: m, concurency: 4}", "(did you mean 'concurrency'?)"),
     ("index.embedings.model=x", "unknown index stage 'embedings' (did you mean 'embeddings'?)"),
 ])
@@ -65,7 +76,8 @@ def test_a_spec_given_as_a_bare_name_is_refused_in_one_line(override, message):
 
 
 def test_a_summarizer_given_as_a_bare_name_is_shown_the_mapping_it_needs():
-    with pytest.raises(GarenError, match=r"^invalid setting s='vllm': expected a mapping such as \{backend: extractive\}$"):
+    with pytest.raises(GarenError,
+                       match=r"^invalid setting s='vllm': expected a mapping such as \{backend: extractive\}$"):
         check_model_spec("vllm", "s", summarizer=True)
 
 
@@ -89,7 +101,8 @@ def test_every_field_a_backend_declares_is_accepted(kind):
         if f.init and f.name != "model":
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             check_model_spec({"backend": kind, "model": "m", f.name: default}, "models.reranker")
-            check_model_spec({"backend": kind, "model": "m", f.name: default}, "index.groups.summarizer", summarizer=True)
+            check_model_spec({"backend": kind, "model": "m", f.name: default}, "index.groups.summarizer",
+                             summarizer=True)
 
 
 def test_a_typo_is_refused_where_roles_are_built_too(tiny_dataset):
@@ -101,7 +114,8 @@ def test_a_typo_is_refused_where_roles_are_built_too(tiny_dataset):
 def test_a_model_specs_identity_leaves_out_how_it_runs():
     """The summarizer's device, batch size, memory share or timeouts never change its answers (nor its cache key)."""
     spec = {"backend": "vllm", "model": "m", "sampling": {"temperature": 0.0}}
-    assert spec_identity({**spec, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.5, "enforce_eager": True}) == spec
+    assert spec_identity({**spec, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.5,
+                          "enforce_eager": True}) == spec
     assert spec_identity({**spec, "dtype": "float32"}) != spec
     openai = {"backend": "openai", "model": "m"}
     assert spec_identity({**openai, "concurrency": 4, "timeout": 10.0, "max_retries": 1}) == openai

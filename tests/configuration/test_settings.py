@@ -123,7 +123,8 @@ def _defaults(cls) -> dict:
 
 def test_the_walk_covers_every_registry():
     wheres = [w for w, _ in CONFIGS]
-    for expected in ("methods.garen", "methods.rgs", "methods.rerank", "index.bm25", "index.embeddings", "index.knn_graph",
+    for expected in ("methods.garen", "methods.rgs", "methods.rerank", "index.bm25", "index.embeddings",
+                     "index.knn_graph",
                      "index.groups", "index.proximity_graph"):
         assert expected in wheres
 
@@ -131,7 +132,11 @@ def test_the_walk_covers_every_registry():
 @pytest.mark.parametrize("where, cls", CONFIGS, ids=[w for w, _ in CONFIGS])
 def test_defaults_are_allowed(where, cls):
     """Each config's own defaults pass its declarations (a range that refuses its default is a typo)."""
-    required = {f.name: "x" for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    required = {
+        f.name: "x"
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
     validate(cls, required, where)
 
 
@@ -157,7 +162,9 @@ def test_a_config_added_later_is_checked_from_its_declarations():
         mode: Literal["fast", "exact"] = "fast"
         cap: Count | None = None
 
-    assert build(NewMethodConfig, {"beam": 3, "temperature": 1, "cap": None}, "methods.new") == NewMethodConfig(beam=3, temperature=1.0)
+    assert build(
+        NewMethodConfig, {"beam": 3, "temperature": 1, "cap": None}, "methods.new"
+    ) == NewMethodConfig(beam=3, temperature=1.0)
     for values, message in [
         ({"beam": 100}, "methods.new.beam=100: expected an integer < budget (100)"),
         ({"budget": 2, "beam": 2}, "methods.new.beam=2: expected an integer < budget (2)"),
@@ -165,7 +172,9 @@ def test_a_config_added_later_is_checked_from_its_declarations():
         ({"mode": "slow"}, "methods.new.mode='slow': expected one of 'fast', 'exact'"),
         ({"cap": 0}, "methods.new.cap=0: expected an integer >= 1"),
         ({"cap": "many"}, "methods.new.cap='many': expected an integer >= 1 or null"),
-        ({"bem": 1}, "methods.new.bem: no such option (did you mean 'beam'?); methods.new has budget, beam, temperature, mode, cap"),
+        ({"bem": 1},
+         "methods.new.bem: no such option (did you mean 'beam'?); methods.new has budget, beam, temperature, "
+         "mode, cap"),
     ]:
         with pytest.raises(GarenError) as refused:
             build(NewMethodConfig, values, "methods.new")
@@ -184,7 +193,8 @@ def test_values_are_converted_as_yaml_gives_them():
 
 def test_a_bad_value_is_one_line_not_a_traceback(tmp_path, capsys):
     """Was: ``TypeError: '<=' not supported between instances of 'int' and 'str'`` deep inside GAREN."""
-    code = main(["run", "--dataset", str(tmp_path / "absent"), "--index", str(tmp_path / "absent-index"), "--method", "garen",
+    code = main(["run", "--dataset", str(tmp_path / "absent"), "--index", str(tmp_path / "absent-index"),
+                 "--method", "garen",
                  "--set", "methods.garen.tau_switch=abc", "--out", str(tmp_path / "run")])
     assert code == 2
     line = one_error_line(capsys)
@@ -198,7 +208,8 @@ def test_a_budget_below_one_is_refused_before_the_run_starts(budget, tmp_path, c
     """Was: -5 started the run and failed at the first window; 0 wrote an empty run and exited 0."""
     beir = write_beir(tmp_path / "beir")
     with pytest.raises(SystemExit) as exit_info:
-        main(["run", "--dataset", str(beir), "--index", str(tmp_path / "index"), "--method", "rerank", "--budget", budget, "--out", str(tmp_path / "run")])
+        main(["run", "--dataset", str(beir), "--index", str(tmp_path / "index"), "--method", "rerank",
+              "--budget", budget, "--out", str(tmp_path / "run")])
     assert exit_info.value.code == 2
     assert f"argument --budget: expected an integer >= 1, got '{budget}'" in one_error_line(capsys)
     assert not (tmp_path / "run").exists()
@@ -212,7 +223,8 @@ def test_a_preset_budget_below_one_is_refused_too(tmp_path, capsys):
 
 
 def test_index_settings_are_checked_before_the_corpus_loads(tmp_path, capsys):
-    code = main(["index", "--dataset", str(tmp_path / "absent"), "--set", "index.knn_graph.k=0", "--out", str(tmp_path / "i")])
+    code = main(["index", "--dataset", str(tmp_path / "absent"), "--set", "index.knn_graph.k=0", "--out",
+                 str(tmp_path / "i")])
     assert code == 2
     assert "invalid setting index.knn_graph.k=0: expected an integer >= 1" in one_error_line(capsys)
     assert not (tmp_path / "i").exists()
@@ -242,6 +254,10 @@ def test_aliases_as_presets_use_them_are_read(tmp_path):
     from garen_infer.configuration.presets import read_yaml_mapping
 
     preset = tmp_path / "small.yaml"
-    preset.write_text(_alias_bomb(4) + "methods:\n  rarg: &paper {budget: 3}\n  rarg+:\n    <<: *paper\n    rounds: 2\n")
+    preset.write_text(_alias_bomb(4) + "methods:\n  rarg: &paper {budget: 3}\n  rarg+:\n    <<: *paper\n    "
+                      "rounds: 2\n")
     mapping = read_yaml_mapping(preset)
-    assert len(mapping["models"]["reranker"]["extra_body"]["l3"]) == 9 and mapping["methods"]["rarg+"] == {"budget": 3, "rounds": 2}
+    assert len(mapping["models"]["reranker"]["extra_body"]["l3"]) == 9 and mapping["methods"]["rarg+"] == {
+        "budget": 3,
+        "rounds": 2,
+    }

@@ -44,8 +44,9 @@ def sharded(beir_dir, tiny_index, tmp_path_factory):
     all writing one fresh response cache."""
     root = tmp_path_factory.mktemp("shards")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    procs = [subprocess.Popen([sys.executable, "-m", "garen_infer", *run_args(beir_dir, tiny_index, root / f"shard-{i}", "--shard", f"{i}/3",
-                                                                               "--cache", str(root / "cache.sqlite"))],
+    procs = [subprocess.Popen([sys.executable, "-m", "garen_infer",
+                               *run_args(beir_dir, tiny_index, root / f"shard-{i}", "--shard", f"{i}/3",
+                                          "--cache", str(root / "cache.sqlite"))],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in (1, 2, 3)]
     assert main(run_args(beir_dir, tiny_index, root / "whole", "--no-cache")) == 0
     for proc in procs:
@@ -57,7 +58,8 @@ def test_three_shards_merged_equal_the_unsharded_run(sharded, beir_dir, capsys):
     shards = [sharded / f"shard-{i}" for i in (1, 2, 3)]
     assert sorted(len(untimed_trace(s)) for s in shards) == [1, 1, 2]  # 4 queries dealt out
     assert json.loads((shards[1] / "config.json").read_text())["shard"] == {"index": 2, "count": 3}
-    assert main(["merge", *map(str, reversed(shards)), "--out", str(sharded / "merged"), "--dataset", f"beir:{beir_dir}"]) == 0
+    assert main(["merge", *map(str, reversed(shards)), "--out", str(sharded / "merged"), "--dataset",
+                 f"beir:{beir_dir}"]) == 0
     merged, whole = sharded / "merged", sharded / "whole"
     assert (merged / "run.trec").read_bytes() == (whole / "run.trec").read_bytes()
     assert (merged / "config.json").read_bytes() == (whole / "config.json").read_bytes()
@@ -86,7 +88,8 @@ def test_an_incomplete_or_repeated_merge_is_refused_and_partial_is_labelled(shar
 
 def test_a_merge_of_two_configurations_is_refused(sharded, beir_dir, tiny_index, tmp_path, capsys):
     other = tmp_path / "other-2"
-    assert main(run_args(beir_dir, tiny_index, other, "--no-cache", "--shard", "2/3", "--set", "methods.rerank.stride=1")) == 0
+    assert main(run_args(beir_dir, tiny_index, other, "--no-cache", "--shard", "2/3", "--set",
+                         "methods.rerank.stride=1")) == 0
     capsys.readouterr()
     assert main(["merge", str(sharded / "shard-1"), str(other), str(sharded / "shard-3"), "--out", str(tmp_path / "m"),
                  "--dataset", f"beir:{beir_dir}"]) == 2
@@ -97,22 +100,29 @@ def test_a_shard_of_another_split_or_queries_file_is_refused(sharded, beir_dir, 
     four = tmp_path / "of-four"
     assert main(run_args(beir_dir, tiny_index, four, "--no-cache", "--shard", "1/4")) == 0
     capsys.readouterr()
-    assert main(["merge", str(sharded / "shard-1"), str(four), "--out", str(tmp_path / "m"), "--dataset", f"beir:{beir_dir}"]) == 2
+    assert main(["merge", str(sharded / "shard-1"), str(four), "--out", str(tmp_path / "m"), "--dataset",
+                 f"beir:{beir_dir}"]) == 2
     assert "the shards of one split have the same N" in one_error_line(capsys, alone=False)
 
-    fewer = write_beir(tmp_path / "edited" / beir_dir.name, queries=QUERIES[:3], qrels=[r for r in QRELS if r[0] != "q4"])  # q4 gone
-    assert main(["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(tmp_path / "m"), "--dataset", f"beir:{fewer}"]) == 2
+    fewer = write_beir(tmp_path / "edited" / beir_dir.name, queries=QUERIES[:3],
+                       qrels=[r for r in QRELS if r[0] != "q4"])  # q4 gone
+    assert main(["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(tmp_path / "m"),
+                 "--dataset", f"beir:{fewer}"]) == 2
     assert "which is not in shard 1/3 of tiny/test" in one_error_line(capsys, alone=False)
 
 
-@pytest.mark.parametrize("kill_at", ["write:merge.json", "renamed:config.json", "write:run.trec", "renamed:metrics.json"])
+@pytest.mark.parametrize("kill_at", ["write:merge.json", "renamed:config.json", "write:run.trec",
+                                     "renamed:metrics.json"])
 def test_a_merge_killed_anywhere_is_finished_by_the_same_command(sharded, beir_dir, tmp_path, kill_at, capsys):
     """kill -9 at a point of the merge's writes (its first record, the outputs, the last rename but one): the same
     command then finishes the folder as a merge never killed writes it."""
     out = tmp_path / "m"
-    argv = ["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(out), "--dataset", f"beir:{beir_dir}"]
-    env = {**os.environ, "GAREN_KILL_AT": kill_at, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    killed = subprocess.run([sys.executable, "-m", "garen_infer", *argv], env=env, capture_output=True, text=True, timeout=300)
+    argv = ["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(out), "--dataset",
+            f"beir:{beir_dir}"]
+    env = {**os.environ, "GAREN_KILL_AT": kill_at,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    killed = subprocess.run([sys.executable, "-m", "garen_infer", *argv], env=env, capture_output=True,
+                            text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr
     assert main(argv) == 0, capsys.readouterr().err
     assert (out / "run.trec").read_bytes() == (sharded / "whole" / "run.trec").read_bytes()
@@ -126,7 +136,8 @@ def test_shards_run_on_an_edited_corpus_of_the_same_name_are_refused(sharded, be
 
     docs = [(d, t, x + (" (revised)" if d == DOCS[0][0] else "")) for d, t, x in DOCS]
     edited = write_beir(tmp_path / "edited" / beir_dir.name, docs=docs)
-    assert main(["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(tmp_path / "m"), "--dataset", f"beir:{edited}"]) == 2
+    assert main(["merge", *(str(sharded / f"shard-{i}") for i in (1, 2, 3)), "--out", str(tmp_path / "m"),
+                 "--dataset", f"beir:{edited}"]) == 2
     assert "a corpus other than --dataset's tiny/test" in one_error_line(capsys, alone=False)
     assert not (tmp_path / "m").exists()
 

@@ -15,7 +15,8 @@ from garen_infer.index.first_stage import FirstStageConfig, first_stage, first_s
 from garen_infer.running.runner import RunConfig, configure_method, query_states
 
 REASONED = [  # BRIGHT's `<model>_reason` rows: the examples' fields with `query` rewritten and a `reasoning` column
-    {"id": "0", "query": "Light drives photosynthesis in chloroplasts.", "reasoning": "r", "gold_ids": [], "gold_ids_long": [], "excluded_ids": ["N/A"]},
+    {"id": "0", "query": "Light drives photosynthesis in chloroplasts.", "reasoning": "r", "gold_ids": [],
+     "gold_ids_long": [], "excluded_ids": ["N/A"]},
     {"id": "1", "query": "Anthocyanins and chlorophyll breakdown in autumn leaves.", "reasoning": "r", "gold_ids": [],
      "gold_ids_long": [], "excluded_ids": ["N/A"]},
 ]
@@ -37,7 +38,8 @@ def bright_copy(tmp_path, monkeypatch):
         if path != "xlangai/BRIGHT":
             return real(path, name, split=split, **kwargs)
         asked.append((name, split, revision))
-        return real("parquet", data_files=sorted(str(f) for f in (root / name).glob(f"{split}-*.parquet")), split="train")
+        return real("parquet", data_files=sorted(str(f) for f in (root / name).glob(f"{split}-*.parquet")),
+                    split="train")
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     return root, asked

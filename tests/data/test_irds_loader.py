@@ -71,12 +71,14 @@ def register_bright(folder) -> str:
     from ir_datasets.util import LocalDownload
 
     examples = LocalDownload(folder / "examples.parquet")
-    return register(Dataset(BrightDocs("local", LocalDownload(folder / "documents.parquet")), BrightQueries(examples), BrightQrels(examples)))
+    return register(Dataset(BrightDocs("local", LocalDownload(folder / "documents.parquet")),
+                            BrightQueries(examples), BrightQrels(examples)))
 
 
 def test_brights_excluded_ids_become_the_querys_exclusions(tmp_path, irds_home):
     folder = write_bright(tmp_path / "bright", [
-        {"id": "b1", "query": "magma rising through the crust", "gold_ids": ["vol1", "vol4"], "excluded_ids": ["vol2", "N/A"]},
+        {"id": "b1", "query": "magma rising through the crust", "gold_ids": ["vol1", "vol4"],
+         "excluded_ids": ["vol2", "N/A"]},
         {"id": "b2", "query": "chlorophyll in leaves", "gold_ids": ["pho1"], "excluded_ids": ["N/A"]},
     ])
     dataset = load_dataset(f"irds:{register_bright(folder)}")
@@ -106,7 +108,9 @@ def test_brights_task_names_follow_the_bright_loader():
 
 def test_bad_records_are_refused_naming_the_record(tmp_path, irds_home):
     folder = write_beir(tmp_path / "dup", docs=[*DOCS, DOCS[3]])
-    with pytest.raises(DataError, match=r"^irds:garen-test/\w+, line 13, field 'doc_id': duplicate document id 'vol4' \(first at document 4\)$"):
+    with pytest.raises(DataError,
+                       match=r"^irds:garen-test/\w+, line 13, field 'doc_id': duplicate document id 'vol4' "
+                       r"\(first at document 4\)$"):
         load_dataset(f"irds:{register_beir(folder)}")
 
     folder = write_beir(tmp_path / "unknown", qrels=[*QRELS, ("q4", "py9", 1)])
@@ -120,7 +124,8 @@ def test_bad_records_are_refused_naming_the_record(tmp_path, irds_home):
         load_dataset(f"irds:{dataset_id}")
     assert len(load_dataset(f"irds:{dataset_id}", allow_empty_docs=True).documents) == 12
 
-    folder = write_bright(tmp_path / "both", [{"id": "b1", "query": "lava", "gold_ids": ["vol1"], "excluded_ids": ["vol1"]}])
+    folder = write_bright(tmp_path / "both",
+                          [{"id": "b1", "query": "lava", "gold_ids": ["vol1"], "excluded_ids": ["vol1"]}])
     with pytest.raises(DataError, match="'vol1' is both relevant to and excluded for query 'b1'"):
         load_dataset(f"irds:{register_bright(folder)}")
 
@@ -128,7 +133,8 @@ def test_bad_records_are_refused_naming_the_record(tmp_path, irds_home):
 def test_an_unknown_id_is_one_line_from_the_cli(tmp_path, capsys, irds_home):
     assert main(["index", "--dataset", "irds:no-such/collection", "--out", str(tmp_path / "i")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("garen-infer index: error: irds:no-such/collection: ir_datasets knows no dataset 'no-such/collection'")
+    assert err.startswith("garen-infer index: error: irds:no-such/collection: ir_datasets knows no dataset "
+                          "'no-such/collection'")
     assert "\n" not in err and not (tmp_path / "i" / "manifest.json").exists()
 
 
@@ -158,7 +164,11 @@ def test_a_collection_whose_files_cannot_be_downloaded_is_one_line(tmp_path, cap
     err = capsys.readouterr().err  # ir_datasets logs each failed source first
     line = err.strip().splitlines()[-1]
     assert "Traceback" not in err and line.startswith("garen-infer index: error: ")
-    assert f"irds:{dataset_id}: ir_datasets could not read or download the collection's files (every download source failed" in line
+    assert (
+        f"irds:{dataset_id}: ir_datasets could not read or download the collection's files (every download "
+        "source failed"
+        in line
+    )
     assert "$IR_DATASETS_HOME" in line and not (tmp_path / "i" / "manifest.json").exists()
 
 
@@ -167,7 +177,8 @@ def test_an_index_and_a_run_over_an_irds_dataset(beir_dir, tmp_path, irds_home, 
     preset = tmp_path / "bm25.yaml"
     preset.write_text("index:\n  bm25: {variant: bm25s}\n")
     assert main(["index", "--dataset", spec, "--preset", str(preset), "--out", str(tmp_path / "idx")]) == 0
-    assert main(["run", "--dataset", spec, "--preset", str(preset), "--index", str(tmp_path / "idx"), "--method", "bm25",
+    assert main(["run", "--dataset", spec, "--preset", str(preset), "--index", str(tmp_path / "idx"),
+                 "--method", "bm25",
                  "--out", str(tmp_path / "run"), "--no-cache"]) == 0
     capsys.readouterr()
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["queries"] == len(QUERIES)

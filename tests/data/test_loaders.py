@@ -79,7 +79,8 @@ def test_beir_other_split_and_trec_qrels(tmp_path):
 
 
 def test_numeric_ids_become_strings(tmp_path):
-    folder = write_beir(tmp_path / "b", docs=[(1, "", "first text"), (2, "", "second text")], queries=[(7, "text", [])], qrels=[(7, 2, 1)])
+    folder = write_beir(tmp_path / "b", docs=[(1, "", "first text"), (2, "", "second text")],
+                        queries=[(7, "text", [])], qrels=[(7, 2, 1)])
     ds = load_beir(folder)
     assert ds.doc_ids == ["1", "2"] and ds.qrels == {"7": {"2": 1}}
 
@@ -357,12 +358,16 @@ def bright_example(qid, query, gold, gold_long, excluded):
 
 
 BRIGHT_EXAMPLES = [
-    bright_example("0", "Why do plants need light?", ["biology/Photosynthesis_0.txt", "biology/Photosynthesis_1.txt"], ["biology/Photosynthesis.txt"], ["N/A"]),
-    bright_example("1", "Why are leaves red in autumn?\nI saw it in Canada.", ["biology/Leaf_0.txt"], ["biology/Leaf.txt"], ["biology/Mitochondria_0.txt"]),
+    bright_example("0", "Why do plants need light?",
+                   ["biology/Photosynthesis_0.txt", "biology/Photosynthesis_1.txt"],
+                   ["biology/Photosynthesis.txt"], ["N/A"]),
+    bright_example("1", "Why are leaves red in autumn?\nI saw it in Canada.", ["biology/Leaf_0.txt"],
+                   ["biology/Leaf.txt"], ["biology/Mitochondria_0.txt"]),
 ]
 
 
-def write_bright(root: Path, task: str = "biology", documents=BRIGHT_DOCS, long_documents=BRIGHT_LONG, examples=BRIGHT_EXAMPLES) -> Path:
+def write_bright(root: Path, task: str = "biology", documents=BRIGHT_DOCS, long_documents=BRIGHT_LONG,
+                 examples=BRIGHT_EXAMPLES) -> Path:
     """A local copy in the layout of the hub repository xlangai/BRIGHT: <config>/<task>-*.parquet."""
     import datasets
 
@@ -387,7 +392,8 @@ def test_bright_local_copy(bright_root):
     assert [q.id for q in ds.queries] == ["0", "1"]
     assert ds.queries[0].excluded_ids == frozenset()  # the "N/A" sentinel is not an id
     assert ds.queries[1].excluded_ids == frozenset({"biology/Mitochondria_0.txt"})
-    assert ds.qrels == {"0": {"biology/Photosynthesis_0.txt": 1, "biology/Photosynthesis_1.txt": 1}, "1": {"biology/Leaf_0.txt": 1}}
+    assert ds.qrels == {"0": {"biology/Photosynthesis_0.txt": 1, "biology/Photosynthesis_1.txt": 1},
+                        "1": {"biology/Leaf_0.txt": 1}}
 
 
 @pytest.fixture
@@ -397,7 +403,8 @@ def bright_hub(tmp_path, monkeypatch):
     import datasets
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets-cache")
-    more = BRIGHT_EXAMPLES + [bright_example("2", "Where is ATP made?", ["biology/Mitochondria_0.txt"], ["biology/Mitochondria.txt"], ["N/A"])]
+    more = BRIGHT_EXAMPLES + [bright_example("2", "Where is ATP made?", ["biology/Mitochondria_0.txt"],
+                                             ["biology/Mitochondria.txt"], ["N/A"])]
     copies = {"main": write_bright(tmp_path / "main"), "0f3c2a1": write_bright(tmp_path / "0f3c2a1", examples=more)}
     real, asked = datasets.load_dataset, []
 
@@ -498,7 +505,8 @@ def test_spec_stdlib_docs():
     assert len(set(ds.doc_ids)) == len(ds.doc_ids)
 
 
-@pytest.mark.parametrize("spec", ["no-such-folder", "mystery:thing", "bright:", "jsonl:", "beir:", "jsonl:a.jsonl,b.jsonl,c.tsv,d.tsv"])
+@pytest.mark.parametrize("spec", ["no-such-folder", "mystery:thing", "bright:", "jsonl:", "beir:",
+                                  "jsonl:a.jsonl,b.jsonl,c.tsv,d.tsv"])
 def test_bad_spec(spec):
     with pytest.raises(DataError) as err:
         load_dataset(spec)
@@ -530,8 +538,9 @@ def test_bright_from_an_unreachable_hub_is_one_line(capsys, tmp_path):
     HF_HUB_OFFLINE=1, which datasets meets exactly as an unreachable hub: ConnectionError, no cached copy.)"""
     from garen_infer.doors.cli import main
 
-    with pytest.raises(DataError, match=r"^bright:biology: cannot load nobody/no-such-bright \(documents\) from the Hugging Face hub: .*"
-                                        r"or name a local copy: bright:biology@<folder>$"):
+    with pytest.raises(DataError,
+                       match=r"^bright:biology: cannot load nobody/no-such-bright \(documents\) from the "
+                             r"Hugging Face hub: .*or name a local copy: bright:biology@<folder>$"):
         load_bright("biology", source="nobody/no-such-bright")
     code = main(["index", "--dataset", "bright:biology@nobody/no-such-bright", "--out", str(tmp_path / "idx")])
     err = one_error_line(capsys, "garen-infer index")

@@ -11,9 +11,11 @@ from garen_infer.data.r2med import load_r2med
 from garen_infer.data.spec import load_dataset, load_judgments
 from garen_infer.errors import GarenError
 
-CORPUS = [{"id": "d1", "text": " Anaemia from iron deficiency. "}, {"id": "d2", "text": "Vitamin B12 and nerve damage."},
+CORPUS = [{"id": "d1", "text": " Anaemia from iron deficiency. "},
+          {"id": "d2", "text": "Vitamin B12 and nerve damage."},
           {"id": "d3", "text": "Thyroid hormone and metabolism."}]
-QUERIES = [{"id": "q1", "text": "Fatigue, pale skin, brittle nails: what deficiency?"}, {"id": "q2", "text": "Tingling feet in a vegan."}]
+QUERIES = [{"id": "q1", "text": "Fatigue, pale skin, brittle nails: what deficiency?"},
+           {"id": "q2", "text": "Tingling feet in a vegan."}]
 QRELS = [{"q_id": "q1", "p_id": "d1", "score": 1}, {"q_id": "q2", "p_id": "d2", "score": 1}]
 
 

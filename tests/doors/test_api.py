@@ -26,11 +26,15 @@ def trec_rows(path: Path) -> list[tuple[str, str, int, float]]:
 
 
 def frame_rows(frame) -> list[tuple[str, str, int, float]]:
-    return [(q, d, int(r) + 1, float(s)) for q, d, r, s in frame[["qid", "docno", "rank", "score"]].itertuples(index=False)]
+    return [
+        (q, d, int(r) + 1, float(s))
+        for q, d, r, s in frame[["qid", "docno", "rank", "score"]].itertuples(index=False)
+    ]
 
 
 @pytest.mark.parametrize("method", ["bm25", "rerank", "slidegar", "garen"])
-def test_search_gives_the_rankings_of_garen_infer_run(method, tiny_dataset, tiny_index, beir_dir, request, tmp_path, capsys):
+def test_search_gives_the_rankings_of_garen_infer_run(method, tiny_dataset, tiny_index, beir_dir, request,
+                                                      tmp_path, capsys):
     folder = request.getfixturevalue("full_index") if method == "garen" else tiny_index
     cache = tmp_path / "responses.sqlite"
     assert main(["run", "--dataset", str(beir_dir), "--index", str(folder.path), "--method", method, "--budget", "8",
@@ -45,18 +49,23 @@ def test_search_gives_the_rankings_of_garen_infer_run(method, tiny_dataset, tiny
     assert "py2" not in set(found[found.qid == "q3"].docno)
 
     ledger = retriever.ledger.set_index("qid")
-    trace = {r["qid"]: r["ledger"] for r in map(json.loads, (tmp_path / "run" / "trace.jsonl").read_text().splitlines())}
+    trace = {r["qid"]: r["ledger"] for r in map(json.loads,
+                                                (tmp_path / "run" / "trace.jsonl").read_text().splitlines())}
     assert sorted(ledger.index) == sorted(trace)
     for qid, cost in trace.items():
         assert ledger.loc[qid, "budget_used"] == cost["budget_used"] and ledger.loc[qid, "requests"] == cost["requests"]
 
 
-def test_search_reads_the_response_cache_garen_infer_run_wrote(tiny_index, tiny_dataset, beir_dir, tiny_model_dir, tmp_path, capsys):
-    reranker = {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt", "max_words": 20,
+def test_search_reads_the_response_cache_garen_infer_run_wrote(tiny_index, tiny_dataset, beir_dir,
+                                                               tiny_model_dir, tmp_path, capsys):
+    reranker = {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt",
+                "max_words": 20,
                 "sampling": {"max_tokens": 8}}
     cache = tmp_path / "responses.sqlite"
-    assert main(["run", "--dataset", str(beir_dir), "--index", str(tiny_index.path), "--method", "rerank", "--budget", "6",
-                 "--limit", "2", "--set", f"models.reranker={json.dumps(reranker)}", "--out", str(tmp_path / "run"), "--cache", str(cache)]) == 0
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(tiny_index.path), "--method", "rerank",
+                 "--budget", "6",
+                 "--limit", "2", "--set", f"models.reranker={json.dumps(reranker)}", "--out",
+                 str(tmp_path / "run"), "--cache", str(cache)]) == 0
     capsys.readouterr()
     trace = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
     assert all(r["ledger"]["model_calls"] > 0 for r in trace)  # the run asked the model
@@ -71,7 +80,8 @@ def test_search_reads_the_response_cache_garen_infer_run_wrote(tiny_index, tiny_
 
 def test_a_query_of_ones_own_and_overrides(tiny_index, tiny_dataset, tmp_path):
     index = gi.Index.open(tiny_index.path, tiny_dataset)
-    narrow = gi.Retriever(index, "rerank", budget=4, overrides={"methods.rerank.window": 2, "methods.rerank.stride": 1}, cache=False)
+    narrow = gi.Retriever(index, "rerank", budget=4,
+                          overrides={"methods.rerank.window": 2, "methods.rerank.stride": 1}, cache=False)
     assert narrow.config.options.window == 2
     found = narrow.search({"mine": "lava flowing from a volcano"})
     assert set(found.qid) == {"mine"} and list(found["rank"]) == list(range(len(found)))
@@ -100,7 +110,8 @@ def test_run_writes_the_cli_run_folder(tiny_index, tiny_dataset, tmp_path):
 
 
 def test_index_build_is_garen_infer_index(beir_dir, tmp_path):
-    index = gi.Index.build(str(beir_dir), tmp_path / "idx", overrides={"index": {"bm25": {"variant": "bm25s"}}}, log=lambda m: None)
+    index = gi.Index.build(str(beir_dir), tmp_path / "idx",
+                           overrides={"index": {"bm25": {"variant": "bm25s"}}}, log=lambda m: None)
     assert index.stages == ["bm25"] and index.folder.manifest["corpus"]["doc_count"] == 12
     assert len(index.topics()) == 4 and set(index.qrels().columns) == {"qid", "docno", "label"}
 
@@ -114,7 +125,8 @@ def refused(call):
 @pytest.mark.parametrize("call, words", [
     (lambda index: gi.Retriever(index, "nope"), "unknown method 'nope'"),
     (lambda index: gi.Retriever(index, "rerank", budget=0), "invalid setting Retriever.budget=0"),
-    (lambda index: gi.Retriever(index, "rerank", overrides={"methods.rerank.windw": 3}), "methods.rerank.windw: no such option"),
+    (lambda index: gi.Retriever(index, "rerank", overrides={"methods.rerank.windw": 3}),
+     "methods.rerank.windw: no such option"),
     (lambda index: gi.Retriever(index, "rerank", preset="no-such-preset"), "no preset 'no-such-preset'"),
     (lambda index: gi.Retriever(index, "bm25", cache=3), "cache: expected None"),
     (lambda index: gi.Retriever(index, "bm25", cache=False).search({}), "no queries to search"),
@@ -130,7 +142,9 @@ def test_refusals_are_one_line_garen_errors_raised_from_the_call(call, words, ti
     assert words in message and "\n" not in message
     # raised from the API's entry point, not from deep inside the layers below it
     deepest = traceback.extract_tb(info.value.__traceback__)[-1]
-    assert Path(deepest.filename) == REPO / "garen_infer" / "doors" / "api.py", traceback.format_tb(info.value.__traceback__)
+    assert Path(deepest.filename) == REPO / "garen_infer" / "doors" / "api.py", traceback.format_tb(
+        info.value.__traceback__
+    )
 
 
 def test_rerank_refuses_documents_of_another_corpus(tiny_index, tiny_dataset):
@@ -153,13 +167,15 @@ def test_index_open_refusals(tiny_index, tiny_dataset, tmp_path, beir_dir):
 def test_an_index_folder_deleted_after_open_is_a_garen_error(beir_dir, tmp_path):
     import shutil
 
-    index = gi.Index.build(str(beir_dir), tmp_path / "idx", overrides={"index": {"bm25": {"variant": "bm25s"}}}, log=lambda m: None)
+    index = gi.Index.build(str(beir_dir), tmp_path / "idx",
+                           overrides={"index": {"bm25": {"variant": "bm25s"}}}, log=lambda m: None)
     retriever = gi.Retriever(index, "bm25", cache=False)
     assert len(retriever.search({"q": "lava"})) > 0
     shutil.rmtree(tmp_path / "idx")
-    for call in (lambda: retriever.search({"q": "lava"}), lambda: gi.Retriever(index, "bm25", cache=False).run(tmp_path / "run")):
-        assert str(refused(call).value) == (f"{tmp_path / 'idx'}: the index folder is gone (deleted or moved since Index.open); "
-                                            f"build it or open it again where it is now")
+    for call in (lambda: retriever.search({"q": "lava"}),
+                 lambda: gi.Retriever(index, "bm25", cache=False).run(tmp_path / "run")):
+        assert str(refused(call).value) == (f"{tmp_path / 'idx'}: the index folder is gone (deleted or moved "
+                                            f"since Index.open); build it or open it again where it is now")
 
 
 def test_storage_failures_are_garen_errors(tiny_index, tiny_dataset, tmp_path, monkeypatch):
@@ -181,7 +197,9 @@ def test_import_garen_infer_stays_cheap():
     heavy = ("('pandas', 'numpy', 'torch', 'garen_infer.doors.api', 'garen_infer.running.runner', "
              "'garen_infer.running.session')")
     code = f"import sys, garen_infer; print(sorted(m for m in {heavy} if m in sys.modules))"
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout.strip()
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    ).stdout.strip()
     assert loaded == "[]"
 
 
@@ -205,10 +223,14 @@ def test_an_empty_document_names_the_argument_that_keeps_it(tmp_path):
     folder = write_beir(tmp_path / "empty", docs=[*DOCS[:3], ("blank", "", "")], queries=QUERIES[:1], qrels=QRELS[:1])
 
     def build(**options):
-        return gi.Index.build(f"beir:{folder}", tmp_path / "idx", overrides={"index": {"bm25": {}}}, log=lambda m: None, **options)
+        return gi.Index.build(f"beir:{folder}", tmp_path / "idx", overrides={"index": {"bm25": {}}},
+                              log=lambda m: None, **options)
 
     message = str(refused(build).value)
-    assert "empty (and so is 'title'); pass allow_empty_docs=True to keep such documents" in message and "--allow" not in message
+    assert (
+        "empty (and so is 'title'); pass allow_empty_docs=True to keep such documents" in message
+        and "--allow" not in message
+    )
     assert "blank" in build(allow_empty_docs=True).dataset.doc_index
 
 

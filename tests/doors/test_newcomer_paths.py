@@ -24,7 +24,9 @@ def test_a_run_refuses_a_folder_that_holds_other_files(tmp_path):
     from garen_infer.storage.writer_lock import writer_lock
 
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(GarenError, match="is not a run folder and is not empty \\(it holds notes.txt\\); choose a new or empty --out"):
+    with pytest.raises(GarenError,
+                       match="is not a run folder and is not empty \\(it holds notes.txt\\); choose a new or "
+                       "empty --out"):
         with writer_lock(tmp_path, "run folder"):
             pass
     (tmp_path / "notes.txt").unlink()
@@ -51,8 +53,9 @@ def test_a_json_error_is_given_whole_with_what_to_do(tmp_path):
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"id": "d1", "text": "a\ttab"}\n')
-    with pytest.raises(DataError, match=r"line 1: not valid JSON \(Invalid control character at column 24: a raw tab or line "
-                                        r"break inside a string; write it as \\t or \\n\)"):
+    with pytest.raises(DataError,
+                       match=r"line 1: not valid JSON \(Invalid control character at column 24: a raw tab or line "
+                             r"break inside a string; write it as \\t or \\n\)"):
         load_jsonl(corpus)
 
 
@@ -63,5 +66,6 @@ def test_an_index_of_another_corpus_advises_another_folder(tiny_index, tmp_path)
     from garen_infer.errors import GarenError
 
     (tmp_path / "corpus.jsonl").write_text('{"id": "x", "text": "another corpus"}\n')
-    with pytest.raises(GarenError, match="index this dataset into another folder \\('garen-infer index --out <a new folder>'\\)"):
+    with pytest.raises(GarenError,
+                       match="index this dataset into another folder \\('garen-infer index --out <a new folder>'\\)"):
         tiny_index.check_corpus(load_jsonl(tmp_path / "corpus.jsonl"))

@@ -24,10 +24,12 @@ def index(full_index, tiny_dataset):
 
 
 def cli_ndcg(method: str, beir_dir, index_path, out, capsys) -> dict:
-    assert main(["run", "--dataset", str(beir_dir), "--index", str(index_path), "--method", method, "--budget", str(BUDGET),
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index_path), "--method", method,
+                 "--budget", str(BUDGET),
                  "--out", str(out), "--no-cache"]) == 0
     capsys.readouterr()
-    assert main(["eval", "--dataset", str(beir_dir), "--run", str(out / "run.trec"), "--measures", "nDCG@10", "R@100"]) == 0
+    assert main(["eval", "--dataset", str(beir_dir), "--run", str(out / "run.trec"), "--measures", "nDCG@10",
+                 "R@100"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -53,13 +55,16 @@ def test_experiment_equals_garen_infer_eval(index, beir_dir, tmp_path, capsys):
 def test_experiment_over_some_topics_equals_eval_judged_in_run(index, beir_dir, tmp_path, capsys):
     """pt.Experiment averages over the topics it is given; eval's default averages over every judged query (the
     others scoring 0), so a run of the first two topics equals eval --judged-in-run, and not eval's default."""
-    table = pt.Experiment([BM25(index)], index.topics().head(2), index.qrels(), eval_metrics=[nDCG @ 10], names=["bm25"])
+    table = pt.Experiment([BM25(index)], index.topics().head(2), index.qrels(), eval_metrics=[nDCG @ 10],
+                          names=["bm25"])
     out = tmp_path / "bm25"
-    assert main(["run", "--dataset", str(beir_dir), "--index", str(index.path), "--method", "bm25", "--limit", "2", "--out", str(out)]) == 0
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index.path), "--method", "bm25", "--limit",
+                 "2", "--out", str(out)]) == 0
     scores = {}
     for flags in ([], ["--judged-in-run"]):
         capsys.readouterr()
-        assert main(["eval", "--dataset", str(beir_dir), "--run", str(out / "run.trec"), "--measures", "nDCG@10", *flags]) == 0
+        assert main(["eval", "--dataset", str(beir_dir), "--run", str(out / "run.trec"), "--measures",
+                     "nDCG@10", *flags]) == 0
         scores[tuple(flags)] = json.loads(capsys.readouterr().out)["nDCG@10"]
     assert table.loc[0, "nDCG@10"] == pytest.approx(scores[("--judged-in-run",)], abs=1e-12)
     assert scores[()] == pytest.approx(scores[("--judged-in-run",)] * 2 / 4)  # the two judged queries not run score 0
@@ -83,13 +88,15 @@ def test_results_carry_bm25s_scores_and_the_reranker_s(index, full_index, tiny_d
 
 
 def test_a_first_stage_from_elsewhere_is_the_one_used(index):
-    given = pd.DataFrame({"qid": "q1", "query": "why do volcanoes erupt lava and ash", "docno": ["py4", "pho2", "vol3", "py1"],
+    given = pd.DataFrame({"qid": "q1", "query": "why do volcanoes erupt lava and ash",
+                          "docno": ["py4", "pho2", "vol3", "py1"],
                           "score": [4.0, 3.0, 2.0, 1.0], "rank": [0, 1, 2, 3]})
     topics = given[["qid", "query"]].drop_duplicates()
     kept = (pt.Transformer.from_df(given) >> BM25(index))(topics)
     assert list(kept.docno) == ["py4", "pho2", "vol3", "py1"] and list(kept["rank"]) == [0, 1, 2, 3]
     reranked = (pt.Transformer.from_df(given) >> Rerank(index, budget=4, cache=False))(topics)
-    assert set(reranked.docno) == {"py4", "pho2", "vol3", "py1"} and reranked.docno.iloc[0] == "vol3"  # the volcano first
+    # the volcano first
+    assert set(reranked.docno) == {"py4", "pho2", "vol3", "py1"} and reranked.docno.iloc[0] == "vol3"
     assert list(reranked.columns) == ["qid", "query", "docno", "score", "rank"]
 
 
@@ -111,7 +118,13 @@ def test_bm25_fed_a_result_frame_returns_its_order_with_its_scores(index):
 def test_transformers_follow_pyterrier_conventions(index):
     garen = GAREN(index, budget=BUDGET, cache=False)
     assert pt.inspect.transformer_outputs(garen, ["qid", "query"]) == ["qid", "query", "docno", "score", "rank"]
-    assert pt.inspect.transformer_outputs(garen, ["qid", "query", "docno", "score", "rank"]) == ["qid", "query", "docno", "score", "rank"]
+    assert pt.inspect.transformer_outputs(garen, ["qid", "query", "docno", "score", "rank"]) == [
+        "qid",
+        "query",
+        "docno",
+        "score",
+        "rank",
+    ]
     assert list(garen(pd.DataFrame(columns=["qid", "query"])).columns) == ["qid", "query", "docno", "score", "rank"]
     with pytest.raises(pt.validate.InputValidationError):
         garen(pd.DataFrame({"qid": ["q1"], "text": ["no query column"]}))

@@ -105,7 +105,8 @@ def test_the_shared_queries_are_those_every_run_folder_answered():
     dataset = Dataset("d", [], queries, {q.id: {"d1": 1} for q in queries})
     matrix = DatasetMatrix("d", "d", 1, 4, "idx", [], [])
     matrix.cells = [cell("a", {"q1", "q2", "q3", "q4"}), cell("b", {"q1", "q2", "q3"}), cell("c", {"q2", "q3", "q4"}),
-                    cell("trec", {"q1"}, external=True)]  # another system's file: scored over the set, never narrowing it
+                    # another system's file: scored over the set, never narrowing it
+                    cell("trec", {"q1"}, external=True)]
     assert shared_queries(matrix, dataset) == ["q2", "q3"]
     matrix.cells = [cell("a", {"q1"}), cell("b", {"q2"})]
     with pytest.raises(GarenError, match="no judged query is answered by every run folder"):

@@ -46,8 +46,10 @@ if not SKIP_REASON:
 # on an AMX Xeon the label_ids gap was 0.035 and greedy LoRA texts split after a few tokens. In fp32 the engines
 # differ by summation order only.
 ENGINE_DTYPE = "float32"
-ENGINE = {"dtype": ENGINE_DTYPE, "enforce_eager": True, "max_model_len": 2048, "engine_args": {"distributed_executor_backend": "uni"}}
-TOLERANCE = 0.01  # |ΔP(yes)| allowed between fp32 engines (measured maxima, printed by the tests, are about 1e-4 or below)
+ENGINE = {"dtype": ENGINE_DTYPE, "enforce_eager": True, "max_model_len": 2048,
+          "engine_args": {"distributed_executor_backend": "uni"}}
+# |ΔP(yes)| allowed between fp32 engines (measured maxima, printed by the tests, are about 1e-4 or below)
+TOLERANCE = 0.01
 # A greedy comparison covers the tokens where the reference's choice is clear: the top two next-token logprobs
 # differ by at least this much (fp32 engines differ by about 1e-4 in a logprob; a near-tie may flip either way).
 CLEAR_MARGIN = 0.05
@@ -98,9 +100,11 @@ def vllm_engine(model_dir: Path, **settings):
 
 # ---- prompts --------------------------------------------------------------------------------------------------
 PAIRS = [
-    ("what causes the seasons on earth", "Earth's seasons are caused by the tilt of its rotational axis relative to its orbit."),
+    ("what causes the seasons on earth",
+     "Earth's seasons are caused by the tilt of its rotational axis relative to its orbit."),
     ("what causes the seasons on earth", "The recipe calls for two cups of flour, one egg and a pinch of salt."),
-    ("python dictionary key lookup", "A Python dictionary maps keys to values; lookups by key take constant time on average."),
+    ("python dictionary key lookup",
+     "A Python dictionary maps keys to values; lookups by key take constant time on average."),
     ("python dictionary key lookup", "Basaltic lava flows from shield volcanoes move slowly downhill."),
     ("why do volcanoes erupt", "A volcano erupts when magma rises through the crust and escapes as lava, ash and gas."),
     ("why do volcanoes erupt", "Plants use chlorophyll to capture sunlight and make glucose."),
@@ -114,7 +118,9 @@ JSON_PREFIX = '{"answer": "'
 
 
 def plain_yes_no(query: str, doc: str) -> list[dict]:
-    return [{"role": "user", "content": f"Query: {query}\nDocument: {doc}\nIs the document relevant to the query? Answer yes or no, in lowercase."}]
+    return [{"role": "user",
+             "content": f"Query: {query}\nDocument: {doc}\nIs the document relevant to the query? Answer yes "
+             "or no, in lowercase."}]
 
 
 GEN_CHATS = [
@@ -161,7 +167,8 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
-GEMMA_FLAGS = ("--chat-template", str(CHAT_TEMPLATE), "--dtype", ENGINE_DTYPE, "--enforce-eager", "--max-model-len", "2048",
+GEMMA_FLAGS = ("--chat-template", str(CHAT_TEMPLATE), "--dtype", ENGINE_DTYPE, "--enforce-eager",
+               "--max-model-len", "2048",
                "--distributed-executor-backend", "uni")
 
 
@@ -169,7 +176,8 @@ class VllmServer:
     """`python scripts/vllm_cpu/vllm_cli.py serve` on 127.0.0.1 in its own process group; restartable on the
     same port, so a run folder's recorded base_url stays valid across a restart."""
 
-    def __init__(self, log_dir: Path, extra_args: list[str] | None = None, model: Path = GEMMA, served_name: str = SERVED_NAME,
+    def __init__(self, log_dir: Path, extra_args: list[str] | None = None, model: Path = GEMMA,
+                 served_name: str = SERVED_NAME,
                  engine_flags: tuple[str, ...] = GEMMA_FLAGS):
         self.model, self.served_name, self.engine_flags = model, served_name, list(engine_flags)
         self.port = free_port()
@@ -179,7 +187,8 @@ class VllmServer:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, str(SCRIPTS / "vllm_cli.py"), "serve", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
+            sys.executable, str(SCRIPTS / "vllm_cli.py"), "serve", str(self.model), "--host", "127.0.0.1",
+            "--port", str(self.port),
             "--served-model-name", self.served_name, *self.engine_flags, *self.extra_args,
         ]
 
@@ -190,7 +199,8 @@ class VllmServer:
         self.starts += 1
         log = open(self.log_dir / f"serve-{self.starts}.log", "w")
         began = time.time()
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ),
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True, env=dict(os.environ),
                                      preexec_fn=_die_with_parent)
         while time.time() - began < SERVER_READY_S:
             if self.proc.poll() is not None:

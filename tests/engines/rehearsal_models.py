@@ -67,7 +67,8 @@ For each function call, return a json object with function name and arguments wi
 {% endif %}{% endif %}"""
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]  # Qwen3: not special
+# Qwen3: not special
+ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 WORDS = (
     "yes no query document passage relevant rank search the a of and to in is that for with as on by this "
     "instruct judge whether meets requirements answer only can be note volcano lava magma plant sunlight python "
@@ -82,7 +83,8 @@ def _tokenizer(folder: Path, append_eos: bool):
     raw = Tokenizer(models.BPE())
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     raw.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     raw.train_from_iterator([WORDS] * 8, trainer=trainer)
     raw.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED])
@@ -90,7 +92,8 @@ def _tokenizer(folder: Path, append_eos: bool):
         eos = raw.token_to_id("<|endoftext|>")
         raw.post_processor = processors.TemplateProcessing(single="$A <|endoftext|>", pair="$A $B <|endoftext|>",
                                                            special_tokens=[("<|endoftext|>", eos)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>" if not append_eos else "<|endoftext|>",
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw,
+                                        eos_token="<|im_end|>" if not append_eos else "<|endoftext|>",
                                         pad_token="<|endoftext|>", bos_token=None)
     tokenizer.padding_side = "left"
     tokenizer.model_max_length = 131072
@@ -148,9 +151,13 @@ def _sentence_transformers_files(folder: Path, dim: int, pooling: str, max_seq_l
     (folder / "1_Pooling").mkdir(exist_ok=True)
     modes = {f"pooling_mode_{m}_token" if m == "cls" else f"pooling_mode_{m}": m == pooling
              for m in ("cls", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken")}
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": dim, **modes}, indent=2), encoding="utf-8")
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": dim, **modes}, indent=2), encoding="utf-8"
+    )
     (folder / "2_Normalize").mkdir(exist_ok=True)
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}), encoding="utf-8")
+    (folder / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}), encoding="utf-8"
+    )
 
 
 def build_qwen3_embedder(folder: Path, seed: int = 0) -> Path:

@@ -54,9 +54,12 @@ TRAINING_KEYS = {
     "trainer.precision": KEEP, "trainer.max_epochs": KEEP, "trainer.accumulate_grad_batches": KEEP,
     "trainer.gradient_clip_val": KEEP, "trainer.log_every_n_steps": KEEP,
     "trainer.default_root_dir": "test folder",
-    "trainer.logger.0.class_path": KEEP, "trainer.logger.0.init_args.save_dir": "test folder", "trainer.logger.0.init_args.name": KEEP,
-    "trainer.logger.1.class_path": KEEP, "trainer.logger.1.init_args.save_dir": "test folder", "trainer.logger.1.init_args.name": KEEP,
-    "trainer.callbacks.0.class_path": KEEP, "trainer.callbacks.0.init_args.monitor": KEEP, "trainer.callbacks.0.init_args.mode": KEEP,
+    "trainer.logger.0.class_path": KEEP, "trainer.logger.0.init_args.save_dir": "test folder",
+    "trainer.logger.0.init_args.name": KEEP,
+    "trainer.logger.1.class_path": KEEP, "trainer.logger.1.init_args.save_dir": "test folder",
+    "trainer.logger.1.init_args.name": KEEP,
+    "trainer.callbacks.0.class_path": KEEP, "trainer.callbacks.0.init_args.monitor": KEEP,
+    "trainer.callbacks.0.init_args.mode": KEEP,
     "trainer.callbacks.0.init_args.save_last": KEEP, "trainer.callbacks.0.init_args.filename": KEEP,
     "trainer.callbacks.1.class_path": KEEP, "trainer.callbacks.1.init_args.logging_interval": KEEP,
     "model.class_path": KEEP, "model.init_args.model": "stand-in",
@@ -64,7 +67,8 @@ TRAINING_KEYS = {
     "model.init_args.prompt_text": KEEP, "model.init_args.max_length": KEEP, "model.init_args.lora_r": KEEP,
     "model.init_args.lora_alpha": KEEP, "model.init_args.lora_dropout": KEEP, "model.init_args.target_modules": KEEP,
     "model.init_args.gradient_checkpointing": KEEP,
-    "model.init_args.objective.loss": KEEP, "model.init_args.objective.pointwise_weight": KEEP, "model.init_args.objective.lr": KEEP,
+    "model.init_args.objective.loss": KEEP, "model.init_args.objective.pointwise_weight": KEEP,
+    "model.init_args.objective.lr": KEEP,
     "model.init_args.objective.warmup_ratio": KEEP, "model.init_args.objective.recall_at": KEEP,
     "data.class_path": KEEP, "data.init_args.path": "tiny mined pairs", "data.init_args.val_fraction": KEEP,
     "data.init_args.seed": KEEP, "data.init_args.list_size": KEEP, "data.init_args.batch_size": KEEP,
@@ -89,7 +93,11 @@ def unknown_fields(preset: dict) -> list[str]:
     """Fields of an inference preset that the tables above do not cover (empty: the rehearsal runs all of it)."""
     problems = [f"{key}: a top-level section the rehearsal does not run" for key in preset if key not in SECTIONS]
     for path, spec in model_specs(preset):
-        problems += [f"{path}.{key}: a model setting the rehearsal does not know" for key in spec if key not in SPEC_KEYS]
+        problems += [
+            f"{path}.{key}: a model setting the rehearsal does not know"
+            for key in spec
+            if key not in SPEC_KEYS
+        ]
         model = spec["model"]
         if model not in STAND_INS and model not in SERVED:
             problems.append(f"{path}.model={model}: no tiny stand-in for this model")

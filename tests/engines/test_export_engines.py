@@ -48,8 +48,10 @@ def export(chat_model_dir, tmp_path_factory):
     """(export folder, the module's own fp32 P(yes) on the navigator prompts), built by export_builder.py in a
     process of its own (the training module's gigabytes never enter this one)."""
     out = tmp_path_factory.mktemp("export") / "navigator"
-    builder = [sys.executable, str(Path(__file__).with_name("export_builder.py")), str(chat_model_dir), str(out), json.dumps(PAIRS), ENGINE_DTYPE]
-    done = subprocess.run(builder, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=1800)
+    builder = [sys.executable, str(Path(__file__).with_name("export_builder.py")), str(chat_model_dir),
+               str(out), json.dumps(PAIRS), ENGINE_DTYPE]
+    done = subprocess.run(builder, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=1800)
     if done.returncode != 0:
         pytest.fail(f"export_builder.py exited {done.returncode}:\n{done.stderr[-4000:]}")
     return out, json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
@@ -69,7 +71,8 @@ def test_vllm_scores_an_export_as_transformers_does(export, chat_model_dir, part
     from garen_infer.llm.backends.vllm_backend import VllmBackend
 
     out, expected = export
-    where = {"model": str(out / "merged")} if part == "merged" else {"model": str(chat_model_dir), "lora": str(out / "adapter")}
+    where = {"model": str(out / "merged")} if part == "merged" else {"model": str(chat_model_dir),
+                                                                     "lora": str(out / "adapter")}
     chats = [yes_no(q, d) for q, d in PAIRS]
     served = VllmBackend(**where, yes_no_logprobs="label_ids", **ENGINE)
     try:
@@ -90,10 +93,12 @@ def test_vllm_serve_with_the_adapter_scores_as_offline_vllm(export, chat_model_d
     out, _ = export
     chats = [plain_yes_no(q, d) for q, d in PAIRS]  # Gemma (a base model) lists both labels after this cue
     # the server first: its memory goes back when it stops, a closed in-process engine's would stay beside it
-    server = VllmServer(tmp_path, extra_args=["--enable-lora", "--max-lora-rank", "8", "--lora-modules", f"{SERVED_ADAPTER}={out / 'adapter'}"])
+    server = VllmServer(tmp_path, extra_args=["--enable-lora", "--max-lora-rank", "8", "--lora-modules",
+                                              f"{SERVED_ADAPTER}={out / 'adapter'}"])
     try:
         server.start()
-        client = OpenAIBackend(SERVED_ADAPTER, base_url=server.base_url, api_key_env=None, concurrency=4, max_retries=1, timeout=120)
+        client = OpenAIBackend(SERVED_ADAPTER, base_url=server.base_url, api_key_env=None, concurrency=4,
+                               max_retries=1, timeout=120)
         remote = _scores(client, chats, JSON_PREFIX)
     finally:
         server.stop()

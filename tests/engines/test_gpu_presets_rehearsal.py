@@ -3,7 +3,8 @@ runs as its file says (rehearsal_presets.py lists the only changes: tiny models 
 fields a CPU cannot honour), through the commands a user types, each in its own process:
 
 - ``garen-infer index`` with every stage the preset defines;
-- ``garen-infer run`` for every method the preset serves, on the tiny corpus's four judged queries (as a local BRIGHT biology copy);
+- ``garen-infer run`` for every method the preset serves, on the tiny corpus's four judged queries (as a local
+  BRIGHT biology copy);
 - the same run again into another folder with the same response cache: 0 model calls, a byte-identical run
   file (once per method, by the first preset that serves it);
 - for gpu-qwen3-navigator: ``garen-train fit`` on CPU, ``garen-train export``, and ``garen-infer run --method
@@ -47,17 +48,20 @@ SCORE_TOLERANCE = 1e-4  # |dP(yes)| between the fp32 module and vLLM fp32; measu
 # slate's JSON parses, RARG's agent ranks in its final answer. The stand-ins answer with EOS at once, so these
 # finish with empty rankings, as they would with any model that never answers in format.
 RANKED_BY_THE_MODEL_ALONE = {"lattice", "rarg", "rarg+", "rarg++"}
-SERVED_FLAGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "32768")  # room for lattice-paper's 16,384 answer tokens
+# room for lattice-paper's 16,384 answer tokens
+SERVED_FLAGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "32768")
 
 
 # ---- the commands ---------------------------------------------------------------------------------------------
 def command(tool: str, *args, env: dict) -> subprocess.CompletedProcess:
     """``garen-infer``/``garen-train`` ARGS in a fresh process; fails the test with the tail of its log."""
     started, cpu = time.time(), _children_cpu_seconds()
-    done = subprocess.run([sys.executable, "-m", tool, *map(str, args)], cwd=REPO, env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", tool, *map(str, args)], cwd=REPO, env=env,
+                          capture_output=True, text=True,
                           timeout=COMMAND_TIMEOUT_S)
     method = args[list(args).index("--method") + 1] if "--method" in args else ""
-    print(f"[rehearsal] {time.time() - started:6.1f} s wall {_children_cpu_seconds() - cpu:6.1f} s CPU  {tool} {args[0]} {method}")
+    print(f"[rehearsal] {time.time() - started:6.1f} s wall {_children_cpu_seconds() - cpu:6.1f} s CPU  "
+          f"{tool} {args[0]} {method}")
     if done.returncode != 0:
         pytest.fail(f"{tool} {' '.join(map(str, args))} exited {done.returncode}:\n{done.stderr[-4000:]}")
     return done
@@ -86,7 +90,8 @@ def stand_ins(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> dict:
     caches = tmp_path_factory.mktemp("caches")
-    return {**os.environ, "PYTHONPATH": str(REPO), "GAREN_CACHE_DIR": str(caches / "garen"), "HF_DATASETS_CACHE": str(caches / "datasets"),
+    return {**os.environ, "PYTHONPATH": str(REPO), "GAREN_CACHE_DIR": str(caches / "garen"),
+            "HF_DATASETS_CACHE": str(caches / "datasets"),
             "GEMINI_API_KEY": "unused-by-a-local-server", "OMP_NUM_THREADS": "1"}
 
 
@@ -103,7 +108,8 @@ def dataset(tmp_path_factory) -> str:
     ids = {doc: f"{doc}.txt" for doc, _, _ in DOCS}
     documents = [{"id": ids[doc], "content": f"{title}\n{text}"} for doc, title, text in DOCS]
     gold = {q: [ids[d] for qq, d, _ in QRELS if qq == q] for q, _, _ in QUERIES}
-    examples = [{"id": q, "query": text, "gold_ids": gold[q], "gold_ids_long": gold[q], "excluded_ids": [ids[e] for e in excluded] or ["N/A"]}
+    examples = [{"id": q, "query": text, "gold_ids": gold[q], "gold_ids_long": gold[q],
+                 "excluded_ids": [ids[e] for e in excluded] or ["N/A"]}
                 for q, text, excluded in QUERIES]
     for config, rows in (("documents", documents), ("long_documents", documents), ("examples", examples)):
         (root / config).mkdir(parents=True)
@@ -116,7 +122,8 @@ def served_generator(stand_ins, tmp_path_factory):
     """The tiny generator behind `vllm serve` under the name lattice-paper's OpenAI-compatible specs ask for,
     stopped when the test that asked for it ends."""
     (name,) = presets.SERVED
-    server = VllmServer(tmp_path_factory.mktemp("served-logs"), model=stand_ins["generator"], served_name=name, engine_flags=SERVED_FLAGS)
+    server = VllmServer(tmp_path_factory.mktemp("served-logs"), model=stand_ins["generator"],
+                        served_name=name, engine_flags=SERVED_FLAGS)
     server.start()
     yield server
     server.stop()
@@ -181,7 +188,8 @@ def test_the_rehearsal_covers_every_field_of_every_preset():
     assert presets.rehearsal_training_job(yaml.safe_load(presets.TRAINING_JOB.read_text()), "m", "p", "r")
     drifted = presets.load("garen-paper")
     drifted["models"]["reranker"]["quantization"] = "fp8"
-    assert presets.unknown_fields(drifted) == ["models.reranker.quantization: a model setting the rehearsal does not know"]
+    assert presets.unknown_fields(drifted) == ["models.reranker.quantization: a model setting the rehearsal "
+                                               "does not know"]
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +223,9 @@ def test_preset_indexes_and_serves_every_method(name, preset_index, replayed, da
     base_url = request.getfixturevalue("served_generator").base_url if name == "lattice-paper" else None
     preset, path, index = preset_index(name, base_url)
     manifest = json.loads((index / "manifest.json").read_text())
-    assert set(preset["index"]) <= set(manifest["stages"]), f"stages not built: {set(preset['index']) - set(manifest['stages'])}"
+    assert set(preset["index"]) <= set(manifest["stages"]), (
+        f"stages not built: {set(preset['index']) - set(manifest['stages'])}"
+    )
     if "semantic_tree" in preset["index"]:
         assert command("garen_infer", "tree", "--index", index, env=env).stdout.strip()
     runs = tmp_path / "runs"
@@ -239,7 +249,8 @@ def trained_export(stand_ins, env, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("train")
     pairs = write_tiny_pairs(root / "pairs")
-    job = presets.rehearsal_training_job(yaml.safe_load(presets.TRAINING_JOB.read_text()), stand_ins["navigator"], pairs / "groups.jsonl", root / "logs")
+    job = presets.rehearsal_training_job(yaml.safe_load(presets.TRAINING_JOB.read_text()),
+                                         stand_ins["navigator"], pairs / "groups.jsonl", root / "logs")
     config = root / "job.yaml"
     config.write_text(yaml.safe_dump(job, sort_keys=False), encoding="utf-8")
     command("garen_train", "fit", "--config", config, env=env)
@@ -278,8 +289,8 @@ def test_exported_navigator_runs_garen_as_trained(path, trained_export, preset_i
     assert served, "the navigator scored nothing"
     gaps = [min(abs(s - e) for e in expected) for s in served]
     layout_gap = min(abs(e - o) for e, o in zip(expected, other))
-    print(f"[rehearsal] export via {path}: {len(served)} navigator scores, max |dP(yes)| to the module {max(gaps):.2e}; "
-          f"the other layout moves every score by >= {layout_gap:.2e}")
+    print(f"[rehearsal] export via {path}: {len(served)} navigator scores, max |dP(yes)| to the module "
+          f"{max(gaps):.2e}; the other layout moves every score by >= {layout_gap:.2e}")
     assert max(gaps) <= SCORE_TOLERANCE
     assert layout_gap > 10 * SCORE_TOLERANCE  # the comparison would catch a prompt in the other layout
 

@@ -31,7 +31,12 @@ NOT_IMPORTED = {"ripgrep": "the rg binary the RARG agent runs"}
 def opt_in_distributions() -> set[str]:
     """What the opt-in extras bring (pyterrier, irds, ...: doors a GPU run does not need), not the faiss builds."""
     extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
-    return {canonicalize_name(Requirement(r).name) for name, reqs in extras.items() if name not in ("cpu", "gpu") for r in reqs}
+    return {
+        canonicalize_name(Requirement(r).name)
+        for name, reqs in extras.items()
+        if name not in ("cpu", "gpu")
+        for r in reqs
+    }
 
 
 def third_party_imports() -> set[str]:
@@ -63,10 +68,14 @@ def resolved(tmp_path_factory) -> dict:
          "-r", str(REPO / "requirements-gpu.txt"), f"{project}[gpu]"],
         capture_output=True, text=True, timeout=900,
     )
-    if done.returncode != 0 and any(s in done.stderr for s in ("connection", "Connection", "Name or service", "Temporary failure")):
+    if done.returncode != 0 and any(s in done.stderr for s in ("connection", "Connection", "Name or service",
+                                                               "Temporary failure")):
         pytest.skip(f"the package registry cannot be reached: {done.stderr.strip().splitlines()[-1]}")
     assert done.returncode == 0, done.stderr[-3000:]
-    return {canonicalize_name(item["metadata"]["name"]): item["metadata"] for item in json.loads(report.read_text())["install"]}
+    return {
+        canonicalize_name(item["metadata"]["name"]): item["metadata"]
+        for item in json.loads(report.read_text())["install"]
+    }
 
 
 def test_the_gpu_requirements_resolve_with_vllms_own_pins(resolved):

@@ -18,10 +18,13 @@ import pytest
 from .engine_support import REPO, SERVED_NAME
 
 DOCS = [
-    ("vol1", "Volcanic eruptions", "A volcano erupts when magma rises through the crust and escapes as lava, ash and gas."),
+    ("vol1", "Volcanic eruptions",
+     "A volcano erupts when magma rises through the crust and escapes as lava, ash and gas."),
     ("vol2", "Lava flows", "Basaltic lava flows from shield volcanoes such as Kilauea move slowly downhill."),
-    ("vol3", "Volcanic ash", "Ash clouds from explosive eruptions ground aircraft because glass particles melt in engines."),
-    ("pho1", "Photosynthesis", "Plants use chlorophyll to capture sunlight and turn carbon dioxide and water into glucose."),
+    ("vol3", "Volcanic ash",
+     "Ash clouds from explosive eruptions ground aircraft because glass particles melt in engines."),
+    ("pho1", "Photosynthesis",
+     "Plants use chlorophyll to capture sunlight and turn carbon dioxide and water into glucose."),
     ("pho2", "Chloroplasts", "Chloroplasts are the organelles in leaf cells where the light reactions take place."),
     ("pho3", "Leaf pigments", "Green chlorophyll masks the yellow carotenoids of leaves until autumn."),
     ("py1", "Python lists", "A Python list is a mutable sequence; append adds an item and sort orders items in place."),
@@ -42,10 +45,14 @@ KILL_AFTER = 2  # finished queries before the server is killed
 
 def _write_beir(folder: Path) -> Path:
     folder.mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": t, "text": x}) + "\n" for d, t, x in DOCS))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, "title": t, "text": x}) + "\n" for d, t, x in DOCS)
+    )
     (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": x}) + "\n" for q, x in QUERIES))
     (folder / "qrels").mkdir()
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in QRELS))
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in QRELS)
+    )
     return folder
 
 
@@ -66,7 +73,8 @@ def _preset(path: Path, base_url: str) -> Path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "garen_infer", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "garen_infer", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +116,10 @@ def test_server_going_away_keeps_finished_queries_and_a_rerun_completes(tiny, li
     assert first.returncode == 2
     assert KILL_AFTER <= len(saved) < len(QUERIES)
     assert f"server at {live_server.base_url} is not answering" in first.stderr
-    assert f"{len(saved)} of {len(QUERIES)} queries are saved in {trace}; run the same command again to resume" in first.stderr
+    assert (
+        f"{len(saved)} of {len(QUERIES)} queries are saved in {trace}; run the same command again to resume"
+        in first.stderr
+    )
     assert "Traceback" not in first.stderr
     assert not (out / "run.trec").exists()
 

@@ -81,7 +81,8 @@ def test_over_long_prompt_is_cut_to_fit_the_context(offline):
     """Unset, max_length follows max_model_len minus the answer's tokens; the cut is counted and the limit is in the
     backend id (so in every cache key)."""
     long_doc = " ".join(["the volcano erupted and ash covered the town"] * 400)  # ~3,600 tokens > 2,048
-    [answer] = offline.generate([[{"role": "user", "content": long_doc + "\nSummarise."}]], SamplingParams(max_tokens=4))
+    [answer] = offline.generate([[{"role": "user", "content": long_doc + "\nSummarise."}]],
+                                SamplingParams(max_tokens=4))
     assert 2048 - 4 - 1 <= answer.input_tokens <= 2048 - 4 and answer.truncated_tokens > 1000
     [score] = offline.score_yes_no([yes_no("volcano", long_doc)], QWEN3_ASSISTANT_PREFIX)
     assert score.input_tokens == 2048 - 1 and score.truncated_tokens > 1000

@@ -23,7 +23,8 @@ from .engine_support import (
     vllm_engine,
 )
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed in this environment (needed to write the adapter)")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None,
+                                reason="peft is not installed in this environment (needed to write the adapter)")
 
 GENERATION = SamplingParams(max_tokens=16)
 YES_NO_CHATS = [yes_no(q, d) for q, d in PAIRS]

@@ -10,7 +10,8 @@ from garen_infer.llm.types import SamplingParams
 
 
 def _agent_chats():
-    first = [{"role": "system", "content": system_prompt(10, True, False)}, {"role": "user", "content": USER_PROMPT.format(query="why do volcanoes erupt")}]
+    first = [{"role": "system", "content": system_prompt(10, True, False)},
+             {"role": "user", "content": USER_PROMPT.format(query="why do volcanoes erupt")}]
     call = ToolCall("embed_recall", {"scope_query": "why do volcanoes erupt"}, id="call_1_0")
     later = first + [assistant_message("", [call]), tool_message(call, "scopes/scope_1.txt -> why do volcanoes erupt")]
     return [first, later]
@@ -25,4 +26,6 @@ def test_tool_turns_equal_transformers(offline, transformers_backend):
         print(repr(a.text), a.extra["tool_calls"])
     assert [c.text for c in ours] == [c.text for c in ref]
     assert [c.extra["tool_calls"] for c in ours] == [c.extra["tool_calls"] for c in ref]
-    assert [c.input_tokens for c in ours] == [c.input_tokens for c in ref] and ours[1].input_tokens > ours[0].input_tokens
+    assert [c.input_tokens for c in ours] == [c.input_tokens for c in ref] and ours[1].input_tokens > ours[
+        0
+    ].input_tokens

@@ -24,12 +24,18 @@ def test_table7_prices_reproduce_its_costs(model, tokens_in, tokens_out, dollars
 
 def test_costs_per_role_and_per_run():
     models = {"reranker": {"backend": "vllm", "model": RERANKER}, "navigator": {"backend": "embedding"},
-              "judge": {"backend": "openai", "model": "x", "price": {"input_per_million": 1.0, "output_per_million": 2.0}}}
+              "judge": {"backend": "openai", "model": "x",
+                        "price": {"input_per_million": 1.0, "output_per_million": 2.0}}}
     prices = prices_for(models)
     assert set(prices) == {"reranker", "judge"} and prices["judge"] == TokenPrices(1.0, 2.0)
-    ledger = {"roles": {"reranker": {"input_tokens": 1_000_000, "output_tokens": 100_000}, "judge": {"input_tokens": 10, "output_tokens": 5}}}
+    ledger = {"roles": {"reranker": {"input_tokens": 1_000_000, "output_tokens": 100_000},
+                        "judge": {"input_tokens": 10, "output_tokens": 5}}}
     cost = query_cost(ledger, prices)
-    assert cost["reranker"] == pytest.approx(0.2) and cost["judge"] == pytest.approx(2e-5) and cost["total"] == pytest.approx(0.20002)
+    assert (
+        cost["reranker"] == pytest.approx(0.2)
+        and cost["judge"] == pytest.approx(2e-5)
+        and cost["total"] == pytest.approx(0.20002)
+    )
     assert mean_cost([ledger, {"roles": {}}], prices)["mean_cost_usd_total"] == pytest.approx(0.10001)
     assert mean_cost([ledger], {}) == {}
     with pytest.raises(Exception, match="input_per_million"):
@@ -49,8 +55,10 @@ def test_hit_at_100_by_hop_distance():
     far = reach(Chain(), first_stage, {22}, ranking=[0, 22])
     missed = reach(Chain(), first_stage, {21}, ranking=list(range(20)))
     assert far == {"min_hops": 3, "hit@100": True} and missed == {"min_hops": 2, "hit@100": False}
-    assert hit_by_hops([far, missed, None, {"min_hops": 3, "hit@100": False}, {"min_hops": None, "hit@100": False}]) == {
-        "2": {"queries": 1, "hit@100": 0.0}, "3": {"queries": 2, "hit@100": 0.5}, "none": {"queries": 1, "hit@100": 0.0}}
+    assert hit_by_hops([far, missed, None, {"min_hops": 3, "hit@100": False},
+                        {"min_hops": None, "hit@100": False}]) == {
+        "2": {"queries": 1, "hit@100": 0.0}, "3": {"queries": 2, "hit@100": 0.5},
+        "none": {"queries": 1, "hit@100": 0.0}}
 
 
 def test_a_run_reports_cost_and_reachability(tiny_dataset, tiny_index, tmp_path):
@@ -65,7 +73,8 @@ def test_a_run_reports_cost_and_reachability(tiny_dataset, tiny_index, tmp_path)
 
     config = RunConfig.build(method="rerank", budget=4, first_stage={"kind": "bm25", "depth": 3},
                        models={"reranker": {"backend": "vllm", "model": RERANKER}})
-    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=Roles(reranker=PricedReranker()), log=lambda *_: None)
+    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run",
+                      roles=Roles(reranker=PricedReranker()), log=lambda *_: None)
     calls = metrics["mean_requests"]
     assert metrics["mean_cost_usd_reranker"] == pytest.approx(calls * (1000 * 0.09 + 100 * 1.10) / 1e6)
     records = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
@@ -73,7 +82,8 @@ def test_a_run_reports_cost_and_reachability(tiny_dataset, tiny_index, tmp_path)
 
 
 def test_seeds_are_averaged():
-    models = {"reranker": {"backend": "vllm", "model": RERANKER, "sampling": {"temperature": 0.0}}, "navigator": {"backend": "embedding"}}
+    models = {"reranker": {"backend": "vllm", "model": RERANKER, "sampling": {"temperature": 0.0}},
+              "navigator": {"backend": "embedding"}}
     seeded = with_seed(models, 3)
     assert seeded["reranker"]["sampling"] == {"temperature": 0.0, "seed": 3} and "sampling" not in seeded["navigator"]
     assert "seed" not in models["reranker"]["sampling"]  # the preset is not changed
@@ -83,7 +93,8 @@ def test_seeds_are_averaged():
 
     def fake_run(dataset, index, config, out, **kwargs):
         seen.append((config.models["reranker"]["sampling"]["seed"], out.name))
-        return {"dataset": "d", "method": "m", "nDCG@10": 0.5 + 0.1 * len(seen), "queries": 3, "hit@100_by_min_hops": {}}
+        return {"dataset": "d", "method": "m", "nDCG@10": 0.5 + 0.1 * len(seen), "queries": 3,
+                "hit@100_by_min_hops": {}}
 
     import tempfile
 

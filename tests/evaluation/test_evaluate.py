@@ -1,5 +1,6 @@
 """The measures against numbers worked out by hand, not against other code: a run's metrics.json, ``garen-infer
-eval`` and the training metrics all come from ``garen_infer.evaluation.evaluate``, so comparing them with each other cannot
+eval`` and the training metrics all come from ``garen_infer.evaluation.evaluate``, so comparing them with each
+other cannot
 catch a mistake they share. nDCG is trec_eval's (and so BEIR's and BRIGHT's): gain = the relevance grade,
 discount = log2(rank + 1)."""
 

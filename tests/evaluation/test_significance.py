@@ -21,7 +21,9 @@ def test_t_test_is_scipys_paired_t_test():
     assert t == pytest.approx(expected.statistic, rel=1e-12) and p == pytest.approx(expected.pvalue, rel=1e-12)
     # a textbook case: differences 1, 2, 3, 4, 5 -> t = 3 / sqrt(2.5 / 5) = 4.2426, 4 degrees of freedom
     t, p = paired_t_test([2, 4, 6, 8, 10], [1, 2, 3, 4, 5])
-    assert t == pytest.approx(3 / np.sqrt(0.5)) and p == pytest.approx(ttest_rel([2, 4, 6, 8, 10], [1, 2, 3, 4, 5]).pvalue)
+    assert t == pytest.approx(3 / np.sqrt(0.5)) and p == pytest.approx(
+        ttest_rel([2, 4, 6, 8, 10], [1, 2, 3, 4, 5]).pvalue
+    )
 
 
 def test_identical_runs_are_not_different():

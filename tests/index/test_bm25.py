@@ -50,8 +50,10 @@ def bright_score_by_hand(query: str, doc_row: int) -> float:
     query_len = sum(query_terms.values())
     doc_terms = Counter(docs[doc_row])
     return sum(
-        lucene_weight(doc_terms[t], len(docs[doc_row]), df[t], n, avgdl) * lucene_weight(q_tf, query_len, df[t], n, avgdl)
-        for t, q_tf in query_terms.items() if t in doc_terms
+        lucene_weight(doc_terms[t], len(docs[doc_row]), df[t], n, avgdl)
+        * lucene_weight(q_tf, query_len, df[t], n, avgdl)
+        for t, q_tf in query_terms.items()
+        if t in doc_terms
     )
 
 
@@ -86,7 +88,9 @@ def test_bright_worked_example():
     idf_volcano, idf_ash = math.log(5) - math.log(2.5), math.log(5) - math.log(1.5)
     doc_norm = k1 * (1 - b + b * 3 / avgdl)  # dl = 3
     query_norm = k1 * (1 - b + b * 2 / avgdl)  # ql = 2
-    expected = (idf_volcano / (1 + doc_norm)) * (idf_volcano / (1 + query_norm)) + (idf_ash / (1 + doc_norm)) * (idf_ash / (1 + query_norm))
+    expected = (idf_volcano / (1 + doc_norm)) * (idf_volcano / (1 + query_norm)) + (
+        idf_ash / (1 + doc_norm)
+    ) * (idf_ash / (1 + query_norm))
     assert [len(t) for t in tokenize(BRIGHT_TEXTS, BRIGHT_BM25)] == [5, 3, 4, 4]
     hits = index.search(["volcano ash"], k=4)[0]
     assert hits[0][0] == 1

@@ -144,7 +144,9 @@ def test_a_resume_past_a_damaged_trace_line_redoes_only_its_query(tiny_dataset, 
     assert any(f"line {line_no + 1}: not a JSON record" in line for line in lines)
     assert "[run] resuming: 3 of 4 queries already finished" in lines
     assert (out / "trace.jsonl").read_text().splitlines()[line_no].startswith(f'{{"qid": "{damaged_qid}"')
-    assert {k: v for k, v in again.items() if "seconds" not in k} == {k: v for k, v in first.items() if "seconds" not in k}
+    assert {k: v for k, v in again.items() if "seconds" not in k} == {
+        k: v for k, v in first.items() if "seconds" not in k
+    }
 
 
 @pytest.mark.parametrize("config_text", [None, "{trunc", "[]"])
@@ -172,7 +174,8 @@ def test_a_folder_without_configuration_or_finished_queries_starts_afresh(tiny_d
 
 
 @pytest.mark.parametrize("queries, qrels", [([], {}), ([], {"q1": {"vol1": 1}})])
-def test_a_run_with_no_queries_is_refused_before_anything_is_written(tiny_dataset, tiny_index, tmp_path, queries, qrels):
+def test_a_run_with_no_queries_is_refused_before_anything_is_written(tiny_dataset, tiny_index, tmp_path,
+                                                                     queries, qrels):
     corpus_only = Dataset(tiny_dataset.name, tiny_dataset.documents, queries, qrels)
     with pytest.raises(GarenError, match="has no queries to run") as err:
         bm25_run(corpus_only, tiny_index, tmp_path / "run", [])
@@ -273,7 +276,8 @@ def test_a_file_size_limit_during_an_index_build_is_one_line(beir_dir, tmp_path)
     limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))  # noqa: E731
     done = subprocess.run([sys.executable, "-m", "garen_infer", "index", "--dataset", f"beir:{beir_dir}", "--preset",
                            str(tmp_path / "bm25.yaml"), "--out", str(tmp_path / "index")], capture_output=True,
-                          text=True, preexec_fn=limit, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+                          text=True, preexec_fn=limit, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          timeout=120)
     errors = [line for line in done.stderr.splitlines() if "error:" in line]
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(errors) == 1, done.stderr
     assert "allow larger files" in errors[0]

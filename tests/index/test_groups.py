@@ -55,7 +55,10 @@ def test_controls_have_the_requested_number_of_groups():
 
 
 def test_parse_summary_repairs_real_model_mistakes():
-    fenced = '```json\n{"detailed_fingerprints": [], "concept": "Hand hygiene", "summary": "WHO guidance on washing.",}\n```'
+    fenced = (
+        '```json\n{"detailed_fingerprints": [], "concept": "Hand hygiene", "summary": "WHO guidance on '
+        'washing.",}\n```'
+    )
     assert parse_summary(fenced) == {"concept": "Hand hygiene", "summary": "WHO guidance on washing."}
     truncated = '{"concept": "Kelvin equation", "summary": "Vapour pressure over curved interfaces'
     assert parse_summary(truncated)["concept"] == "Kelvin equation"
@@ -103,9 +106,11 @@ def test_llm_summaries_retry_then_give_up():
 
     texts = ["a doc", "b doc"]
     good = '{"concept": "Letters", "summary": "Documents about letters."}'
-    retried = dict(_llm_summaries(ScriptedGenerator(ScriptedBackend(["not json", good])), [0], [[0, 1]], texts, GroupParams()))
+    retried = dict(_llm_summaries(ScriptedGenerator(ScriptedBackend(["not json", good])), [0], [[0, 1]],
+                                  texts, GroupParams()))
     assert retried[0] == {"concept": "Letters", "summary": "Documents about letters."}
-    hopeless = dict(_llm_summaries(ScriptedGenerator(ScriptedBackend(["no"])), [0], [[0, 1]], texts, GroupParams(summary_retries=2)))
+    hopeless = dict(_llm_summaries(ScriptedGenerator(ScriptedBackend(["no"])), [0], [[0, 1]], texts,
+                                   GroupParams(summary_retries=2)))
     assert hopeless[0] is None  # the caller then uses the extractive summary and counts a fallback
 
 
@@ -118,10 +123,16 @@ def test_a_summary_cut_at_max_tokens_is_not_kept_but_asked_again_and_counted():
 
     class CutFirst(ScriptedBackend):
         def generate(self, chats, params):
-            return [Completion(c.text, finish_reason="length" if c.text == cut else "stop") for c in super().generate(chats, params)]
+            return [
+                Completion(c.text, finish_reason="length" if c.text == cut else "stop")
+                for c in super().generate(chats, params)
+            ]
 
     generator = ScriptedGenerator(CutFirst([cut, good]))
-    assert dict(_llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams()))[0]["summary"] == "Documents about lava flows."
+    assert (
+        dict(_llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams()))[0]["summary"]
+        == "Documents about lava flows."
+    )
     assert generator.problems == {"cut_at_max_tokens": 1}
     generator = ScriptedGenerator(CutFirst([cut]))
     assert dict(_llm_summaries(generator, [0], [[0, 1]], ["a", "b"], GroupParams(summary_retries=1)))[0] is None
@@ -131,7 +142,9 @@ def test_a_summary_cut_at_max_tokens_is_not_kept_but_asked_again_and_counted():
     assert generator.problems == {"unreadable": 1}
 
 
-def test_groups_stage_with_a_real_llm_summarizer_falls_back_and_resumes(tiny_dataset, tiny_index, tiny_model_dir, tmp_path, monkeypatch):
+def test_groups_stage_with_a_real_llm_summarizer_falls_back_and_resumes(
+    tiny_dataset, tiny_index, tiny_model_dir, tmp_path, monkeypatch
+):
     """The groups stage on the tiny corpus, summarised by a real (tiny, untrained) transformers model: its output
     is not JSON, so every group ends with the extractive fallback, counted in the manifest. A second build with a
     partial file already holding group 0 keeps that summary instead of asking again."""
@@ -144,7 +157,8 @@ def test_groups_stage_with_a_real_llm_summarizer_falls_back_and_resumes(tiny_dat
     monkeypatch.setenv("GAREN_CACHE_DIR", str(tmp_path / "cache"))
     folder = tmp_path / "index"
     shutil.copytree(tiny_index.path, folder)
-    summarizer = {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "sampling": {"max_tokens": 8}}
+    summarizer = {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu",
+                  "sampling": {"max_tokens": 8}}
     config = IndexConfig.from_dict({"groups": {"max_group_size": 4, "summarizer": summarizer, "summary_retries": 1}})
     built = IndexFolder.build(tiny_dataset, folder, config, log=lambda m: None)
     info = built.manifest["stages"]["groups"]["info"]
@@ -159,6 +173,7 @@ def test_groups_stage_with_a_real_llm_summarizer_falls_back_and_resumes(tiny_dat
 
     digest = hashlib.sha256(json.dumps(groups).encode()).hexdigest()[:12]
     partial = folder / f".groups.{digest}.partial.jsonl"
-    partial.write_text(json.dumps({"group": 0, "concept": "kept", "summary": "from the interrupted build", "summarizer": "earlier"}) + "\n")
+    partial.write_text(json.dumps({"group": 0, "concept": "kept", "summary": "from the interrupted build",
+                                   "summarizer": "earlier"}) + "\n")
     rebuilt = IndexFolder.build(tiny_dataset, folder, config, force=True, log=lambda m: None)
     assert rebuilt.groups().concepts[0] == "kept" and not partial.exists()

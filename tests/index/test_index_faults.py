@@ -1,6 +1,7 @@
 """``garen-infer index`` killed with SIGKILL inside each stage, then run again, gives byte-identical index files;
 a full disk or a read-only folder ends with one line and nothing half-written. Real processes throughout: the kill
-points are named in garen_infer/storage/faults.py (``GAREN_KILL_AT``), so each kill lands at the same place every time."""
+points are named in garen_infer/storage/faults.py (``GAREN_KILL_AT``), so each kill lands at the same place
+every time."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def stages_importing(vectors: Path) -> dict:
 def index_command(dataset: Path, stages: dict, out: Path, preset_dir: Path) -> list[str]:
     preset = preset_dir / f"preset-{abs(hash(json.dumps(stages, sort_keys=True)))}.yaml"
     preset.write_text(yaml.safe_dump({"index": stages}))
-    return [sys.executable, "-m", "garen_infer", "index", "--dataset", str(dataset), "--preset", str(preset), "--out", str(out)]
+    return [sys.executable, "-m", "garen_infer", "index", "--dataset", str(dataset), "--preset", str(preset),
+            "--out", str(out)]
 
 
 def run_index(command: list[str], kill_at: str | None = None, **popen) -> subprocess.CompletedProcess:
@@ -111,7 +113,9 @@ def test_a_build_killed_inside_a_stage_resumes_to_identical_files(point, beir_di
     assert_identical(tmp_path / "index", reference)
 
 
-def test_embedding_killed_between_chunks_resumes_and_loses_at_most_one_chunk(beir_dir, tiny_dataset, tmp_path, monkeypatch):
+def test_embedding_killed_between_chunks_resumes_and_loses_at_most_one_chunk(
+    beir_dir, tiny_dataset, tmp_path, monkeypatch
+):
     """The real encoder, four documents a chunk: killed after the second chunk, the rerun encodes the third only
     and writes the same bytes as a build that was never interrupted. (The killed build is a real process; the
     rerun and the uninterrupted build run here, where the model is loaded already.)"""
@@ -123,10 +127,12 @@ def test_embedding_killed_between_chunks_resumes_and_loses_at_most_one_chunk(bei
     killed = run_index(index_command(beir_dir, stages, tmp_path / "index", tmp_path), kill_at="embeddings:chunk#2")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     partial = sorted((tmp_path / "index").glob(".embeddings.*.partial/*.npy"))
-    assert [p.name for p in partial] == ["rows-000000000-000000004.npy", "rows-000000004-000000004.npy"]  # the kill came before the third chunk
+    # the kill came before the third chunk
+    assert [p.name for p in partial] == ["rows-000000000-000000004.npy", "rows-000000004-000000004.npy"]
     encoded = []
     encode = Embedder.encode_documents
-    monkeypatch.setattr(Embedder, "encode_documents", lambda self, texts, **kw: encoded.append(len(texts)) or encode(self, texts, **kw))
+    monkeypatch.setattr(Embedder, "encode_documents", lambda self, texts,
+                        **kw: encoded.append(len(texts)) or encode(self, texts, **kw))
     IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(stages), log=lambda *_: None)
     assert encoded == [4]  # the saved chunks are reused: only the lost one is encoded again
     IndexFolder.build(tiny_dataset, tmp_path / "whole", IndexConfig.from_dict(stages), log=lambda *_: None)
@@ -161,7 +167,11 @@ def test_writes_that_fail_end_with_one_line_and_resume(limit, beir_dir, vectors,
     failed = run_index(command, preexec_fn=_limit_file_size(limit))
     assert failed.returncode == 2, failed.stderr[-3000:]
     line = failed.stderr.strip().splitlines()[-1]
-    assert line.startswith("garen-infer index: error: ") and "File too large" in line and "nothing half-written" in line, failed.stderr
+    assert (
+        line.startswith("garen-infer index: error: ")
+        and "File too large" in line
+        and "nothing half-written" in line
+    ), failed.stderr
     assert "Traceback" not in failed.stderr
     assert_nothing_half_written(tmp_path / "index")
     again = run_index(command)
@@ -174,7 +184,9 @@ def _in_a_mount_namespace(script: str) -> subprocess.CompletedProcess | None:
     unprivileged user namespaces); None where that is not possible here."""
     if shutil.which("unshare") is None:
         return None
-    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt 2>/dev/null || mount -t tmpfs -o size=64k tmpfs /tmp"],
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c",
+                            "mount -t tmpfs -o size=64k tmpfs /mnt 2>/dev/null || mount -t tmpfs -o size=64k "
+                            "tmpfs /tmp"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
         return None
@@ -183,20 +195,26 @@ def _in_a_mount_namespace(script: str) -> subprocess.CompletedProcess | None:
     return subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=300)
 
 
-def _fill_then_grow(command: list[str], mount: Path, size: str, between: str, after: str) -> subprocess.CompletedProcess | None:
+def _fill_then_grow(
+    command: list[str], mount: Path, size: str, between: str, after: str
+) -> subprocess.CompletedProcess | None:
     """``command`` with ``mount`` a tmpfs of ``size``, then ``between`` (shell); then the tmpfs grows to 64 MiB and
     ``command`` runs again, then ``after``. None where no private mount namespace is possible."""
     mount.mkdir()
     quoted = " ".join(f"'{part}'" for part in command)
-    return _in_a_mount_namespace(f"mount -t tmpfs -o size={size} tmpfs '{mount}' && {quoted}; echo \"rc=$?\" >&2; {between}; "
-                                 f"mount -o remount,size=64m '{mount}' && {quoted} && {after}")
+    return _in_a_mount_namespace(f"mount -t tmpfs -o size={size} tmpfs '{mount}' && {quoted}; echo \"rc=$?\" "
+                                 f">&2; {between}; mount -o remount,size=64m '{mount}' && {quoted} && {after}")
 
 
 def test_a_full_tmpfs_ends_with_one_line_and_resumes_when_there_is_room(beir_dir, vectors, reference, tmp_path):
     """A real ENOSPC: the index folder on a 96 KiB tmpfs; then the tmpfs grows and the same command finishes."""
     mount = tmp_path / "disk"
-    check = f"'{sys.executable}' -c 'import sys; sys.path.insert(0, \"{REPO}\"); sys.path.insert(0, \"{REPO / 'tests' / 'index'}\"); " \
-            f"from test_index_faults import assert_nothing_half_written as a; from pathlib import Path; a(Path(\"{mount / 'index'}\"))'"
+    check = (
+        f"'{sys.executable}' -c 'import sys; sys.path.insert(0, \"{REPO}\"); sys.path.insert(0, "
+        f'"{REPO / "tests" / "index"}"); '
+        "from test_index_faults import assert_nothing_half_written as a; from pathlib import Path; "
+        f'a(Path("{mount / "index"}"))\''
+    )
     done = _fill_then_grow(index_command(beir_dir, stages_importing(vectors), mount / "index", tmp_path), mount, "96k",
                            f"{check} && echo checked >&2", f"cp -r '{mount / 'index'}' '{tmp_path / 'finished'}'")
     if done is None:
@@ -226,9 +244,11 @@ def test_a_disk_that_fills_while_embeddings_are_written_ends_with_one_line(stage
     lines = done.stderr.splitlines()
     assert "rc=2" in lines, done.stderr  # not 135 (SIGBUS)
     error = next(line for line in lines if line.startswith("garen-infer index: error: "))
-    assert error == (f"garen-infer index: error: {mount / 'index' / 'embeddings.npy'}: No space left on device; outputs are "
-                     "written under a temporary name and renamed when complete, so nothing half-written was kept: free some "
-                     "space and run the same command again"), done.stderr
+    assert error == (
+        f"garen-infer index: error: {mount / 'index' / 'embeddings.npy'}: No space left on device; outputs are "
+        "written under a temporary name and renamed when complete, so nothing half-written was "
+        "kept: free some space and run the same command again"
+    ), done.stderr
     listing = lines[lines.index("rc=2") + 1:]
     assert "embeddings.npy" not in listing and not [name for name in listing if ".tmp-" in name], done.stderr
     assert done.returncode == 0, done.stderr
@@ -241,14 +261,15 @@ def test_a_disk_that_fills_while_embeddings_are_written_ends_with_one_line(stage
 def test_a_read_only_folder_is_refused_in_one_line(beir_dir, vectors, tmp_path):
     mount = tmp_path / "ro"
     mount.mkdir()
-    command = " ".join(f"'{part}'" for part in index_command(beir_dir, stages_importing(vectors), mount / "index", tmp_path))
+    command = " ".join(f"'{part}'" for part in index_command(beir_dir, stages_importing(vectors),
+                                                             mount / "index", tmp_path))
     done = _in_a_mount_namespace(f"mount -t tmpfs -o ro tmpfs '{mount}' && {command}")
     if done is None:
         pytest.skip("no private mount namespace here (unshare -Urm and tmpfs)")
     assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == (f"garen-infer index: error: {mount / 'index'}: Read-only file system; outputs are written "
-                                   "under a temporary name and renamed when complete, so nothing half-written was kept: "
-                                   "choose a writable folder and run the same command again")
+    assert done.stderr.strip() == (f"garen-infer index: error: {mount / 'index'}: Read-only file system; "
+                                   "outputs are written under a temporary name and renamed when complete, so nothing "
+                                   "half-written was kept: choose a writable folder and run the same command again")
 
 
 def test_a_failed_atomic_write_keeps_the_old_file_and_names_it(tmp_path, monkeypatch):

@@ -39,7 +39,8 @@ def refusal(path, dataset=None) -> str:
 
 def test_every_stage_file_is_recorded_with_its_size_and_digest(index):
     recorded = manifest(index)
-    assert recorded["doc_ids"] == {"size": (index / "doc_ids.json").stat().st_size, "sha256": file_sha256(index / "doc_ids.json")}
+    assert recorded["doc_ids"] == {"size": (index / "doc_ids.json").stat().st_size,
+                                   "sha256": file_sha256(index / "doc_ids.json")}
     listed = {"doc_ids.json", "manifest.json", ".garen-writer.lock"}
     for name, entry in recorded["stages"].items():
         assert entry["files"] and len(entry["seal"]) == 64, name
@@ -60,8 +61,8 @@ def test_a_truncated_or_missing_stage_file_is_refused_on_open(rel, index, tiny_d
     size = (index / rel).stat().st_size
     with open(index / rel, "r+b") as handle:
         handle.truncate(size // 2)
-    assert refusal(index, tiny_dataset) == (f"{index}: damaged index: {rel} has {size // 2} bytes, not the {size} it was "
-                                            f"written with (stage '{stage}'); {REBUILD}")
+    assert refusal(index, tiny_dataset) == (f"{index}: damaged index: {rel} has {size // 2} bytes, not the "
+                                            f"{size} it was written with (stage '{stage}'); {REBUILD}")
     (index / rel).unlink()
     assert refusal(index) == f"{index}: damaged index: {rel} is missing (stage '{stage}'); {REBUILD}"
 
@@ -69,30 +70,39 @@ def test_a_truncated_or_missing_stage_file_is_refused_on_open(rel, index, tiny_d
 def test_a_damaged_file_is_one_line_from_the_command(index, beir_dir, tmp_path, capsys):
     with open(index / "knn_graph" / "edges.u32.np", "r+b") as handle:
         handle.truncate(10)
-    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "garen", "--out", str(tmp_path / "run")]) == 2
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "garen", "--out",
+                 str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"garen-infer run: error: {index}: damaged index: knn_graph/edges.u32.np has 10 bytes") and err.count("\n") == 1
+    assert err.startswith(f"garen-infer run: error: {index}: damaged index: knn_graph/edges.u32.np has 10 "
+                          "bytes") and err.count("\n") == 1
     (index / "doc_ids.json").unlink()
-    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out", str(tmp_path / "run")]) == 2
-    assert capsys.readouterr().err == f"garen-infer run: error: {index}: damaged index: doc_ids.json is missing; {REBUILD}\n"
+    assert main(["run", "--dataset", str(beir_dir), "--index", str(index), "--method", "bm25", "--out",
+                 str(tmp_path / "run")]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"garen-infer run: error: {index}: damaged index: doc_ids.json is missing; {REBUILD}\n"
+    )
 
 
 def test_a_hand_edited_stage_param_is_refused(index):
     edited = manifest(index)
     edited["stages"]["knn_graph"]["params"]["k"] = 8  # the graph on disk has 16 neighbours per document
     (index / "manifest.json").write_text(json.dumps(edited))
-    assert refusal(index) == (f"{index}: damaged index: the manifest entry of stage 'knn_graph' was edited after the stage "
-                              f"was built (its params or files no longer match its seal); {REBUILD}")
+    assert refusal(index) == (f"{index}: damaged index: the manifest entry of stage 'knn_graph' was edited "
+                              f"after the stage was built (its params or files no longer match its seal); {REBUILD}")
 
 
 def test_swapped_ids_in_doc_ids_json_are_refused(index, tiny_dataset, beir_dir, capsys):
     ids = json.loads((index / "doc_ids.json").read_text())
     ids[0], ids[1] = ids[1], ids[0]  # same bytes, same size: every row now names the other document
     (index / "doc_ids.json").write_text(json.dumps(ids))
-    assert refusal(index, tiny_dataset) == f"{index / 'doc_ids.json'}: the document ids are not the corpus's, in its order; {REBUILD}"
+    assert (
+        refusal(index, tiny_dataset)
+        == f"{index / 'doc_ids.json'}: the document ids are not the corpus's, in its order; {REBUILD}"
+    )
     assert main(["index", "--out", str(index), "--verify"]) == 2  # without the corpus, the digest still tells
-    assert capsys.readouterr().err == (f"garen-infer index: error: {index}: damaged index: doc_ids.json has other contents "
-                                       f"than it was written with (sha256 differs); {REBUILD}\n")
+    assert capsys.readouterr().err == (f"garen-infer index: error: {index}: damaged index: doc_ids.json has "
+                                       f"other contents than it was written with (sha256 differs); {REBUILD}\n")
 
 
 def test_verify_reads_every_byte(index, capsys):
@@ -105,9 +115,11 @@ def test_verify_reads_every_byte(index, capsys):
     np.save(index / "embeddings.npy", vectors)
     IndexFolder.open(index)  # the cheap checks pass
     assert main(["index", "--out", str(index), "--verify"]) == 2
-    assert capsys.readouterr().err == (f"garen-infer index: error: {index}: damaged index: embeddings.npy has other contents "
-                                       f"than it was written with (sha256 differs) (stage 'embeddings'); rebuild it with "
-                                       f"'garen-infer index --force' and the preset that built it\n")
+    assert capsys.readouterr().err == (
+        f"garen-infer index: error: {index}: damaged index: embeddings.npy "
+        "has other contents than it was written with (sha256 differs) (stage 'embeddings'); "
+        f"rebuild it with 'garen-infer index --force' and the preset that built it\n"
+    )
 
 
 def test_the_next_build_rebuilds_what_is_damaged(index, full_index, tiny_dataset):
@@ -118,9 +130,13 @@ def test_the_next_build_rebuilds_what_is_damaged(index, full_index, tiny_dataset
         handle.truncate(4)
     (index / "doc_ids.json").write_text("[]")
     logged = []
-    IndexFolder.build(tiny_dataset, index, IndexConfig.from_dict(load_preset("cpu-default")["index"]), log=logged.append)
-    assert "[index] knn_graph: building" in logged and "[index] groups: building" in logged  # and what was built from it
+    IndexFolder.build(tiny_dataset, index, IndexConfig.from_dict(load_preset("cpu-default")["index"]),
+                      log=logged.append)
+    # and what was built from it
+    assert "[index] knn_graph: building" in logged and "[index] groups: building" in logged
     assert "[index] bm25: already built with these params, kept" in logged
     rebuilt = IndexFolder.open(index, tiny_dataset)
     assert rebuilt.doc_ids == tiny_dataset.doc_ids
-    assert (index / "knn_graph" / "weights.f16.np").read_bytes() == (full_index.path / "knn_graph" / "weights.f16.np").read_bytes()
+    assert (index / "knn_graph" / "weights.f16.np").read_bytes() == (
+        full_index.path / "knn_graph" / "weights.f16.np"
+    ).read_bytes()

@@ -18,7 +18,8 @@ def test_the_embedding_model_is_released_once_its_stage_is_built(tiny_dataset, t
     folder = IndexFolder.build(tiny_dataset, tmp_path / "index", config, log=lambda *_: None)
     gc.collect()
     assert folder.has("knn_graph") and encoder() is None
-    assert folder.embedder.encode_queries(["volcano"]).shape == (1, folder.manifest["stages"]["embeddings"]["info"]["dim"])
+    assert folder.embedder.encode_queries(["volcano"]).shape == (1,
+                                                                 folder.manifest["stages"]["embeddings"]["info"]["dim"])
 
 
 def test_a_long_document_is_cut_before_tokenizing_to_the_same_vector():

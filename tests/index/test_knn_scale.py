@@ -17,7 +17,9 @@ from garen_infer.index.knn_graph import KnnGraph, KnnGraphParams, build_knn_grap
 def planted(n: int, dim: int = 32, cluster: int = 25, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((max(1, n // cluster), dim)).astype(np.float32)
-    vectors = centres[rng.integers(0, len(centres), n)] + rng.standard_normal((n, dim)).astype(np.float32) / math.sqrt(dim)
+    vectors = centres[rng.integers(0, len(centres), n)] + rng.standard_normal((n, dim)).astype(
+        np.float32
+    ) / math.sqrt(dim)
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -54,7 +56,11 @@ def test_ivf_above_the_threshold_reports_its_recall_and_is_deterministic():
     vectors = planted(4000, cluster=40)
     params = KnnGraphParams(k=8, exact_max_docs=1000, recall_sample=500, recall_target=0.95)
     graph, info = build_knn_graph(vectors, params)
-    assert info["search"] == "ivf" and info["nlist"] == min(round(4 * math.sqrt(4000)), 4000 // 39) and info["recall_sample"] == 500
+    assert (
+        info["search"] == "ivf"
+        and info["nlist"] == min(round(4 * math.sqrt(4000)), 4000 // 39)
+        and info["recall_sample"] == 500
+    )
     assert info["recall_at_k"] >= 0.95
     exact = KnnGraph.build(vectors, 8)  # the reported recall is the graph's own, measured independently here
     rows = np.random.default_rng(params.seed).choice(4000, 500, replace=False)

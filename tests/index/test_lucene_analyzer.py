@@ -12,7 +12,11 @@ from garen_infer.index.lexical.bm25 import BRIGHT_BM25, Bm25Index, tokenize
 from garen_infer.index.lexical.lucene_analyzer import english_tokens, standard_tokens
 from garen_infer.index.lexical.porter import porter_stem
 
-FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "lucene_english_tokens.json").read_text(encoding="utf-8"))
+FIXTURE = json.loads(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "lucene_english_tokens.json").read_text(
+        encoding="utf-8"
+    )
+)
 CASES = FIXTURE["cases"]
 
 

@@ -16,7 +16,8 @@ from garen_infer.index.tree.semantic_tree_stage import SemanticTreeParams
 
 
 def small_tree() -> SemanticTree:
-    return SemanticTree.from_built(BuiltNode("", "root", [BuiltNode("rocks: about rocks", "x", [0, 1]), 2]), {"construction": "hand"})
+    return SemanticTree.from_built(BuiltNode("", "root", [BuiltNode("rocks: about rocks", "x", [0, 1]), 2]),
+                                   {"construction": "hand"})
 
 
 def test_tree_numbering_shape_and_round_trip(tmp_path):
@@ -26,7 +27,8 @@ def test_tree_numbering_shape_and_round_trip(tmp_path):
     assert tree.meta["depth"] == 2 and tree.meta["fanout"] == {"min": 2, "max": 2, "mean": 2.0}
     tree.save(tmp_path, ["d0", "d1", "d2"])
     lines = [json.loads(line) for line in (tmp_path / "nodes.jsonl").read_text().splitlines()]
-    assert lines[1] == {"node": 1, "parent": 0, "depth": 1, "children": [2, 3], "desc": "rocks: about rocks", "source": "x"}
+    assert lines[1] == {"node": 1, "parent": 0, "depth": 1, "children": [2, 3], "desc": "rocks: about rocks",
+                        "source": "x"}
     assert lines[4] == {"node": 4, "parent": 0, "depth": 1, "doc": "d2"}
     loaded = SemanticTree.load(tmp_path, {"d0": 0, "d1": 1, "d2": 2})
     assert loaded.children == tree.children and loaded.row.tolist() == tree.row.tolist() and loaded.desc == tree.desc
@@ -65,13 +67,16 @@ def test_a_tree_file_out_of_pre_order_is_refused(tmp_path):
     root = json.loads(lines[0])
     root["children"] = [4, 1]  # the document before the subtree that precedes it in the file
     (tmp_path / "nodes.jsonl").write_text("\n".join([json.dumps(root)] + lines[1:]) + "\n")
-    with pytest.raises(GarenError, match=r"nodes.jsonl, line 1: node 0's children are not numbered in depth-first pre-order; rebuild"):
+    with pytest.raises(GarenError,
+                       match=r"nodes.jsonl, line 1: node 0's children are not numbered in depth-first "
+                       r"pre-order; rebuild"):
         SemanticTree.load(tmp_path, {"d0": 0, "d1": 1, "d2": 2})
 
 
 def test_outline_shows_the_top_levels():
     text = small_tree().outline(["d0", "d1", "d2"], max_depth=1)
-    assert text.splitlines()[1:] == ["[0] (root)  (2 children, 3 documents)", "  [1] rocks: about rocks  (2 children, 2 documents)", "  [4] doc d2"]
+    assert text.splitlines()[1:] == ["[0] (root)  (2 children, 3 documents)",
+                                     "  [1] rocks: about rocks  (2 children, 2 documents)", "  [4] doc d2"]
     assert "depth 2, fan-out 2-2" in text.splitlines()[0]
 
 
@@ -121,7 +126,8 @@ def test_top_down_with_a_generator_partitions_by_its_clusters(tiny_dataset, tiny
 
     params = SemanticTreeParams(construction="top-down", max_children=3, min_clusters=2)
     texts = [d.full_text for d in tiny_dataset.documents]
-    builder = TopDownBuilder(texts, tiny_index.embeddings, ScriptedGenerator(ScriptedTreeBackend()), params, log=lambda m: None)
+    builder = TopDownBuilder(texts, tiny_index.embeddings, ScriptedGenerator(ScriptedTreeBackend()), params,
+                             log=lambda m: None)
     root, levels = builder.build()
     tree = SemanticTree.from_built(root)
     check_tree(tree, 12, 3)
@@ -148,7 +154,8 @@ def test_top_down_falls_back_explicitly_when_the_generator_fails(tiny_dataset, t
 
     params = SemanticTreeParams(construction="top-down", max_children=3, min_clusters=2, retries=1)
     texts = [d.full_text for d in tiny_dataset.documents]
-    builder = TopDownBuilder(texts, tiny_index.embeddings, ScriptedGenerator(ScriptedTreeBackend(broken=True)), params, log=lambda m: None)
+    builder = TopDownBuilder(texts, tiny_index.embeddings,
+                             ScriptedGenerator(ScriptedTreeBackend(broken=True)), params, log=lambda m: None)
     root, levels = builder.build()
     tree = SemanticTree.from_built(root)
     check_tree(tree, 12, 3)

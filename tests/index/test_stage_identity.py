@@ -31,10 +31,12 @@ def test_lower_batch_and_chunk_sizes_keep_every_stage(full_index, tiny_dataset, 
     shutil.copytree(full_index.path, path)
     before = {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file() and p.name != "manifest.json"}
     logged = []
-    config = cpu_default_with(embeddings={"batch_size": 2, "chunk_size": 3}, groups={"batch_size": 1}, semantic_tree={"batch_size": 1})
+    config = cpu_default_with(embeddings={"batch_size": 2, "chunk_size": 3}, groups={"batch_size": 1},
+                              semantic_tree={"batch_size": 1})
     IndexFolder.build(tiny_dataset, path, config, log=logged.append)
     kept = {"embeddings": "batch_size, chunk_size", "groups": "batch_size", "semantic_tree": "batch_size"}
-    assert logged == [f"[index] {name}: already built; {kept[name]} only change(s) how it runs, not the result: kept" if name in kept
+    assert logged == [f"[index] {name}: already built; {kept[name]} only change(s) how it runs, not the "
+                      "result: kept" if name in kept
                       else f"[index] {name}: already built with these params, kept" for name in config.stages]
     after = {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file() and p.name != "manifest.json"}
     assert after == before
@@ -66,7 +68,8 @@ def test_an_out_of_memory_stop_keeps_the_finished_chunks_for_a_smaller_batch(tin
     with pytest.raises(MemoryError):
         IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(stages), log=lambda *_: None)
     assert encoded == [4, 4]
-    monkeypatch.setattr(Embedder, "encode_documents", lambda self, texts, **kw: encoded.append(len(texts)) or encode(self, texts, **kw))
+    monkeypatch.setattr(Embedder, "encode_documents", lambda self, texts,
+                        **kw: encoded.append(len(texts)) or encode(self, texts, **kw))
     smaller = {"embeddings": {"chunk_size": 3, "batch_size": 1}}
     IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(smaller), log=lambda *_: None)
     assert encoded == [4, 4, 3, 1]  # rows 8-10 and 11: the 8 rows saved before the stop were kept
@@ -78,9 +81,11 @@ def test_an_out_of_memory_stop_keeps_the_finished_chunks_for_a_smaller_batch(tin
 
 def test_which_settings_identify_a_stage():
     embeddings = asdict(EmbeddingParams())
-    assert same_result(EmbeddingParams, embeddings, {**embeddings, "device": "cuda", "batch_size": 256, "chunk_size": 100_000})
+    assert same_result(EmbeddingParams, embeddings,
+                       {**embeddings, "device": "cuda", "batch_size": 256, "chunk_size": 100_000})
     assert not same_result(EmbeddingParams, embeddings, {**embeddings, "model": "other", "device": "cuda"})
-    groups = asdict(GroupParams(summarizer={"backend": "vllm", "model": "m", "gpu_memory_utilization": 0.9, "tensor_parallel_size": 2}))
+    groups = asdict(GroupParams(summarizer={"backend": "vllm", "model": "m", "gpu_memory_utilization": 0.9,
+                                            "tensor_parallel_size": 2}))
     fewer = {**groups, "batch_size": 4, "summarizer": {"backend": "vllm", "model": "m", "gpu_memory_utilization": 0.4}}
     assert same_result(GroupParams, groups, fewer)
     assert not same_result(GroupParams, groups, {**groups, "summarizer": {"backend": "vllm", "model": "other"}})

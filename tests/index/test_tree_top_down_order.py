@@ -28,7 +28,8 @@ from garen_infer.llm.cache import ResponseCache
 
 # the per-depth build's tree of the messy case (below), as the code before the dependency-driven build wrote it
 WRITTEN = Path(__file__).resolve().parents[1] / "fixtures" / "top_down_tree"
-MESSY = SemanticTreeParams(construction="top-down", max_children=6, min_clusters=3, retries=1, clustering_context_words=20,
+MESSY = SemanticTreeParams(construction="top-down", max_children=6, min_clusters=3, retries=1,
+                           clustering_context_words=20,
                            batch_size=8)
 WAIT = 10.0  # seconds a held answer waits for the prompt it expects (a failure, not a hang)
 

@@ -41,7 +41,8 @@ class CountingBackend:
 def chats():
     return [
         rankgpt("why do volcanoes erupt", ["Magma rises through the crust.", "Chlorophyll is green."]),
-        rankgpt("python dictionary lookup", ["A dict maps keys to values.", "Lava cools into basalt.", "Lists are mutable."]),
+        rankgpt("python dictionary lookup",
+                ["A dict maps keys to values.", "Lava cools into basalt.", "Lists are mutable."]),
     ]
 
 
@@ -60,7 +61,8 @@ def test_generate_is_greedy_and_deterministic(backend):
 
 
 def test_score_yes_no_is_a_probability(backend):
-    pairs = [("why do volcanoes erupt", "Magma rises through the crust."), ("python", "Chlorophyll is green."), ("q", "")]
+    pairs = [("why do volcanoes erupt", "Magma rises through the crust."),
+             ("python", "Chlorophyll is green."), ("q", "")]
     scores = [c.score for c in backend.score_yes_no([yes_no(q, d) for q, d in pairs], PREFIX)]
     assert all(0.0 <= s <= 1.0 for s in scores)
     again = [c.score for c in backend.score_yes_no([yes_no(q, d) for q, d in pairs[:1]], PREFIX)]
@@ -138,7 +140,8 @@ def test_rerun_of_a_whole_run_makes_no_model_call(backend, tiny_dataset, tiny_in
     doc_texts = [d.full_text for d in tiny_dataset.documents]
 
     def run(out):
-        reranker = LLMListwiseReranker(CachedBackend(backend, cache), doc_texts, "rankgpt", max_words=30, sampling=SamplingParams(max_tokens=16))
+        reranker = LLMListwiseReranker(CachedBackend(backend, cache), doc_texts, "rankgpt", max_words=30,
+                                       sampling=SamplingParams(max_tokens=16))
         return execute(tiny_dataset, tiny_index, config, out, roles=Roles(reranker=reranker), log=lambda *_: None)
 
     first = run(tmp_path / "first")
@@ -158,14 +161,16 @@ def test_a_run_with_model_specs_fills_the_given_cache(tiny_model_dir, tiny_datas
     from garen_infer.running.session import execute
 
     cache = ResponseCache(tmp_path / "fresh.sqlite")
-    models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "prompt": "rankgpt",
+    models = {"reranker": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu",
+                           "prompt": "rankgpt",
                            "max_words": 20, "sampling": {"max_tokens": 8}}}
     options = {"budget": 4, "window": 4, "stride": 2}
     config = RunConfig.build(method="rerank", method_options=options, models=models, limit=2)
     first = execute(tiny_dataset, tiny_index, config, tmp_path / "a", cache=cache, log=lambda *_: None)
     assert first["mean_model_calls"] > 0
     assert len(cache) == 2 * first["mean_model_calls"]  # two queries, every answer stored in this file
-    second = execute(tiny_dataset, tiny_index, config, tmp_path / "b", cache=ResponseCache(tmp_path / "fresh.sqlite"), log=lambda *_: None)
+    second = execute(tiny_dataset, tiny_index, config, tmp_path / "b",
+                     cache=ResponseCache(tmp_path / "fresh.sqlite"), log=lambda *_: None)
     assert second["mean_model_calls"] == 0 and second["mean_cache_hits"] == first["mean_model_calls"]
 
 
@@ -179,7 +184,8 @@ def _cross_encoder(tiny_bert_dir, folder):
 
 
 @pytest.mark.parametrize("backend_name", ["transformers", "cross-encoder"])
-def test_a_replay_from_the_cache_loads_no_model(backend_name, tiny_model_dir, tiny_bert_dir, tiny_dataset, tiny_index, tmp_path,
+def test_a_replay_from_the_cache_loads_no_model(backend_name, tiny_model_dir, tiny_bert_dir, tiny_dataset,
+                                                tiny_index, tmp_path,
                                                monkeypatch):
     """A run the cache answers in full takes its backend's id from the model's configuration and never loads the
     weights; a prompt the cache cannot answer loads them once."""
@@ -192,7 +198,10 @@ def test_a_replay_from_the_cache_loads_no_model(backend_name, tiny_model_dir, ti
         auto, model = transformers.AutoModelForCausalLM, str(tiny_model_dir)
         spec = {"prompt": "rankgpt", "max_words": 20, "sampling": {"max_tokens": 8}}
     else:
-        auto, model = transformers.AutoModelForSequenceClassification, str(_cross_encoder(tiny_bert_dir, tmp_path / "head"))
+        auto, model = (
+            transformers.AutoModelForSequenceClassification,
+            str(_cross_encoder(tiny_bert_dir, tmp_path / "head")),
+        )
         spec = {"mode": "pointwise"}
     loads = []
     load = auto.from_pretrained
@@ -200,8 +209,10 @@ def test_a_replay_from_the_cache_loads_no_model(backend_name, tiny_model_dir, ti
     models = {"reranker": {"backend": backend_name, "model": model, "device": "cpu", **spec}}
 
     def run(out, limit):
-        config = RunConfig.build(method="rerank", method_options={"budget": 4, "window": 4, "stride": 2}, models=models, limit=limit)
-        return execute(tiny_dataset, tiny_index, config, out, cache=ResponseCache(tmp_path / "c.sqlite"), log=lambda *_: None)
+        config = RunConfig.build(method="rerank", method_options={"budget": 4, "window": 4, "stride": 2},
+                                 models=models, limit=limit)
+        return execute(tiny_dataset, tiny_index, config, out, cache=ResponseCache(tmp_path / "c.sqlite"),
+                       log=lambda *_: None)
 
     first = run(tmp_path / "first", 2)
     assert first["mean_model_calls"] > 0 and loads == [model]
@@ -233,7 +244,8 @@ def test_an_export_replaced_before_its_weights_load_is_refused(tiny_bert_dir, tm
         net.classifier.bias += 1.0
     net.save_pretrained(out)
     write_manifest(out, manifest)
-    with pytest.raises(GarenError, match=r"the model loaded is not the one its id cross-encoder:.*@[0-9a-f]{12}:max64 names"):
+    with pytest.raises(GarenError,
+                       match=r"the model loaded is not the one its id cross-encoder:.*@[0-9a-f]{12}:max64 names"):
         backend.score_pairs([("q", "a document")])
     assert CrossEncoderBackend(str(out), device="cpu").id != backend.id  # built again, it names the new weights
 
@@ -261,10 +273,11 @@ def test_a_full_or_damaged_cache_file_is_one_line(tmp_path):
         "    print(err)\n"
     )
     path = tmp_path / "responses.sqlite"
-    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, env={"PYTHONPATH": str(repo)}, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(repo)}, timeout=120)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout == (f"response cache {path}: cannot write it (disk I/O error); free some space or fix the permissions "
-                           "(or pass another --cache, or --no-cache) and run the same command again\n")
+    assert done.stdout == (f"response cache {path}: cannot write it (disk I/O error); free some space or fix "
+                           "the permissions (or pass another --cache, or --no-cache) and run the same command again\n")
     assert ResponseCache(path).get_many(["a"]) == {"a": {"text": "x"}}  # what was stored before stays readable
 
     cut = tmp_path / "cut.sqlite"
@@ -275,8 +288,9 @@ def test_a_full_or_damaged_cache_file_is_one_line(tmp_path):
         handle.truncate(100_000)
     from garen_infer.errors import GarenError
 
-    with pytest.raises(GarenError, match=f"response cache {cut}: cannot (open|read) it \\(database disk image is malformed\\); "
-                                         "it holds only cached model answers"):
+    with pytest.raises(GarenError,
+                       match=f"response cache {cut}: cannot (open|read) it \\(database disk image is malformed\\); "
+                             "it holds only cached model answers"):
         len(ResponseCache(cut))
 
 

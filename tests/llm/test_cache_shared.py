@@ -33,8 +33,10 @@ for batch in range(60):
 @pytest.mark.parametrize("journal", ["wal", "delete"])
 def test_writers_in_several_processes_never_corrupt_the_cache(journal, tmp_path):
     path = tmp_path / "responses.sqlite"
-    env = {**os.environ, "GAREN_CACHE_JOURNAL": journal, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"w{k}"], env=env, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "GAREN_CACHE_JOURNAL": journal,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"w{k}"], env=env,
+                                stderr=subprocess.PIPE, text=True)
                for k in range(4)]
     for writer in writers:
         assert writer.wait(timeout=300) == 0, writer.stderr.read()
@@ -58,7 +60,8 @@ def test_the_journal_follows_the_filesystem_unless_told(monkeypatch, tmp_path):
     assert filesystem_type("/scratch/me/cache", MOUNTINFO) == "nfs4"
     assert filesystem_type("/scratch/local disk/cache", MOUNTINFO) == "xfs"
     assert filesystem_type("/scratchy", MOUNTINFO) == "ext4"
-    assert journal_for(REPO / "x" / "responses.sqlite", MOUNTINFO.replace("ext4", "lustre")) == "delete"  # REPO is under /
+    # REPO is under /
+    assert journal_for(REPO / "x" / "responses.sqlite", MOUNTINFO.replace("ext4", "lustre")) == "delete"
     assert journal_for(REPO / "x" / "responses.sqlite", MOUNTINFO) == "wal"
     monkeypatch.setenv("GAREN_CACHE_JOURNAL", "delete")
     cache = ResponseCache(tmp_path / "c.sqlite")
@@ -77,7 +80,8 @@ def test_per_shard_caches_are_merged_into_one(tmp_path, capsys):
     assert main(["cache", "merge", str(tmp_path / "1.sqlite"), str(tmp_path / "2.sqlite"), "--out", str(out)]) == 0
     assert "4 answers added, 1 already there, 1 already there with another answer" in capsys.readouterr().out
     merged = ResponseCache(out)
-    assert merged.get_many(["a", "b", "both", "sampled"]) == {"a": {"text": "A"}, "b": {"text": "B"}, "both": {"text": "same"}, "sampled": {"text": "first"}}
+    assert merged.get_many(["a", "b", "both", "sampled"]) == {"a": {"text": "A"}, "b": {"text": "B"},
+                                                              "both": {"text": "same"}, "sampled": {"text": "first"}}
 
     (tmp_path / "not.sqlite").write_text("hello")
     assert main(["cache", "merge", str(tmp_path / "not.sqlite"), "--out", str(out)]) == 2
@@ -94,7 +98,8 @@ def test_a_cache_named_with_uri_characters_is_merged(name, tmp_path, monkeypatch
     assert main(["cache", "merge", name, "--out", "all.sqlite"]) == 0
     assert "1 answers added" in capsys.readouterr().out
     assert ResponseCache(tmp_path / "all.sqlite").get_many(["a"]) == {"a": {"text": "A"}}
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(("all.sqlite", name))) == []  # no stray file
+    # no stray file
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(("all.sqlite", name))) == []
 
 
 def _held_for(path, seconds: float) -> threading.Timer:
@@ -129,6 +134,6 @@ def test_a_cache_locked_past_the_busy_timeout_is_one_line_saying_so(tmp_path, mo
             ResponseCache(path)
     finally:
         release.join()
-    assert str(refused.value) == (f"response cache {path}: cannot open it (database is locked); another process has held it "
-                                  "locked for over 0.2 s: let it finish (or pass another --cache, or --no-cache) and run the "
-                                  "same command again")
+    assert str(refused.value) == (f"response cache {path}: cannot open it (database is locked); another "
+                                  "process has held it locked for over 0.2 s: let it finish (or pass another "
+                                  "--cache, or --no-cache) and run the same command again")

@@ -69,7 +69,8 @@ class Local:
 def test_a_server_keeps_its_slots_full_and_a_slow_answer_holds_up_no_other():
     server = Server(slots=3, delay=lambda text: 0.3 if text == "slow" else 0.01)
     texts = ["slow"] + [f"t{i}" for i in range(12)]
-    order = [position for position, _ in as_answered(server, lambda chats: server.generate(chats, PARAMS), [chat(t) for t in texts])]
+    order = [position for position, _ in as_answered(server, lambda chats: server.generate(chats, PARAMS),
+                                                     [chat(t) for t in texts])]
     assert sorted(order) == list(range(13)) and order[-1] == 0  # the slow one comes last, the others flowed past it
     assert set(server.calls) == {1} and server.most == 3
 
@@ -91,14 +92,23 @@ def test_a_local_engine_is_given_its_own_batches_and_keeps_those_done(tmp_path):
     with pytest.raises(GarenError, match="out of memory"):
         cached.generate([chat(t) for t in ("a", "b", "c", "d", "fail")], PARAMS)
     assert local.calls == [2, 2, 1]
-    answers = CachedBackend(Local(batch_size=2), ResponseCache(tmp_path / "cache.sqlite")).generate([chat("c"), chat("d")], PARAMS)
+    answers = CachedBackend(Local(batch_size=2), ResponseCache(tmp_path / "cache.sqlite")).generate(
+        [chat("c"), chat("d")], PARAMS
+    )
     assert all(a.cached for a in answers)
 
 
 def test_answers_come_back_in_the_order_asked_with_repeats_answered_once(tmp_path):
     server = Server(slots=4, delay=lambda text: 0.05 if text == "x" else 0.0)
-    answers = CachedBackend(server, ResponseCache(tmp_path / "cache.sqlite")).generate([chat(t) for t in "xyxz"], PARAMS)
-    assert [a.text for a in answers] == ["X", "Y", "X", "Z"] and [a.cached for a in answers] == [False, False, True, False]
+    answers = CachedBackend(server, ResponseCache(tmp_path / "cache.sqlite")).generate(
+        [chat(t) for t in "xyxz"], PARAMS
+    )
+    assert [a.text for a in answers] == ["X", "Y", "X", "Z"] and [a.cached for a in answers] == [
+        False,
+        False,
+        True,
+        False,
+    ]
     assert sum(server.calls) == 3
 
 

@@ -18,7 +18,8 @@ ALL_OF_A_BRIGHT_TASK = 194  # theoremqa_questions, the largest of BRIGHT's twelv
 
 @pytest.mark.parametrize("name", RUN_PRESETS)
 def test_gpu_presets_keep_every_query_of_a_task_in_flight_and_their_engines_sized_to_match(name):
-    """Was: 16 queries in flight, and vLLM's default max_num_seqs (1,024), which Qwen3-Next's Mamba cache cannot hold."""
+    """Was: 16 queries in flight, and vLLM's default max_num_seqs (1,024), which Qwen3-Next's Mamba cache
+    cannot hold."""
     preset = load_preset(name)
     in_flight = preset["run"]["max_active_queries"]
     assert in_flight >= max(256, ALL_OF_A_BRIGHT_TASK) and preset["run"]["max_batch"] >= in_flight

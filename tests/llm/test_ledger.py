@@ -47,7 +47,8 @@ def test_unlimited_budget():
 def test_record_sums_per_role():
     ledger = QueryLedger(budget=100)
     ledger.record("reranker", Completion(text="[1] > [2]", input_tokens=100, output_tokens=10, seconds=0.5))
-    ledger.record("reranker", Completion(text="[2] > [1]", input_tokens=120, output_tokens=12, cached=True, truncated_tokens=40))
+    ledger.record("reranker", Completion(text="[2] > [1]", input_tokens=120, output_tokens=12, cached=True,
+                                         truncated_tokens=40))
     ledger.record("navigator", Completion(score=0.9, input_tokens=30, output_tokens=1, seconds=0.25))
     summary = ledger.summary()
     assert summary["roles"]["reranker"] == {
@@ -64,8 +65,10 @@ def test_record_sums_per_role():
 def test_record_counts_each_answer_problem_per_role():
     ledger = QueryLedger()
     ledger.record("reranker", Completion(text="I cannot rank these.", problems=["unreadable"]))
-    ledger.record("reranker", Completion(text="[2] > [1", finish_reason="length", problems=["ids_missing", "ids_appended"]))
-    ledger.record("reranker", Completion(text="<think>[1]", finish_reason="length", problems=["thought_without_answer"], cached=True))
+    ledger.record("reranker", Completion(text="[2] > [1", finish_reason="length",
+                                         problems=["ids_missing", "ids_appended"]))
+    ledger.record("reranker", Completion(text="<think>[1]", finish_reason="length",
+                                         problems=["thought_without_answer"], cached=True))
     ledger.record("agent", Completion(text="", problems=["tool_call_recovered", "retry:429"]))
     summary = ledger.summary()
     assert summary["roles"]["reranker"]["problems"] == {
@@ -83,7 +86,8 @@ def test_run_metrics_and_end_line_count_answers_and_warn_over_the_share():
                        "answer_problems_by_role": {"reranker": {"answers": 10, "ids_missing": 2, "unreadable": 2}}}
     quiet, loud = answer_problems_report(metrics, 0.25), answer_problems_report(metrics, 0.1)
     assert quiet == ["[run] answers not used as asked: reranker ids_missing 2, unreadable 2"]
-    assert len(loud) == 2 and loud[1].startswith("[run] WARNING: 2 of the 10 reranker answers (20%) gave nothing usable")
+    assert len(loud) == 2 and loud[1].startswith("[run] WARNING: 2 of the 10 reranker answers (20%) gave "
+                                                 "nothing usable")
     assert answer_problems_report(answer_problems([{"roles": {}}]), 0.1) == ["[run] answers not used as asked: none"]
 
 

@@ -36,7 +36,8 @@ def backends(tiny_model_dir):
 def test_thinking_off_reaches_every_rendering(backends):
     """Was: the transformers and vLLM backends had no way to pass enable_thinking: Qwen3 always thought."""
     thinking, quiet = backends
-    tools = [{"type": "function", "function": {"name": "search", "description": "d", "parameters": {"type": "object", "properties": {}}}}]
+    tools = [{"type": "function", "function": {"name": "search", "description": "d",
+                                               "parameters": {"type": "object", "properties": {}}}}]
     for render in (lambda b: render_chat(b.tokenizer, CHAT), lambda b: render_tool_chat(b.tokenizer, CHAT, tools),
                    lambda b: prompt_text(b.tokenizer, CHAT, "")):
         assert render(quiet).endswith(EMPTY_THOUGHT) and not render(thinking).endswith(EMPTY_THOUGHT)
@@ -58,11 +59,15 @@ def test_the_arguments_are_part_of_the_backend_id(backends):
 ])
 def test_template_arguments_are_checked_with_the_preset(backend, args, says):
     with pytest.raises(GarenError, match=says):
-        check_model_spec({"backend": backend, "model": "Qwen/Qwen3-8B", "chat_template_kwargs": args}, "models.reranker")
+        check_model_spec({"backend": backend, "model": "Qwen/Qwen3-8B", "chat_template_kwargs": args},
+                         "models.reranker")
 
 
 def test_good_template_arguments_pass_the_preset_check():
-    check_model_spec({"backend": "vllm", "model": "Qwen/Qwen3-8B", "chat_template_kwargs": {"enable_thinking": False}}, "models.reranker")
+    check_model_spec(
+        {"backend": "vllm", "model": "Qwen/Qwen3-8B", "chat_template_kwargs": {"enable_thinking": False}},
+        "models.reranker",
+    )
 
 
 def test_every_local_answer_says_why_it_ended(backends):
@@ -96,5 +101,6 @@ def test_a_thought_the_template_opened_is_put_back_in_front_of_the_answer(tiny_m
     assert read_permutation(opened_thought(prompt) + "[3] first.</think>\n[2] > [1] > [3]", 3).order == [1, 0, 2]
     thinking = TransformersBackend(str(tiny_model_dir), device="cpu", chat_template=QWEN3_LIKE)
     assert opened_thought(render_chat(thinking.tokenizer, [{"role": "user", "content": "quote: <think>"}])) == ""
-    quiet = TransformersBackend(str(tiny_model_dir), device="cpu", chat_template=QWEN3_LIKE, chat_template_kwargs={"enable_thinking": False})
+    quiet = TransformersBackend(str(tiny_model_dir), device="cpu", chat_template=QWEN3_LIKE,
+                                chat_template_kwargs={"enable_thinking": False})
     assert opened_thought(render_chat(quiet.tokenizer, CHAT)) == ""  # an empty thought, closed: the answer follows it

@@ -22,7 +22,8 @@ CHAT = [{"role": "user", "content": "Is the sky blue?"}]
 @pytest.fixture
 def backend(server, monkeypatch):
     monkeypatch.setenv("GAREN_TEST_KEY", KEY)
-    return OpenAIBackend("m", base_url=server.base_url + "/", api_key_env="GAREN_TEST_KEY", max_retries=2, backoff=0.01, timeout=5)
+    return OpenAIBackend("m", base_url=server.base_url + "/", api_key_env="GAREN_TEST_KEY", max_retries=2,
+                         backoff=0.01, timeout=5)
 
 
 def logprob_answer(token, logprob, tops):
@@ -38,7 +39,8 @@ def test_generate_sends_the_chat_and_the_key_header_but_never_shows_the_key(serv
     request = server.requests[0]
     assert request["path"] == "/v1/chat/completions"
     assert request["headers"]["Authorization"] == f"Bearer {KEY}"
-    assert request["body"] == {"model": "m", "messages": CHAT, "temperature": 0.0, "top_p": 1.0, "seed": 3, "max_tokens": 5}
+    assert request["body"] == {"model": "m", "messages": CHAT, "temperature": 0.0, "top_p": 1.0, "seed": 3,
+                               "max_tokens": 5}
     assert backend.id == f"openai:{server.base_url}:m"
     assert KEY not in repr(backend) and KEY not in backend.id
 
@@ -80,7 +82,8 @@ def test_a_server_without_logprobs_is_a_clear_error(server, backend):
 
 
 def test_retries_5xx_and_429_with_backoff_then_succeeds(server, backend):
-    server.answer((503, {"error": {"message": "loading"}}), (429, {"error": "slow down"}, 0.0, {"Retry-After": "0"}), (200, chat_answer("ok")))
+    server.answer((503, {"error": {"message": "loading"}}),
+                  (429, {"error": "slow down"}, 0.0, {"Retry-After": "0"}), (200, chat_answer("ok")))
     [out] = backend.generate([CHAT], SamplingParams())
     assert out.text == "ok" and len(server.requests) == 3
 
@@ -184,8 +187,8 @@ def test_a_key_given_as_api_key_env_is_refused_before_anything_is_written(value,
                  "--set", f"models.reranker={spec}", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
-    assert err.startswith(f"garen-infer run: error: invalid setting models.reranker.api_key_env: the value ({len(value)} characters) "
-                          "is not the name of an environment variable (") and why in err
+    assert err.startswith("garen-infer run: error: invalid setting models.reranker.api_key_env: the value "
+                          f"({len(value)} characters) is not the name of an environment variable (") and why in err
     assert (value == "" or value not in err) and not (tmp_path / "run").exists()
     with pytest.raises(GarenError, match="api_key_env of the openai backend"):
         OpenAIBackend("m", api_key_env=value)  # the Python API too

@@ -38,7 +38,8 @@ def test_the_served_context_length_is_asked_once_at_the_first_agent_turn_never_w
     backend = make_backend(server)
     backend.generate([CHAT], SamplingParams())
     assert server.gets == []  # building the backend (a preset check) and other roles never ask
-    first = backend.chat_with_tools([(CHAT, []), (CHAT + [{"role": "user", "content": "more"}], [])], SamplingParams(max_tokens=512))
+    first = backend.chat_with_tools([(CHAT, []), (CHAT + [{"role": "user", "content": "more"}], [])],
+                                    SamplingParams(max_tokens=512))
     again = backend.chat_with_tools([(CHAT, [])], SamplingParams(max_tokens=1024))
     assert server.gets == ["/v1/models"]
     assert [c.extra["prompt_limit"] for c in first + again] == [3584, 3584, 3072]
@@ -81,7 +82,10 @@ def test_an_agent_turn_refused_as_too_long_is_an_answer_marked_refused_and_never
     server.answer((400, context_too_long(4096, 5000)))
     cached = CachedBackend(make_backend(server), ResponseCache(tmp_path / "cache.sqlite"))
     [out] = cached.chat_with_tools([(CHAT, [])], SamplingParams())
-    assert out.extra["refused"].startswith("the server at ") and "maximum context length is 4096" in out.extra["refused"]
+    assert (
+        out.extra["refused"].startswith("the server at ")
+        and "maximum context length is 4096" in out.extra["refused"]
+    )
     assert out.problems == ["context_refused"] and out.extra["tool_calls"] == [] and len(cached.cache) == 0
     for given in (out, Completion(extra=dict(out.extra))):  # as the backend gave it; as a waiting asker shares it
         ledger = QueryLedger()
@@ -108,7 +112,8 @@ def served_agent(script, refused: list):
         text, calls = script(query_of(messages), turn_of(messages), messages)
         reply = chat_answer(text or None, tokens(messages), 1 + len(text) // 4, "tool_calls" if calls else "stop")
         reply["choices"][0]["message"]["tool_calls"] = [
-            {"id": f"chatcmpl-tool-{k}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            {"id": f"chatcmpl-tool-{k}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}
             for k, (name, arguments) in enumerate(calls)]
         return reply
     return answer_of
@@ -120,12 +125,15 @@ def run_served(server, dataset, index, out, limit):
     server.answer((200, served_agent(sequence(*searches, final=answer("corpus/vol1.txt")), refused)))
     agent = LLMToolChat(CachedBackend(make_backend(server), NoCache()), SamplingParams(max_tokens=MAX_TOKENS))
     lines: list[str] = []
-    metrics = execute(dataset, index, RunConfig.build(method="rarg", limit=limit), out, roles=Roles(agent=agent), log=lines.append)
+    metrics = execute(dataset, index, RunConfig.build(method="rarg", limit=limit), out,
+                      roles=Roles(agent=agent), log=lines.append)
     trace = {r["qid"]: r for r in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
     return metrics, trace, refused, lines
 
 
-def test_a_served_agent_keeps_its_chats_under_the_context_length_its_server_lists(agent_index, tiny_dataset, tmp_path, server):  # noqa: F811
+def test_a_served_agent_keeps_its_chats_under_the_context_length_its_server_lists(
+    agent_index, tiny_dataset, tmp_path, server  # noqa: F811
+):
     """Was: without ``methods.rarg.context_limit`` a served agent had no limit; its server refused the first chat
     that outgrew the model (HTTP 400) and the run stopped."""
     server.models = (200, model_list(("m", SERVED, None)))
@@ -137,7 +145,9 @@ def test_a_served_agent_keeps_its_chats_under_the_context_length_its_server_list
     assert "context_refused" not in metrics["answer_problems"]
 
 
-def test_a_chat_a_hosted_server_refuses_as_too_long_ends_its_episode_and_the_run_goes_on(agent_index, tiny_dataset, tmp_path, server):  # noqa: F811
+def test_a_chat_a_hosted_server_refuses_as_too_long_ends_its_episode_and_the_run_goes_on(
+    agent_index, tiny_dataset, tmp_path, server  # noqa: F811
+):
     """Was: the refusal (HTTP 400) stopped the run, and a rerun replayed the same chats into the same refusal."""
     metrics, trace, refused, lines = run_served(server, tiny_dataset, agent_index, tmp_path / "run", limit=2)
     assert server.gets == ["/v1/models"] and len(refused) == 2  # each query's episode hit the wall once

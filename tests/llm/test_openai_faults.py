@@ -94,7 +94,9 @@ def test_the_default_retry_window_outlasts_a_per_minute_quota():
 
 def test_a_context_length_refusal_is_one_line_and_not_retried(server, backend):
     server.answer((400, context_too_long(4096, 5000)))
-    with pytest.raises(GarenError, match="refused the request for model 'm': HTTP 400: This model's maximum context length is 4096"):
+    with pytest.raises(GarenError,
+                       match="refused the request for model 'm': HTTP 400: This model's maximum context "
+                       "length is 4096"):
         backend.generate([CHAT], SamplingParams())
     assert len(server.requests) == 1
 
@@ -114,8 +116,10 @@ def test_an_answer_cut_at_max_tokens_keeps_its_finish_reason(server, backend):
     ({"choices": [{"message": {"content": 5}}]}, "a 'content' that is not text: '5'"),
     ({"choices": [{"message": {"content": "ok"}, "finish_reason": 3}]}, "a 'finish_reason' that is not text"),
     ({"choices": [{"message": {"content": "ok"}}], "usage": "many"}, "a 'usage' that is not an object"),
-    ({"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": "12"}}, "a 'prompt_tokens' that is not a whole number: '12'"),
-    ({"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 3, "completion_tokens": -1}}, "a negative token count"),
+    ({"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": "12"}},
+     "a 'prompt_tokens' that is not a whole number: '12'"),
+    ({"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 3, "completion_tokens": -1}},
+     "a negative token count"),
     (Raw(b"<html>Bad gateway</html>"), "something that is not JSON: '<html>Bad gateway</html>'"),
 ])
 def test_a_malformed_body_is_one_line_and_never_cached(server, backend, tmp_path, body, says):
@@ -134,8 +138,11 @@ def parts_answer(*parts, finish_reason="stop"):
             "usage": {"prompt_tokens": 9, "completion_tokens": 4}}
 
 
-def test_content_parts_are_read_as_their_text_without_the_thought_and_counted_on_every_reading(server, backend, tmp_path):
-    """Was: a ``content`` of parts (as some reasoning APIs answer) was refused as a malformed body and stopped the run."""
+def test_content_parts_are_read_as_their_text_without_the_thought_and_counted_on_every_reading(
+    server, backend, tmp_path
+):
+    """Was: a ``content`` of parts (as some reasoning APIs answer) was refused as a malformed body and stopped
+    the run."""
     server.answer((200, parts_answer({"type": "reasoning", "text": "[1] is about lava, so"},
                                      {"type": "thinking", "thinking": "maybe [3]"},
                                      {"type": "text", "text": "[2] > "}, {"type": "text", "text": "[1]"})))
@@ -164,7 +171,8 @@ def test_content_parts_on_an_agent_turn_keep_the_tool_calls(server, backend):
     assert [(c["name"], c["arguments"]) for c in out.extra["tool_calls"]] == [("bash", {"command": "rg lava"})]
 
 
-@pytest.mark.parametrize("part", [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": 3}, "[1] > [2]"])
+@pytest.mark.parametrize("part", [{"type": "image_url", "image_url": {"url": "x"}},
+                                  {"type": "text", "text": 3}, "[1] > [2]"])
 def test_a_content_part_that_is_not_text_or_a_thought_is_one_line_and_never_cached(server, backend, tmp_path, part):
     server.answer((200, parts_answer({"type": "text", "text": "[1]"}, part)))
     cached = CachedBackend(backend, ResponseCache(tmp_path / "cache.sqlite"))
@@ -174,7 +182,8 @@ def test_a_content_part_that_is_not_text_or_a_thought_is_one_line_and_never_cach
 
 
 def test_token_counts_a_server_leaves_out_or_nulls_count_as_zero(server, backend):
-    server.answer((200, {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": None}}))
+    server.answer((200, {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": None}}))
     [out] = backend.generate([CHAT], SamplingParams())
     assert (out.text, out.input_tokens, out.output_tokens, out.finish_reason) == ("ok", 0, 0, "stop")
 
@@ -185,7 +194,7 @@ def test_tool_calls_that_are_not_objects_are_one_line(server, backend):
         backend.chat_with_tools([(CHAT, [])], SamplingParams())
 
 
-# ---- settings that change answers: sent, and part of the cache key ----------------------------------------------------
+# ---- settings that change answers: sent, and part of the cache key -----------------------------------------
 def test_reasoning_effort_and_extra_body_are_sent_and_name_the_backend(server):
     server.answer((200, chat_answer("ok")))
     plain = OpenAIBackend("m", base_url=server.base_url, api_key_env=None)
@@ -193,11 +202,17 @@ def test_reasoning_effort_and_extra_body_are_sent_and_name_the_backend(server):
                             extra_body={"chat_template_kwargs": {"enable_thinking": False}})
     plain.generate([CHAT], SamplingParams())
     thrifty.generate([CHAT], SamplingParams())
-    assert "reasoning_effort" not in server.requests[0]["body"] and "chat_template_kwargs" not in server.requests[0]["body"]
+    assert (
+        "reasoning_effort" not in server.requests[0]["body"]
+        and "chat_template_kwargs" not in server.requests[0]["body"]
+    )
     assert server.requests[1]["body"]["reasoning_effort"] == "low"
     assert server.requests[1]["body"]["chat_template_kwargs"] == {"enable_thinking": False}
     assert plain.id == f"openai:{server.base_url}:m"  # the server and model alone
-    assert thrifty.id == f'{plain.id}|extra={{"chat_template_kwargs": {{"enable_thinking": false}}}}|reasoning_effort=low'
+    assert (
+        thrifty.id
+        == f'{plain.id}|extra={{"chat_template_kwargs": {{"enable_thinking": false}}}}|reasoning_effort=low'
+    )
 
 
 def test_an_unknown_reasoning_effort_is_refused_by_the_preset_check():
@@ -238,7 +253,8 @@ def test_a_base_url_with_a_password_is_refused_before_anything_is_written(tmp_pa
     """Was: ``http://user:password@host`` ran and printed the password 13 times, and wrote it to config.json."""
     from garen_infer.doors.cli import main
 
-    spec = json.dumps({"backend": "openai", "base_url": "http://alice:hunter2@127.0.0.1:9/v1", "model": "m", "api_key_env": None})
+    spec = json.dumps({"backend": "openai", "base_url": "http://alice:hunter2@127.0.0.1:9/v1", "model": "m",
+                       "api_key_env": None})
     code = main(["run", "--dataset", str(tmp_path / "absent"), "--index", str(tmp_path / "i"), "--method", "rerank",
                  "--set", f"models.reranker={spec}", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
@@ -246,7 +262,8 @@ def test_a_base_url_with_a_password_is_refused_before_anything_is_written(tmp_pa
     assert "invalid setting models.reranker.base_url: http://***@127.0.0.1:9/v1 holds credentials" in err
     assert not (tmp_path / "run").exists()
     with pytest.raises(GarenError, match="holds credentials") as refused:
-        OpenAIBackend("m", base_url=["http://127.0.0.1:8000/v1", "http://bob:pw@127.0.0.1:8001/v1"])  # the Python API, replicas
+        # the Python API, replicas
+        OpenAIBackend("m", base_url=["http://127.0.0.1:8000/v1", "http://bob:pw@127.0.0.1:8001/v1"])
     assert "pw" not in str(refused.value).replace("pwd", "")
 
 
@@ -254,7 +271,8 @@ def test_a_base_url_with_a_password_is_refused_before_anything_is_written(tmp_pa
 def test_a_logprob_that_is_not_a_number_is_one_line_and_never_cached(server, backend, tmp_path, logprob):
     """Was: ``"logprob": null`` raised a TypeError traceback; NaN became P(yes) NaN and was cached."""
     answer = {"choices": [{"message": {"content": "yes"}, "logprobs": {"content": [
-        {"token": "yes", "logprob": -0.1, "top_logprobs": [{"token": "yes", "logprob": -0.1}, {"token": "no", "logprob": logprob}]}]}}]}
+        {"token": "yes", "logprob": -0.1,
+         "top_logprobs": [{"token": "yes", "logprob": -0.1}, {"token": "no", "logprob": logprob}]}]}}]}
     server.answer((200, Raw(json.dumps(answer).encode())))  # NaN as JSON's NaN, which Python's json reads
     cached = CachedBackend(backend, ResponseCache(tmp_path / "cache.sqlite"))
     with pytest.raises(GarenError, match="a logprob that is not a number at most 0"):

@@ -40,7 +40,8 @@ def servers(request):
 
 
 def replica_backend(servers, **options):
-    return OpenAIBackend("m", base_url=[s.base_url for s in servers], api_key_env=None, backoff=0.05, timeout=5, **options)
+    return OpenAIBackend("m", base_url=[s.base_url for s in servers], api_key_env=None, backoff=0.05,
+                         timeout=5, **options)
 
 
 def test_requests_are_balanced_with_a_limit_per_replica(servers):
@@ -92,19 +93,25 @@ def busiest_home(fleet, dataset):
 
 def test_a_replica_killed_mid_run_loses_no_request_and_answers_none_twice(servers, tiny_dataset, tiny_index, tmp_path):
     alone = servers(1)
-    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(alone)), tmp_path / "one", cache=NoCache(), log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(alone)), tmp_path / "one", cache=NoCache(),
+            log=lambda *_: None)
 
     fleet = servers(3, delay=0.1)
     dead = busiest_home(fleet, tiny_dataset)
     dead.kill_at = 2  # the home of two queries or more dies while its second request is in flight
-    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(fleet)), tmp_path / "three", cache=NoCache(), log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(fleet)), tmp_path / "three", cache=NoCache(),
+            log=lambda *_: None)
     assert dead.killed.is_set() and len(dead.requests) == 2 and dead.answered < 2  # what it had in flight died with it
 
     one, three = traces(tmp_path / "one"), traces(tmp_path / "three")
     assert set(three) == {q.id for q in tiny_dataset.judged_queries()}
     assert {q: r["ranking"] for q, r in three.items()} == {q: r["ranking"] for q, r in one.items()}
     calls = sum(r["ledger"]["model_calls"] for r in three.values())
-    assert calls == sum(r["ledger"]["requests"] for r in three.values()) == sum(r["ledger"]["model_calls"] for r in one.values())
+    assert (
+        calls
+        == sum(r["ledger"]["requests"] for r in three.values())
+        == sum(r["ledger"]["model_calls"] for r in one.values())
+    )
     assert calls == sum(s.answered for s in fleet)  # each request answered once, and recorded once
     untimed = ("model_seconds", "roles", "problems")  # a retry is a problem counted where it happened
     assert {q: {k: v for k, v in r["ledger"].items() if k not in untimed} for q, r in three.items()} == \
@@ -116,10 +123,12 @@ def test_a_replica_killed_mid_run_loses_no_request_and_answers_none_twice(server
 def test_other_replicas_of_the_model_are_answered_from_the_same_cache(servers, tiny_dataset, tiny_index, tmp_path):
     cache = ResponseCache(tmp_path / "cache.sqlite")
     first = servers(2)
-    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(first)), tmp_path / "a", cache=cache, log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(first)), tmp_path / "a", cache=cache,
+            log=lambda *_: None)
     assert sum(s.answered for s in first) > 0
     later = servers(3)  # another deployment of the model, with one replica more
-    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(later)), tmp_path / "b", cache=cache, log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, rerank_config(openai_spec(later)), tmp_path / "b", cache=cache,
+            log=lambda *_: None)
     assert [len(s.requests) for s in later] == [0, 0, 0]
     assert all(r["ledger"]["model_calls"] == 0 for r in traces(tmp_path / "b").values())
 

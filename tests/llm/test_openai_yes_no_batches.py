@@ -76,7 +76,12 @@ def test_batched_scores_and_cache_entries_equal_one_chat_request_each(vllm_like,
     request = vllm_like.requests[-1]
     assert request["path"] == "/v1/completions"
     body = request["body"]
-    assert (body["max_tokens"], body["logprobs"], body["temperature"], body["add_special_tokens"]) == (1, 20, 0.0, False)
+    assert (body["max_tokens"], body["logprobs"], body["temperature"], body["add_special_tokens"]) == (
+        1,
+        20,
+        0.0,
+        False,
+    )
     assert "chat_template_kwargs" not in body and "messages" not in body  # applied here, to the rendered text
     assert body["prompt"][0].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # one think block, continued
     assert sorted(len(r["body"]["prompt"]) for r in vllm_like.requests[10:]) == [2, 4, 4]
@@ -86,7 +91,9 @@ def test_answers_cached_by_the_chat_path_are_not_asked_again(vllm_like, tokenize
     cache = ResponseCache(tmp_path / "cache.sqlite")
     first = CachedBackend(backend(vllm_like, tokenizer_dir), cache).score_yes_no(CHATS[:6], QWEN3_ASSISTANT_PREFIX)
     asked = len(vllm_like.requests)
-    again = CachedBackend(backend(vllm_like, tokenizer_dir, per_request=8), cache).score_yes_no(CHATS, QWEN3_ASSISTANT_PREFIX)
+    again = CachedBackend(backend(vllm_like, tokenizer_dir, per_request=8), cache).score_yes_no(
+        CHATS, QWEN3_ASSISTANT_PREFIX
+    )
     assert [c.cached for c in again] == [True] * 6 + [False] * 4
     assert [c.score for c in again[:6]] == [c.score for c in first]
     assert len(vllm_like.requests) == asked + 1 and len(vllm_like.requests[-1]["body"]["prompt"]) == 4
@@ -94,14 +101,17 @@ def test_answers_cached_by_the_chat_path_are_not_asked_again(vllm_like, tokenize
 
 def test_prefix_dropped_renders_the_generation_prompt_as_the_server_does(vllm_like, tokenizer_dir):
     one = backend(vllm_like, tokenizer_dir, prefix_mode="drop").score_yes_no(CHATS[:3], QWEN3_ASSISTANT_PREFIX)
-    batched = backend(vllm_like, tokenizer_dir, per_request=3, prefix_mode="drop").score_yes_no(CHATS[:3], QWEN3_ASSISTANT_PREFIX)
+    batched = backend(vllm_like, tokenizer_dir, per_request=3, prefix_mode="drop").score_yes_no(
+        CHATS[:3], QWEN3_ASSISTANT_PREFIX
+    )
     assert [c.score for c in batched] == [c.score for c in one]
 
 
 def test_a_failed_batch_is_retried_and_each_prompt_carries_the_retry(server, tokenizer_dir):
     from transformers import AutoTokenizer
 
-    server.answer((503, {"error": {"message": "loading"}}), (200, VllmYesNo(AutoTokenizer.from_pretrained(tokenizer_dir))))
+    server.answer((503, {"error": {"message": "loading"}}),
+                  (200, VllmYesNo(AutoTokenizer.from_pretrained(tokenizer_dir))))
     answers = backend(server, tokenizer_dir, per_request=4).score_yes_no(CHATS[:3], QWEN3_ASSISTANT_PREFIX)
     assert len(server.requests) == 2 and server.requests[0]["body"] == server.requests[1]["body"]
     assert [c.problems for c in answers] == [["retry:503"]] * 3
@@ -118,7 +128,8 @@ def error_line(server, tokenizer_dir, answer) -> str:
 
 
 def completions(choices, prompt_tokens=None):
-    return {"choices": choices, **({"usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1}} if prompt_tokens else {})}
+    return {"choices": choices,
+            **({"usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1}} if prompt_tokens else {})}
 
 
 def choice(index, listed=None):
@@ -156,7 +167,8 @@ def test_choices_are_read_by_their_index_and_labels_as_on_the_chat_path(server, 
 
 def test_a_tokenizer_that_cannot_be_loaded_is_one_error_line(server, tmp_path):
     with pytest.raises(GarenError) as err:
-        OpenAIBackend("m", base_url=server.base_url, api_key_env=None, yes_no_per_request=8, tokenizer=str(tmp_path / "absent"))
+        OpenAIBackend("m", base_url=server.base_url, api_key_env=None, yes_no_per_request=8,
+                      tokenizer=str(tmp_path / "absent"))
     assert "cannot be loaded" in str(err.value) and "set tokenizer:" in str(err.value) and "\n" not in str(err.value)
     assert len(server.requests) == 0
 
@@ -165,14 +177,16 @@ def test_the_setting_reaches_the_engine_shape_of_yes_no_roles_only(server, token
     batched = CachedBackend(backend(server, tokenizer_dir, per_request=8), NoCache())
     assert engine_shape(LLMYesNoScorer(batched), 64, "score") == Shape(3, 8)
     assert engine_shape(LLMGenerator(batched), 64, "generate") == Shape(3, 1)
-    assert engine_shape(LLMYesNoScorer(CachedBackend(backend(server, tokenizer_dir), NoCache())), 64, "score") == Shape(3, 1)
+    assert engine_shape(LLMYesNoScorer(CachedBackend(backend(server, tokenizer_dir), NoCache())), 64,
+                        "score") == Shape(3, 1)
 
 
 def test_a_garen_run_ranks_alike_with_and_without_batches(vllm_like, tokenizer_dir, tiny_dataset, full_index, tmp_path):
     """The whole path: the scheduler's lanes carry several navigator scores per call, each a prompt of one
     request, and the run's rankings and ledgers equal those of one request per score."""
     def run(name, per_request):
-        spec = {"backend": "openai", "model": "m", "base_url": vllm_like.base_url, "api_key_env": None, "concurrency": 3,
+        spec = {"backend": "openai", "model": "m", "base_url": vllm_like.base_url, "api_key_env": None,
+                "concurrency": 3,
                 "extra_body": NO_THINKING, "yes_no_per_request": per_request, "tokenizer": str(tokenizer_dir)}
         config = RunConfig.build(method="garen", method_options={"budget": 12, "window": 4, "keep": 2},
                                  models={"reranker": {"backend": "embedding"}, "navigator": spec})
@@ -197,6 +211,9 @@ def test_garen_infer_options_documents_the_setting(capsys):
 
     assert main(["options", "openai"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("models.<role>: ") and "yes_no_per_request = 1    an integer >= 1\n      yes/no prompts" in out
+    assert (
+        out.startswith("models.<role>: ")
+        and "yes_no_per_request = 1    an integer >= 1\n      yes/no prompts" in out
+    )
     assert "tokenizer = None    a string or null\n      the served model's tokenizer" in out
 

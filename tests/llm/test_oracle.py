@@ -27,7 +27,8 @@ from garen_infer.llm.oracle import (
 from garen_infer.llm.roles import RerankJob, Roles, ScoreJob, build_roles
 from garen_infer.methods.base import METHODS, get_method
 
-ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
+ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7},
+          "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
 
 
 def judged_pool(grades: list[int], qid: str = "q") -> tuple[dict, list[str]]:
@@ -58,7 +59,9 @@ def test_the_rule_gives_the_stated_pairwise_accuracy_for_graded_judgments():
     stated = sum(expected_pairwise_accuracy(1.0, delta) for delta in (1, 2, 3)) / 3
     assert pairwise_accuracy(judge, {"q": list(range(2400))}) == pytest.approx(stated, abs=0.015)
     binary = NoisyJudge(qrels, doc_ids, OracleSpec(sigma=1.0, gain="binary"), "reranker")
-    assert pairwise_accuracy(binary, {"q": list(range(2400))}) == pytest.approx(expected_pairwise_accuracy(1.0), abs=0.015)
+    assert pairwise_accuracy(binary, {"q": list(range(2400))}) == pytest.approx(
+        expected_pairwise_accuracy(1.0), abs=0.015
+    )
 
 
 # ---- correlated noise: documents close in embedding space share their errors ---------------------------------
@@ -72,7 +75,10 @@ def clustered_pool(queries: int = 200, clusters: int = 6, per_cluster: int = 10,
     vectors = np.repeat(centres, per_cluster, axis=0) + rng.standard_normal((clusters * per_cluster, dim))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     doc_ids = [f"d{i}" for i in range(len(vectors))]
-    qrels = {f"q{k}": {d: 1 for d in rng.choice(doc_ids, size=len(doc_ids) // 2, replace=False)} for k in range(queries)}
+    qrels = {
+        f"q{k}": {d: 1 for d in rng.choice(doc_ids, size=len(doc_ids) // 2, replace=False)}
+        for k in range(queries)
+    }
     return qrels, doc_ids, vectors
 
 
@@ -117,14 +123,18 @@ def test_correlated_noise_gives_its_stated_pairwise_accuracy(sigma, rho):
 
 
 def test_correlated_noise_needs_the_index_embeddings(tiny_dataset, tiny_index):
-    with pytest.raises(GarenError, match="models.reranker.correlation: correlated noise follows the index's embeddings"):
+    with pytest.raises(GarenError,
+                       match="models.reranker.correlation: correlated noise follows the index's embeddings"):
         build_roles({"reranker": {"backend": "oracle", "correlation": 0.5}}, [], None, None, dataset=tiny_dataset)
-    built = build_roles({"reranker": {"backend": "oracle", "correlation": 0.5}}, [], tiny_index, None, dataset=tiny_dataset)
+    built = build_roles({"reranker": {"backend": "oracle", "correlation": 0.5}}, [], tiny_index, None,
+                        dataset=tiny_dataset)
     assert built.reranker.name == "oracle(sigma=0.5,seed=0,gain=graded,correlation=0.5)"
     from garen_infer.llm.oracle import banner, simulation_label
 
     label = simulation_label({"reranker": {"backend": "oracle", "correlation": 0.5}})
-    assert label["roles"]["reranker"]["correlation"] == 0.5 and "reranker sigma=0.5 seed=0 gain=graded correlation=0.5" in banner(label)
+    assert label["roles"]["reranker"][
+        "correlation"
+    ] == 0.5 and "reranker sigma=0.5 seed=0 gain=graded correlation=0.5" in banner(label)
     assert "correlation" not in simulation_label({"reranker": {"backend": "oracle"}})["roles"]["reranker"]  # as before
     with pytest.raises(GarenError, match="correlation"):
         build_roles({"reranker": {"backend": "oracle", "correlation": 1.5}}, [], tiny_index, None, dataset=tiny_dataset)
@@ -139,7 +149,8 @@ def test_the_stated_accuracies():
 
 def test_a_noiseless_oracle_orders_by_grade_and_is_the_limit_of_small_noise(tiny_dataset):
     def rerank(sigma, window):
-        reranker = build_roles({"reranker": {"backend": "oracle", "sigma": sigma}}, [], None, None, dataset=tiny_dataset).reranker
+        reranker = build_roles({"reranker": {"backend": "oracle", "sigma": sigma}}, [], None, None,
+                               dataset=tiny_dataset).reranker
         [(order, completion)] = reranker.rerank([RerankJob("ignored", window, "q1")])
         return [tiny_dataset.documents[r].id for r in order], completion.text
 
@@ -160,27 +171,40 @@ def test_the_pointwise_oracle_reranker_orders_windows_as_the_listwise_one(tiny_d
 
     def reranker(mode):
         spec = {"backend": "oracle", "sigma": 0.7, "seed": 3, "mode": mode}
-        return build_roles({"reranker": spec}, [d.full_text for d in tiny_dataset.documents], None, None, dataset=tiny_dataset).reranker
+        return build_roles({"reranker": spec}, [d.full_text for d in tiny_dataset.documents], None, None,
+                           dataset=tiny_dataset).reranker
 
     pointwise, listwise = reranker("pointwise"), reranker("listwise")
     assert isinstance(pointwise, PointwiseReranker) and isinstance(listwise, OracleReranker)
-    jobs = [RerankJob(q.text, window, q.id) for q in tiny_dataset.queries for window in (tuple(range(12)), (11, 2, 7, 5, 0))]
+    jobs = [
+        RerankJob(q.text, window, q.id)
+        for q in tiny_dataset.queries
+        for window in (tuple(range(12)), (11, 2, 7, 5, 0))
+    ]
     assert [order for order, _ in pointwise.rerank(jobs)] == [order for order, _ in listwise.rerank(jobs)]
 
     config = run_config_from(load_preset("cpu-default"), "slidegar", 8)
     config.models = {"reranker": {"backend": "oracle", "sigma": 0.7, "seed": 3, "mode": "pointwise"}}
     metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", log=lambda *_: None)
-    assert metrics["simulation"]["roles"] == {"reranker": {"sigma": 0.7, "seed": 3, "gain": "graded", "mode": "pointwise"}}
+    assert metrics["simulation"]["roles"] == {"reranker": {"sigma": 0.7, "seed": 3, "gain": "graded",
+                                                           "mode": "pointwise"}}
     config.models = {}  # the role passed in, not named by the config, labels the run the same way
-    passed_in = execute(tiny_dataset, tiny_index, config, tmp_path / "passed", roles=Roles(reranker=pointwise), log=lambda *_: None)
+    passed_in = execute(tiny_dataset, tiny_index, config, tmp_path / "passed",
+                        roles=Roles(reranker=pointwise), log=lambda *_: None)
     assert passed_in["simulation"] == metrics["simulation"]
 
 
 def test_a_group_scores_its_best_gain():
     qrels, doc_ids = judged_pool([0, 2, 1, 0])
-    scorer = build_roles({"navigator": {"backend": "oracle", "sigma": 0}}, [], None, None,
-                         dataset=Dataset("hand", [Document(d, "") for d in doc_ids], [Query("q", "")], qrels)).scorer("navigator")
-    best_two, best_one, none = scorer.score([ScoreJob("", "", "q", (0, 1, 2)), ScoreJob("", "", "q", (2, 3)), ScoreJob("", "", "q", (0, 3))])
+    scorer = build_roles(
+        {"navigator": {"backend": "oracle", "sigma": 0}},
+        [],
+        None,
+        None,
+        dataset=Dataset("hand", [Document(d, "") for d in doc_ids], [Query("q", "")], qrels),
+    ).scorer("navigator")
+    best_two, best_one, none = scorer.score([ScoreJob("", "", "q", (0, 1, 2)), ScoreJob("", "", "q", (2, 3)),
+                                             ScoreJob("", "", "q", (0, 3))])
     assert best_two.score > best_one.score > none.score
     assert best_one.score == pytest.approx(1 / (1 + 2.718281828459045 ** -2))  # logistic(4 (1 - 1/2))
 
@@ -188,7 +212,8 @@ def test_a_group_scores_its_best_gain():
 # ---- determinism: the noise of a pair depends on (seed, role, query, documents) only -------------------------
 def test_the_same_seed_gives_the_same_scores_whatever_the_batch(tiny_dataset):
     def reranker(seed):
-        return build_roles({"reranker": {"backend": "oracle", "sigma": 1.0, "seed": seed}}, [], None, None, dataset=tiny_dataset).reranker
+        return build_roles({"reranker": {"backend": "oracle", "sigma": 1.0, "seed": seed}}, [], None, None,
+                           dataset=tiny_dataset).reranker
 
     windows = [tuple(range(12)), tuple(range(11, -1, -1)), (3, 5, 7, 9)]
     alone = [reranker(1).rerank([RerankJob("", w, qid)])[0][0] for w in windows for qid in ("q1", "q2")]
@@ -196,12 +221,16 @@ def test_the_same_seed_gives_the_same_scores_whatever_the_batch(tiny_dataset):
     assert [order for order, _ in batched] == alone
     first, backwards = alone[0], alone[2]  # q1 over the same twelve documents, given in reverse order
     assert first == backwards
-    other_seed = [order for order, _ in reranker(2).rerank([RerankJob("", w, qid) for w in windows for qid in ("q1", "q2")])]
+    other_seed = [
+        order
+        for order, _ in reranker(2).rerank([RerankJob("", w, qid) for w in windows for qid in ("q1", "q2")])
+    ]
     assert other_seed != alone
 
     judge = reranker(1).judge
     assert judge.score("q1", (0,)) == reranker(1).judge.score("q1", (0,))
-    assert standard_normal(1, "reranker", "q1", ["vol1"]) != standard_normal(1, "navigator", "q1", ["vol1"])  # roles err independently
+    # roles err independently
+    assert standard_normal(1, "reranker", "q1", ["vol1"]) != standard_normal(1, "navigator", "q1", ["vol1"])
 
 
 def test_a_group_is_the_same_item_whatever_its_member_order(tiny_dataset):
@@ -272,14 +301,17 @@ def test_lattice_slates_are_judged_by_the_documents_beneath_each_node(name, tiny
 
 def test_the_oracle_refuses_a_dataset_without_judgments(tiny_dataset):
     bare = Dataset("bare", tiny_dataset.documents, tiny_dataset.queries)
-    with pytest.raises(GarenError, match="models.reranker: the oracle backend simulates a model from relevance judgments, and dataset 'bare' has none"):
+    with pytest.raises(GarenError,
+                       match="models.reranker: the oracle backend simulates a model from relevance "
+                       "judgments, and dataset 'bare' has none"):
         build_roles({"reranker": {"backend": "oracle"}}, [], None, None, dataset=bare)
     with pytest.raises(GarenError, match="has none"):
         build_roles({"navigator": {"backend": "oracle"}}, [], None, None)
 
 
 @pytest.mark.parametrize("spec, message", [
-    ({"backend": "oracle", "temperature": 1}, "models.reranker.temperature: no such option; models.reranker has backend, mode, sigma, seed, gain"),
+    ({"backend": "oracle", "temperature": 1},
+     "models.reranker.temperature: no such option; models.reranker has backend, mode, sigma, seed, gain"),
     ({"backend": "oracle", "sigma": -1}, "models.reranker.sigma=-1.0: expected a number >= 0"),
     ({"backend": "oracle", "gain": "exp"}, "models.reranker.gain='exp': expected one of 'graded', 'binary'"),
     ({"backend": "oracle", "mode": "pairwise"}, "mode 'pairwise' is not one of listwise, pointwise"),
@@ -295,7 +327,10 @@ def test_the_oracle_writes_no_text_but_the_simulated_planner(tiny_dataset):
 
     with pytest.raises(GarenError, match="models.agent cannot be 'oracle'"):
         build_roles({"agent": {"backend": "oracle"}}, [], None, None, dataset=tiny_dataset)
-    assert isinstance(build_roles({"generator": {"backend": "oracle"}}, [], None, None, dataset=tiny_dataset).generator, SimulatedPlanner)
+    assert isinstance(
+        build_roles({"generator": {"backend": "oracle"}}, [], None, None, dataset=tiny_dataset).generator,
+        SimulatedPlanner,
+    )
 
 
 def test_the_oracle_scorer_needs_to_know_what_a_text_stands_for(tiny_dataset):
@@ -312,27 +347,35 @@ def test_the_cli_refuses_the_oracle_on_a_dataset_without_judgments(tmp_path, cap
     corpus = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": d, "title": t, "text": x} for d, t, x in DOCS])
     queries = write_jsonl(tmp_path / "queries.jsonl", [{"_id": q, "text": x} for q, x, _ in QUERIES])
     spec = f"jsonl:{corpus},{queries}"
-    assert main(["index", "--dataset", spec, "--out", str(tmp_path / "idx"), "--set", "index={bm25: {variant: bm25s}}"]) == 0
+    assert main(["index", "--dataset", spec, "--out", str(tmp_path / "idx"), "--set",
+                 "index={bm25: {variant: bm25s}}"]) == 0
     capsys.readouterr()
-    code = main(["run", "--dataset", spec, "--index", str(tmp_path / "idx"), "--method", "rerank", "--out", str(tmp_path / "run"),
+    code = main(["run", "--dataset", spec, "--index", str(tmp_path / "idx"), "--method", "rerank", "--out",
+                 str(tmp_path / "run"),
                  "--set", "models.reranker={backend: oracle}", "--no-cache"])
     err = capsys.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("garen-infer run: error: ")]  # the SIMULATED banner is on stderr too
+    # the SIMULATED banner is on stderr too
+    errors = [line for line in err.splitlines() if line.startswith("garen-infer run: error: ")]
     assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
-    assert "the oracle backend simulates a model from relevance judgments, and dataset" in errors[0] and "has none" in errors[0]
+    assert (
+        "the oracle backend simulates a model from relevance judgments, and dataset" in errors[0]
+        and "has none" in errors[0]
+    )
 
 
 # ---- labelling: every output of a simulated run says so -------------------------------------------------------
 def test_every_output_of_a_simulated_run_says_so(tiny_dataset, full_index, beir_dir, tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen", "--budget", "8",
+    code = main(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen",
+                 "--budget", "8",
                  "--out", str(out), "--no-cache", "--set", "models.reranker={backend: oracle, sigma: 0.2}",
                  "--set", "models.navigator={backend: oracle, sigma: 0.4, seed: 1}"])
     assert code == 0
     printed = capsys.readouterr()
     # the CLI: stdout is the metrics, labelled first; a banner on stderr before the queries run and after the numbers
     assert next(iter(json.loads(printed.out))) == "simulation"
-    assert printed.err.count("SIMULATED RUN (navigator sigma=0.4 seed=1 gain=graded, reranker sigma=0.2 seed=0 gain=graded)") == 2
+    assert printed.err.count("SIMULATED RUN (navigator sigma=0.4 seed=1 gain=graded, reranker sigma=0.2 "
+                             "seed=0 gain=graded)") == 2
     config, metrics = (json.loads((out / name).read_text()) for name in ("config.json", "metrics.json"))
     for saved in (config, metrics):
         assert "NOT results of any model" in saved["simulation"]["notice"]
@@ -391,19 +434,27 @@ def test_the_sweep_prints_and_writes_a_labelled_table(beir_dir, tiny_index, tmp_
         assert set(row["versus"]) == {"slidegar - rerank", "slidegar - bm25"}
         for measure in ("nDCG@10", "R@100"):
             mean, half_width = row["versus"]["slidegar - bm25"][measure]
-            assert mean == pytest.approx(row["runs"]["slidegar"][measure] - row["runs"]["bm25"][measure], abs=2e-4) and half_width >= 0
+            assert (
+                mean
+                == pytest.approx(row["runs"]["slidegar"][measure] - row["runs"]["bm25"][measure], abs=2e-4)
+                and half_width >= 0
+            )
     assert "| sigma | slidegar - rerank (nDCG@10 / R@100) | slidegar - bm25 (nDCG@10 / R@100) |" in printed
 
 
-def test_the_sweep_takes_the_navigator_from_a_preset_or_simulates_it(beir_dir, full_index, tiny_model_dir, tmp_path, capsys):
+def test_the_sweep_takes_the_navigator_from_a_preset_or_simulates_it(beir_dir, full_index, tiny_model_dir,
+                                                                     tmp_path, capsys):
     """GAREN's navigator: a real model named by a preset (here a tiny transformers model) next to the oracle."""
     import yaml
 
     preset = tmp_path / "trained-navigator.yaml"
-    preset.write_text(yaml.safe_dump({"models": {"navigator": {"backend": "transformers", "model": str(tiny_model_dir), "device": "cpu"}}}))
+    preset.write_text(yaml.safe_dump({"models": {"navigator": {"backend": "transformers",
+                                                               "model": str(tiny_model_dir), "device": "cpu"}}}))
     out = tmp_path / "sweep"
-    code = load_sweep().main(["--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--out", str(out), "--methods", "garen",
-                              "--sigmas", "0.5", "--budget", "12", "--navigators", str(preset), "oracle", "--navigator-sigma", "0",
+    code = load_sweep().main(["--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--out",
+                              str(out), "--methods", "garen",
+                              "--sigmas", "0.5", "--budget", "12", "--navigators", str(preset), "oracle",
+                              "--navigator-sigma", "0",
                               "--cache", str(tmp_path / "responses.sqlite")])
     assert code == 0, capsys.readouterr().err
     runs = json.loads((out / "summary.json").read_text())["rows"][0]["runs"]
@@ -427,6 +478,8 @@ def test_the_crossover_reads_where_garens_lead_holds():
     falling = [(0.70, 0.10, 0.01), (0.90, -0.02, 0.01), (0.99, -0.01, 0.01)]
     assert crossover.winning_ranges(falling, 0.02) == "0.700-0.833"
     assert crossover.winning_ranges([(0.8, 0.0, 0.0), (0.9, 0.01, 0.0)], 0.02) == "never"
-    summary = {"rows": [{"measured_pairwise_accuracy": 0.9, "versus": {"garen[nav=oracle] - rerank": {"nDCG@10": [0.05, 0.01]}}},
-                        {"measured_pairwise_accuracy": 0.8, "versus": {"garen[nav=oracle] - rerank": {"nDCG@10": [0.01, 0.01]}}}]}
+    summary = {"rows": [{"measured_pairwise_accuracy": 0.9,
+                         "versus": {"garen[nav=oracle] - rerank": {"nDCG@10": [0.05, 0.01]}}},
+                        {"measured_pairwise_accuracy": 0.8,
+                         "versus": {"garen[nav=oracle] - rerank": {"nDCG@10": [0.01, 0.01]}}}]}
     assert crossover.leads(summary) == {"rerank": [(0.8, 0.01, 0.01), (0.9, 0.05, 0.01)]}

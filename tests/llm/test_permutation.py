@@ -77,7 +77,8 @@ def test_clean_response_maps_fancy_digits():
     assert clean_response("［１２］ ⁵ ④") == "［12］ 5 4"
 
 
-@pytest.mark.parametrize("text", ["I cannot rank these passages.", "", "   \n", "</think>", "<answer></answer>", "[] > []"])
+@pytest.mark.parametrize("text", ["I cannot rank these passages.", "", "   \n", "</think>",
+                                  "<answer></answer>", "[] > []"])
 def test_no_usable_id_gives_identity(text):
     assert parse_permutation(text, 4) == [0, 1, 2, 3]
 
@@ -108,9 +109,13 @@ def test_reasoning_cut_off_before_its_ranking_gives_the_identity():
 # ---- what real models write, and what each answer is counted as ------------------------------------------------
 
 
-@pytest.mark.parametrize("header", ["**Document Ranking:**", "## Document Ranking", "### Document Ranking:", "Document Ranking:"])
+@pytest.mark.parametrize("header", ["**Document Ranking:**", "## Document Ranking", "### Document Ranking:",
+                                    "Document Ranking:"])
 def test_markdown_ranking_headers_are_read_like_garens_own(header):
-    text = f"**Reasoning Trace:** Step 1: the query needs 2 facts. Step 2: passage [4] has one.\n{header}\n[3] > [1] > [4] > [2]"
+    text = (
+        "**Reasoning Trace:** Step 1: the query needs 2 facts. Step 2: passage [4] has "
+        f"one.\n{header}\n[3] > [1] > [4] > [2]"
+    )
     assert read_permutation(text, 4).order == [2, 0, 3, 1]
     assert read_permutation(text, 4).problems == []
 

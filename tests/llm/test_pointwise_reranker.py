@@ -23,7 +23,8 @@ from garen_infer.llm.types import Completion
 from garen_infer.storage.trec import read_order, read_run
 
 DOCS = [f"doc {i}" for i in range(8)]
-SCORES = {"doc 0": 0.1, "doc 1": 0.9, "doc 2": 0.5, "doc 3": 0.5, "doc 4": 0.7, "doc 5": 0.5, "doc 6": 0.0, "doc 7": 0.95}
+SCORES = {"doc 0": 0.1, "doc 1": 0.9, "doc 2": 0.5, "doc 3": 0.5, "doc 4": 0.7, "doc 5": 0.5, "doc 6": 0.0,
+          "doc 7": 0.95}
 
 
 class ScriptedScorer:
@@ -38,7 +39,16 @@ class ScriptedScorer:
     def score(self, jobs):
         pairs = [(j.query, j.text) for j in jobs]
         self.calls.append(pairs)
-        return [Completion(score=SCORES[t], input_tokens=len(q.split()) + len(t.split()), output_tokens=1, seconds=0.25, cached=self.cached) for q, t in pairs]
+        return [
+            Completion(
+                score=SCORES[t],
+                input_tokens=len(q.split()) + len(t.split()),
+                output_tokens=1,
+                seconds=0.25,
+                cached=self.cached,
+            )
+            for q, t in pairs
+        ]
 
 
 def test_orders_by_score_and_keeps_window_order_on_ties():
@@ -46,7 +56,12 @@ def test_orders_by_score_and_keeps_window_order_on_ties():
     [(order, completion)] = reranker.rerank([RerankJob("q", (0, 3, 2, 5, 1))])
     assert order == [1, 3, 2, 5, 0]  # 0.9, then the three 0.5s in window order (3, 2, 5), then 0.1
     assert completion.text == "[5] > [2] > [3] > [4] > [1]"
-    assert (completion.input_tokens, completion.output_tokens, completion.seconds, completion.cached) == (5 * 3, 5, 1.25, False)
+    assert (completion.input_tokens, completion.output_tokens, completion.seconds, completion.cached) == (
+        5 * 3,
+        5,
+        1.25,
+        False,
+    )
 
 
 def test_a_document_seen_again_for_the_same_query_is_not_rescored():
@@ -70,10 +85,12 @@ def test_a_document_seen_again_for_the_same_query_is_not_rescored():
 def test_one_batch_scores_each_pair_once_and_the_first_window_pays():
     scorer = ScriptedScorer()
     reranker = PointwiseReranker(scorer, DOCS)
-    (first, a), (second, b), (third, c) = reranker.rerank([RerankJob("q", (0, 1, 2)), RerankJob("q", (2, 1, 4)), RerankJob("r", (2,))])
+    (first, a), (second, b), (third, c) = reranker.rerank([RerankJob("q", (0, 1, 2)),
+                                                           RerankJob("q", (2, 1, 4)), RerankJob("r", (2,))])
     assert scorer.calls == [[("q", "doc 0"), ("q", "doc 1"), ("q", "doc 2"), ("q", "doc 4"), ("r", "doc 2")]]
     assert (first, second, third) == ([1, 2, 0], [1, 4, 2], [2])
-    assert (a.extra, b.extra, c.extra) == ({"scored": 3, "reused": 0}, {"scored": 1, "reused": 2}, {"scored": 1, "reused": 0})
+    assert (a.extra, b.extra, c.extra) == ({"scored": 3, "reused": 0}, {"scored": 1, "reused": 2},
+                                           {"scored": 1, "reused": 0})
 
 
 def test_answers_from_the_response_cache_count_as_cache_hits_with_their_tokens():
@@ -142,11 +159,13 @@ def test_every_method_that_reranks_runs_unchanged_with_the_embedding_scorer_as_p
     overrides = ["first_stage.kind=dense", *SMALL_WINDOWS[method]]
     listwise, _ = run(method, tiny_dataset, full_index, tmp_path / "listwise", budget=10, overrides=overrides)
     spec = {"mode": "pointwise", "backend": "embedding"}
-    roles = build_roles({"reranker": spec, "navigator": {"backend": "embedding"}}, [d.full_text for d in tiny_dataset.documents], full_index, NoCache())
+    roles = build_roles({"reranker": spec, "navigator": {"backend": "embedding"}},
+                        [d.full_text for d in tiny_dataset.documents], full_index, NoCache())
     scored = []
     score = roles.reranker.scorer.score
     roles.reranker.scorer.score = lambda jobs: scored.extend((j.query, j.text) for j in jobs) or score(jobs)
-    pointwise, trace = run(method, tiny_dataset, full_index, tmp_path / "pointwise", budget=10, overrides=overrides, models={"reranker": spec}, roles=roles)
+    pointwise, trace = run(method, tiny_dataset, full_index, tmp_path / "pointwise", budget=10,
+                           overrides=overrides, models={"reranker": spec}, roles=roles)
     assert listwise["mean_requests"] > 3  # several overlapping windows per query
     assert read_order(tmp_path / "pointwise" / "run.trec") == read_order(tmp_path / "listwise" / "run.trec")
     cosines = read_run(tmp_path / "listwise" / "run.trec")
@@ -179,23 +198,30 @@ def test_an_llm_yes_no_model_reranks_through_the_response_cache(tiny_dataset, ti
     assert same == order and completion.cached
 
 
-def test_cut_prompts_are_counted_in_the_ledger_and_metrics_and_reported_once(tiny_dataset, tiny_index, tiny_model_dir, tmp_path):
+def test_cut_prompts_are_counted_in_the_ledger_and_metrics_and_reported_once(
+    tiny_dataset, tiny_index, tiny_model_dir, tmp_path
+):
     """A navigator-style yes/no reranker whose max_length is below the prompts' length: each cut request is counted
     in its query's ledger and in metrics.json, and the run says so in one line at the end."""
-    spec = {"mode": "pointwise", "backend": "transformers", "model": str(tiny_model_dir), "device": "cpu", "max_length": 140}
+    spec = {"mode": "pointwise", "backend": "transformers", "model": str(tiny_model_dir), "device": "cpu",
+            "max_length": 140}
     roles = build_roles({"reranker": spec}, [d.full_text for d in tiny_dataset.documents], tiny_index, NoCache())
     lines: list[str] = []
     from garen_infer.doors.cli import run_config_from
     from garen_infer.running.session import execute
 
     config = run_config_from(load_preset("cpu-default", []), "rerank", 4)
-    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=roles, cache=NoCache(), log=lines.append)
+    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=roles, cache=NoCache(),
+                      log=lines.append)
     trace = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
     per_query = [r["ledger"]["roles"]["reranker"]["truncated_prompts"] for r in trace]
-    assert metrics["truncated_prompts"] == sum(per_query) > 0 and metrics["truncated_prompts_by_role"] == {"reranker": sum(per_query)}
+    assert metrics["truncated_prompts"] == sum(per_query) > 0 and metrics["truncated_prompts_by_role"] == {
+        "reranker": sum(per_query)
+    }
     assert metrics["truncated_tokens"] == sum(r["ledger"]["truncated_tokens"] for r in trace) > 0
     reports = [line for line in lines if "prompts cut to fit" in line]
-    assert len(reports) == 1 and reports[0].startswith(f"[run] prompts cut to fit a model's limit: {metrics['truncated_prompts']} (reranker")
+    assert len(reports) == 1 and reports[0].startswith("[run] prompts cut to fit a model's limit: "
+                                                       f"{metrics['truncated_prompts']} (reranker")
 
 
 def test_the_embedding_scorer_reads_corpus_vectors_from_the_index(tiny_dataset, tiny_index):
@@ -224,7 +250,12 @@ def test_a_windows_answer_carries_the_problems_of_its_documents_scores():
         name = "nan-for-b"
 
         def score(self, jobs):
-            return [Completion(score=0.0 if j.text == "b" else 0.5, problems=["not_a_number"] if j.text == "b" else []) for j in jobs]
+            return [
+                Completion(
+                    score=0.0 if j.text == "b" else 0.5, problems=["not_a_number"] if j.text == "b" else []
+                )
+                for j in jobs
+            ]
 
     [(order, completion)] = PointwiseReranker(NanForB(), ["a", "b", "c"]).rerank([RerankJob("q", (0, 1, 2))])
     assert order == [0, 2, 1] and completion.problems == ["not_a_number"]

@@ -53,9 +53,13 @@ def test_prompts_render_the_paper_text_by_default():
     chat = P.garen_non_reasoning("why is the sky blue", ["Rayleigh scattering [3]", "clouds"])
     assert chat[1]["content"].startswith(
         "I will provide you with passages, each indicated by number identifier []. Rank the passages based on their "
-        "relevance to the search query. [1] Rayleigh scattering (3)\n[2] clouds Search Query: why is the sky blue. Rank the 2 passages")
+        "relevance to the search query. [1] Rayleigh scattering (3)\n[2] clouds Search Query: why is the sky "
+        "blue. Rank the 2 passages")
     navigator = P.yes_no("q", "d", text="paper")
-    assert navigator[1]["content"] == "<Instruct>: Given a query, retrieve relevant passages that answer the query. <Query>: q <Document>: d"
+    assert (
+        navigator[1]["content"]
+        == "<Instruct>: Given a query, retrieve relevant passages that answer the query. <Query>: q <Document>: d"
+    )
     assert navigator[0]["content"].endswith("‘‘yes’’ or ‘‘no’’.")
     summary = P.summarizer(["a {query} b"])[1]["content"]
     assert "‘‘discriminative signpost’’" in summary and "[1] a {query} b" in summary  # placeholders filled once
@@ -64,7 +68,10 @@ def test_prompts_render_the_paper_text_by_default():
 def test_plain_reading_is_the_reference_layout():
     chat = P.garen_non_reasoning("q", ["x"], text="plain")[1]["content"]
     assert "relevance to the search query.\n[1] x\nSearch Query: q.\nRank the 1 passages" in chat
-    assert P.yes_no("q", "d")[1]["content"] == "<Instruct>: Given a query, retrieve relevant passages that answer the query.\n<Query>: q\n<Document>: d"
+    assert (
+        P.yes_no("q", "d")[1]["content"]
+        == "<Instruct>: Given a query, retrieve relevant passages that answer the query.\n<Query>: q\n<Document>: d"
+    )
     assert P.yes_no("q", "d")[0]["content"].endswith('"yes" or "no".')  # Qwen3-Reranker's own system prompt
     plain = P.summarizer(["x"], text="plain")[1]["content"]
     assert '"discriminative signpost"' in plain and "user's query" in plain and "‘" not in plain and "’" not in plain

@@ -56,7 +56,11 @@ def test_each_json_shape_on_a_lattice_slate(shape):
 def test_the_catalogue_names_every_kind_the_ledger_knows():
     from garen_infer.llm import problems
 
-    kinds = {getattr(problems, name) for name in dir(problems) if name.isupper() and isinstance(getattr(problems, name), str)}
+    kinds = {
+        getattr(problems, name)
+        for name in dir(problems)
+        if name.isupper() and isinstance(getattr(problems, name), str)
+    }
     named = {kind for shapes in CATALOGUE.values() for shape in shapes for kind in shape.counted}
     # a new kind of problem gets a shape that produces it, unless only a server's answer can (test_openai_faults)
     assert named == kinds - set(problems.SERVER_ONLY) and set(problems.SERVER_ONLY) <= kinds
@@ -95,7 +99,8 @@ def test_every_method_finishes_and_counts_each_shape(name, answers_index, tiny_d
     config = run_config_from(preset, name, budget=10 if name not in ("bm25", "rarg") else None)
     model = ScriptedModel()
     lines: list[str] = []
-    metrics = execute(tiny_dataset, answers_index, config, tmp_path / "run", roles=scripted_roles(model, tiny_dataset), log=lines.append)
+    metrics = execute(tiny_dataset, answers_index, config, tmp_path / "run",
+                      roles=scripted_roles(model, tiny_dataset), log=lines.append)
 
     trace = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()]
     assert sorted(r["qid"] for r in trace) == ["q1", "q2", "q3", "q4"]
@@ -126,7 +131,8 @@ def test_a_run_of_mostly_unusable_answers_says_so_loudly(tiny_index, tiny_datase
     model = ScriptedModel({"ranking": ("refusal", "think_unclosed", "plain")})
     lines: list[str] = []
     config = run_config_from(load_preset("cpu-default"), "rerank", budget=10)
-    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=scripted_roles(model, tiny_dataset), log=lines.append)
+    metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run",
+                      roles=scripted_roles(model, tiny_dataset), log=lines.append)
     warning = [line for line in lines if "WARNING" in line]
     assert len(warning) == 1 and "reranker answers" in warning[0] and "nothing usable" in warning[0]
     unusable = model.used[("ranking", "refusal")] + model.used[("ranking", "think_unclosed")]
@@ -134,7 +140,9 @@ def test_a_run_of_mostly_unusable_answers_says_so_loudly(tiny_index, tiny_datase
     assert by_role["unreadable"] + by_role["thought_without_answer"] == unusable > 0
 
 
-def test_listwise_answers_from_a_served_model_are_read_and_counted_as_the_engines_are(tiny_index, tiny_dataset, tmp_path, server):
+def test_listwise_answers_from_a_served_model_are_read_and_counted_as_the_engines_are(
+    tiny_index, tiny_dataset, tmp_path, server
+):
     """The same shapes through the OpenAI-compatible backend and a scripted server (HTTP, finish_reason, a 429
     without Retry-After first): the run finishes and the ledger counts what the shapes name, and the retry."""
     from openai_server import chat_answer, quota_exceeded
@@ -153,7 +161,8 @@ def test_listwise_answers_from_a_served_model_are_read_and_counted_as_the_engine
 
     server.answer((429, quota_exceeded(0.01)), (200, answer))
     backend = OpenAIBackend("shaped", base_url=server.base_url, api_key_env=None, max_retries=2, timeout=30)
-    roles = Roles(reranker=LLMListwiseReranker(CachedBackend(backend, NoCache()), [d.full_text for d in tiny_dataset.documents], "garen"))
+    roles = Roles(reranker=LLMListwiseReranker(CachedBackend(backend, NoCache()),
+                                               [d.full_text for d in tiny_dataset.documents], "garen"))
     lines: list[str] = []
     config = run_config_from(load_preset("cpu-default"), "rerank", budget=10)
     metrics = execute(tiny_dataset, tiny_index, config, tmp_path / "run", roles=roles, log=lines.append)
@@ -167,7 +176,9 @@ def test_listwise_answers_from_a_served_model_are_read_and_counted_as_the_engine
 
 # ---- index stages with a generator -----------------------------------------------------------------------------
 @pytest.mark.parametrize("shape", JSON_SHAPES, ids=lambda s: s.name)
-def test_group_summaries_and_tree_descriptions_survive_each_json_shape(shape, tiny_index, tiny_dataset, tmp_path, monkeypatch):
+def test_group_summaries_and_tree_descriptions_survive_each_json_shape(
+    shape, tiny_index, tiny_dataset, tmp_path, monkeypatch
+):
     from garen_infer.configuration.presets import load_preset
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.grouping import groups
@@ -194,10 +205,14 @@ def test_group_summaries_and_tree_descriptions_survive_each_json_shape(shape, ti
     found = Counter(groups_info["answer_problems"]) + Counter(tree_info["answer_problems"])
     assert found == Counter({kind: asked for kind in shape.counted})  # every ask, retries included
     if shape.counted:  # never usable, however often asked: each item is asked 1 + retries times, then falls back
-        asks = {"groups": 1 + index.params("groups").summary_retries, "semantic_tree": 1 + index.params("semantic_tree").retries}
+        asks = {"groups": 1 + index.params("groups").summary_retries,
+                "semantic_tree": 1 + index.params("semantic_tree").retries}
         assert groups_info["summary_fallbacks"] == groups_info["groups"] > 0
         for kind in shape.counted:
             assert groups_info["answer_problems"][kind] == groups_info["summary_fallbacks"] * asks["groups"]
-            assert tree_info["answer_problems"].get(kind, 0) == tree_info["description_fallbacks"] * asks["semantic_tree"]
+            assert (
+                tree_info["answer_problems"].get(kind, 0)
+                == tree_info["description_fallbacks"] * asks["semantic_tree"]
+            )
     else:
         assert groups_info["summary_fallbacks"] == 0 and tree_info["description_fallbacks"] == 0

@@ -47,7 +47,9 @@ def model_that_says_yes(tiny_model_dir, tmp_path_factory):
 def test_p_yes_is_the_probability_of_yes_not_of_no(model_that_says_yes):
     """Training and inference share the yes/no code, so a swap of the two labels would flip both and every
     comparison between them; this checks the score against the model's own two logits instead."""
-    [scored] = TransformersBackend(model=str(model_that_says_yes), device="cpu").score_yes_no([YES_CHAT], QWEN3_ASSISTANT_PREFIX)
+    [scored] = TransformersBackend(model=str(model_that_says_yes), device="cpu").score_yes_no(
+        [YES_CHAT], QWEN3_ASSISTANT_PREFIX
+    )
     assert scored.score == pytest.approx(1 / (1 + math.exp(-YES_MARGIN)), abs=1e-4)  # 0.9933; swapped: 0.0067
 
 
@@ -71,8 +73,10 @@ def test_a_cross_encoders_score_is_its_heads_probability_of_relevant(labels, bia
     from garen_infer.llm.backends.cross_encoder import CrossEncoderBackend
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    torch.manual_seed(0)  # the new head's weights are drawn at random: a fixed draw, and a bias far larger than their effect
-    net = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=labels, dtype=torch.float32).eval()
+    # the new head's weights are drawn at random: a fixed draw, and a bias far larger than their effect
+    torch.manual_seed(0)
+    net = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=labels,
+                                                             dtype=torch.float32).eval()
     with torch.no_grad():
         net.classifier.bias.copy_(torch.tensor(bias))
     net.save_pretrained(tmp_path / "head")

@@ -21,20 +21,29 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run",
 @pytest.mark.parametrize(
     "text, content, calls",
     [
-        ('<tool_call>\n{"name": "bash", "arguments": {"command": "rg x"}}\n</tool_call>', "", [("bash", {"command": "rg x"})]),
-        ('Let me look.<tool_call>[{"name": "read", "arguments": {"path": "a"}}, {"name": "bash", "arguments": {"command": "rg y"}}]</tool_call>',
+        ('<tool_call>\n{"name": "bash", "arguments": {"command": "rg x"}}\n</tool_call>', "",
+         [("bash", {"command": "rg x"})]),
+        ('Let me look.<tool_call>[{"name": "read", "arguments": {"path": "a"}}, {"name": "bash", '
+         '"arguments": {"command": "rg y"}}]</tool_call>',
          "Let me look.", [("read", {"path": "a"}), ("bash", {"command": "rg y"})]),
-        ('<tool_call>{"name": "a", "arguments": {}}</tool_call> and <tool_call>{"name": "b", "arguments": {}}</tool_call>', "and", [("a", {}), ("b", {})]),
-        ('<tool_call>{"name": "bash", "arguments": "{\\"command\\": \\"rg z\\"}"}', "", [("bash", {"command": "rg z"})]),  # unclosed, string args
-        ('<tool_call>{"name": "bash", "parameters": {"command": "rg p"}}</tool_call>', "", [("bash", {"command": "rg p"})]),
-        ("<tool_call>{'name': 'bash', 'arguments': {'command': 'rg q'},}</tool_call>", "", [("bash", {"command": "rg q"})]),  # repaired
-        ('{"name": "embed_recall", "arguments": {"scope_query": "lava"}}', "", [("embed_recall", {"scope_query": "lava"})]),  # bare JSON
+        ('<tool_call>{"name": "a", "arguments": {}}</tool_call> and <tool_call>{"name": "b", "arguments": '
+         '{}}</tool_call>', "and", [("a", {}), ("b", {})]),
+        ('<tool_call>{"name": "bash", "arguments": "{\\"command\\": \\"rg z\\"}"}', "",
+         [("bash", {"command": "rg z"})]),  # unclosed, string args
+        ('<tool_call>{"name": "bash", "parameters": {"command": "rg p"}}</tool_call>', "",
+         [("bash", {"command": "rg p"})]),
+        ("<tool_call>{'name': 'bash', 'arguments': {'command': 'rg q'},}</tool_call>", "",
+         [("bash", {"command": "rg q"})]),  # repaired
+        ('{"name": "embed_recall", "arguments": {"scope_query": "lava"}}', "",
+         [("embed_recall", {"scope_query": "lava"})]),  # bare JSON
         ('```json\n[{"name": "read", "arguments": {"path": "b"}}]\n```', "", [("read", {"path": "b"})]),
-        ('You can call:\n```json\n{"tool_call": {"name": "embed_recall", "arguments": {"scope_query": "PrP"}}}\n```\nThis returns documents.',
+        ('You can call:\n```json\n{"tool_call": {"name": "embed_recall", "arguments": {"scope_query": '
+         '"PrP"}}}\n```\nThis returns documents.',
          "You can call:\n\nThis returns documents.", [("embed_recall", {"scope_query": "PrP"})]),  # in prose, wrapped
         ('{"tool_calls": [{"name": "read", "arguments": {"path": "c"}}]}', "", [("read", {"path": "c"})]),
         ("Final ranking:\n1. corpus/a.txt", "Final ranking:\n1. corpus/a.txt", []),
-        ('Here is data:\n```json\n{"name": "x"}\n```', 'Here is data:\n```json\n{"name": "x"}\n```', []),  # no arguments: not a call
+        # no arguments: not a call
+        ('Here is data:\n```json\n{"name": "x"}\n```', 'Here is data:\n```json\n{"name": "x"}\n```', []),
         ('{"answer": 42}', '{"answer": 42}', []),  # JSON that is not a call stays text
     ],
 )
@@ -44,8 +53,10 @@ def test_inline_tool_calls_are_read(text, content, calls):
     assert [(c.name, c.arguments) for c in got] == calls and not any(c.error for c in got)
 
 
-@pytest.mark.parametrize("block, why", [("<tool_call>%%%</tool_call>", "not valid JSON"), ('<tool_call>{"arguments": {}}</tool_call>', "needs a 'name'"),
-                                         ('<tool_call>{"name": "bash", "arguments": [1]}</tool_call>', "not a JSON object")])
+@pytest.mark.parametrize("block, why", [("<tool_call>%%%</tool_call>", "not valid JSON"),
+                                        ('<tool_call>{"arguments": {}}</tool_call>', "needs a 'name'"),
+                                         ('<tool_call>{"name": "bash", "arguments": [1]}</tool_call>',
+                                          "not a JSON object")])
 def test_unreadable_calls_carry_the_reason(block, why):
     _, calls = split_tool_calls(block)
     assert len(calls) == 1 and why in calls[0].error
@@ -65,10 +76,17 @@ def _conversation():
 def test_fallback_format_for_templates_without_tools():
     chat = fallback_chat(_conversation(), TOOLS)
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user"]
-    assert chat[0]["content"].startswith("You search.") and '"name": "bash"' in chat[0]["content"] and "<tools>" in chat[0]["content"]
+    assert (
+        chat[0]["content"].startswith("You search.")
+        and '"name": "bash"' in chat[0]["content"]
+        and "<tools>" in chat[0]["content"]
+    )
     assert json.loads(chat[2]["content"].split("<tool_call>")[1].split("</tool_call>")[0]) == [
         {"name": "bash", "arguments": {"command": "rg lava"}}, {"name": "read", "arguments": {"path": "corpus/a.txt"}}]
-    assert chat[3]["content"] == "<tool_response>\ncorpus/a.txt:1:lava\n</tool_response>\n<tool_response>\nlava flows\n</tool_response>"
+    assert (
+        chat[3]["content"]
+        == "<tool_response>\ncorpus/a.txt:1:lava\n</tool_response>\n<tool_response>\nlava flows\n</tool_response>"
+    )
     # what the model writes back in that format is read by the same parser
     assert split_tool_calls(chat[2]["content"])[1][0].arguments == {"command": "rg lava"}
 
@@ -76,8 +94,8 @@ def test_fallback_format_for_templates_without_tools():
 TOOL_TEMPLATE = (
     "{% if tools %}<|im_start|>system\nTOOLS {{ tools | tojson }}<|im_end|>\n{% endif %}"
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
-    "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{{ c.function | tojson }}</tool_call>{% "
+    "endfor %}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
 
@@ -95,7 +113,8 @@ def test_native_template_with_tools_and_fallback(tiny_model_dir):
     text = render_tool_chat(native, _conversation(), TOOLS)
     assert text.startswith("<|im_start|>system\nTOOLS [") and "<tools>" not in text
     calls = [json.loads(block.split("</tool_call>")[0]) for block in text.split("<tool_call>")[1:]]
-    assert calls == [{"name": "bash", "arguments": {"command": "rg lava"}}, {"name": "read", "arguments": {"path": "corpus/a.txt"}}]
+    assert calls == [{"name": "bash", "arguments": {"command": "rg lava"}},
+                     {"name": "read", "arguments": {"path": "corpus/a.txt"}}]
     assert "<|im_start|>tool\nlava flows<|im_end|>" in text and text.endswith("<|im_start|>assistant\n")
 
 
@@ -121,7 +140,8 @@ def test_openai_backend_sends_tools_and_reads_tool_calls():
     try:
         server.answer((200, {
             "choices": [{"message": {"content": None, "tool_calls": [
-                {"id": "chatcmpl-tool-9f2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"rg -n lava\"}"}},
+                {"id": "chatcmpl-tool-9f2", "type": "function",
+                 "function": {"name": "bash", "arguments": "{\"command\": \"rg -n lava\"}"}},
                 {"id": "chatcmpl-tool-a01", "type": "function", "function": {"name": "read", "arguments": "not json"}},
             ]}}],
             "usage": {"prompt_tokens": 120, "completion_tokens": 30},
@@ -151,7 +171,9 @@ def test_a_call_the_server_returned_as_content_is_recovered_by_the_agent_role_an
     from garen_infer.llm.ledger import QueryLedger
     from garen_infer.llm.roles import LLMToolChat
 
-    content = "I will search.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"rg -n lava\",}}\n</tool_call>"
+    content = (
+        'I will search.\n<tool_call>\n{"name": "bash", "arguments": {"command": "rg -n lava",}}\n</tool_call>'
+    )
     server = ScriptedServer()
     try:
         server.answer((200, {"choices": [{"message": {"content": content}, "finish_reason": "stop"}], "usage": {}}))
@@ -164,7 +186,9 @@ def test_a_call_the_server_returned_as_content_is_recovered_by_the_agent_role_an
         server.httpd.server_close()
     for answer in (first, again):
         assert answer.text == "I will search."
-        assert [(c["name"], c["arguments"]) for c in answer.extra["tool_calls"]] == [("bash", {"command": "rg -n lava"})]
+        assert [(c["name"], c["arguments"]) for c in answer.extra["tool_calls"]] == [
+            ("bash", {"command": "rg -n lava"})
+        ]
         ledger = QueryLedger()
         ledger.record("agent", answer)
         assert ledger.summary()["problems"] == {"tool_call_recovered": 1}

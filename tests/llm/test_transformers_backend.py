@@ -40,7 +40,11 @@ def test_a_model_without_a_chat_template_is_refused_until_one_is_given(tiny_mode
 
     bare = tmp_path / "bare"
     shutil.copytree(tiny_model_dir, bare)
-    template = (bare / "chat_template.jinja").read_text(encoding="utf-8") if (bare / "chat_template.jinja").exists() else None
+    template = (
+        (bare / "chat_template.jinja").read_text(encoding="utf-8")
+        if (bare / "chat_template.jinja").exists()
+        else None
+    )
     (bare / "chat_template.jinja").unlink(missing_ok=True)
     config = json.loads((bare / "tokenizer_config.json").read_text(encoding="utf-8"))
     template = template or config.pop("chat_template")
@@ -53,7 +57,10 @@ def test_a_model_without_a_chat_template_is_refused_until_one_is_given(tiny_mode
     given = TransformersBackend(model=str(bare), device="cpu", chat_template=str(tmp_path / "template.jinja"))
     reference = TransformersBackend(model=str(tiny_model_dir), device="cpu")
     chats = [yes_no("q", "a document")]
-    assert given.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)[0].score == reference.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)[0].score
+    assert (
+        given.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)[0].score
+        == reference.score_yes_no(chats, QWEN3_ASSISTANT_PREFIX)[0].score
+    )
 
 
 def test_prompts_are_cut_to_the_models_context_minus_the_answer_and_every_cut_is_counted(backend, tiny_model_dir):
@@ -70,5 +77,8 @@ def test_prompts_are_cut_to_the_models_context_minus_the_answer_and_every_cut_is
 
     capped = TransformersBackend(model=str(tiny_model_dir), device="cpu", max_length=256)
     [cut] = capped.score_yes_no([yes_no("q", long_doc)], QWEN3_ASSISTANT_PREFIX)
-    assert cut.input_tokens == 256 and cut.input_tokens + cut.truncated_tokens == scored.input_tokens + scored.truncated_tokens
+    assert (
+        cut.input_tokens == 256
+        and cut.input_tokens + cut.truncated_tokens == scored.input_tokens + scored.truncated_tokens
+    )
     assert capped.id != backend.id and "|prompt<=256" in capped.id

@@ -26,11 +26,16 @@ def test_a_rerun_into_a_new_folder_makes_no_model_call(tiny_dataset, full_index,
     # each run opens the index afresh, as a new process does: the shared fixture's models may hold vectors that
     # other tests encoded, and a run that needed no encoding would write nothing to the cache
     first_process = IndexFolder.open(full_index.path, tiny_dataset)
-    first = execute(tiny_dataset, first_process, garen(), tmp_path / "a", cache=ResponseCache(cache), log=lambda *_: None)
+    first = execute(tiny_dataset, first_process, garen(), tmp_path / "a", cache=ResponseCache(cache),
+                    log=lambda *_: None)
     fresh_process = IndexFolder.open(full_index.path, tiny_dataset)  # its embedder has encoded nothing yet
-    second = execute(tiny_dataset, fresh_process, garen(), tmp_path / "b", cache=ResponseCache(cache), log=lambda *_: None)
+    second = execute(tiny_dataset, fresh_process, garen(), tmp_path / "b", cache=ResponseCache(cache),
+                     log=lambda *_: None)
     assert first["mean_model_calls"] > 0
-    assert second["mean_model_calls"] == 0 and second["mean_cache_hits"] == first["mean_model_calls"] + first["mean_cache_hits"]
+    assert (
+        second["mean_model_calls"] == 0
+        and second["mean_cache_hits"] == first["mean_model_calls"] + first["mean_cache_hits"]
+    )
     assert (tmp_path / "a" / "run.trec").read_bytes() == (tmp_path / "b" / "run.trec").read_bytes()
     ledgers = [json.loads(line)["ledger"] for line in (tmp_path / "b" / "trace.jsonl").read_text().splitlines()]
     assert all(role["model_calls"] == 0 for ledger in ledgers for role in ledger["roles"].values())

@@ -87,7 +87,8 @@ def test_kv_cache_and_linear_attention_state_per_sequence_follow_the_models_conf
 
 
 def test_limits_larger_than_the_gpu_holds_are_refused_in_one_line_that_names_the_option_and_the_fix():
-    sizes = {"device_bytes": 80 * GIB, "weight_bytes": 8 * GIB, "kv_per_token": kv_bytes_per_token(config("Qwen3-Reranker-4B"))}
+    sizes = {"device_bytes": 80 * GIB, "weight_bytes": 8 * GIB,
+             "kv_per_token": kv_bytes_per_token(config("Qwen3-Reranker-4B"))}
     check_fits("models.navigator", memory_share=0.20, max_model_len=8192, **sizes)  # garen-paper's navigator
     with pytest.raises(GarenError, match=r"^models.navigator.max_model_len: one request of 131072 tokens needs 18.0 GiB"
                                          r".* set max_model_len to \d+ or less, or raise gpu_memory_utilization$"):

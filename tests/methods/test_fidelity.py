@@ -138,7 +138,8 @@ def test_summarizer_prompt_is_built_from_the_fitted_documents():
 
     texts = [f"document {d} " + "word " * 200 for d in range(25)]
     generator = CapturingGenerator()
-    list(_llm_summaries(generator, [0], [list(range(25))], texts, GroupParams(summarizer={"backend": "vllm"})))  # answers as they come
+    # answers as they come
+    list(_llm_summaries(generator, [0], [list(range(25))], texts, GroupParams(summarizer={"backend": "vllm"})))
     user = generator.chats[0][1]["content"]
     assert "The following 25 documents" in user and "[25] document 24" in user and user.count("word") >= 25 * 200
 
@@ -149,7 +150,8 @@ def test_reasoning_prompt_settles_rbp_p_and_max_tokens(tiny_index):
     from garen_infer.llm.roles import build_roles
     from garen_infer.methods.garen import Garen, GarenConfig
 
-    reasoning = {"reranker": {"backend": "openai", "base_url": "http://127.0.0.1:9", "model": "m", "prompt": "garen-reasoning",
+    reasoning = {"reranker": {"backend": "openai", "base_url": "http://127.0.0.1:9", "model": "m",
+                              "prompt": "garen-reasoning",
                               "api_key_env": None, "sampling": {"temperature": 0.0}}}
     assert Garen.settle(GarenConfig(), reasoning).rbp_p == 0.5
     assert Garen.settle(GarenConfig(), {"reranker": {"prompt": "garen"}}).rbp_p == 0.6

@@ -27,7 +27,8 @@ class HandBuiltIndex:
         for g, rows_ in enumerate(members):
             for r in rows_:
                 doc_group[r] = g
-        self._groups = Groups(doc_group, members, [f"G{g}" for g in range(len(members))], [f"group {g}" for g in range(len(members))])
+        self._groups = Groups(doc_group, members, [f"G{g}" for g in range(len(members))],
+                              [f"group {g}" for g in range(len(members))])
 
     def groups(self, stage="groups"):
         return self._groups
@@ -56,7 +57,8 @@ def ring_neighbours() -> list[list[int]]:
     out = []
     for d in range(N_GROUPS * SIZE):
         g, i = divmod(d, SIZE)
-        out.append([g * SIZE + (i + 1) % SIZE, g * SIZE + (i + 2) % SIZE, ((g + 1) % N_GROUPS) * SIZE + i, ((g + 2) % N_GROUPS) * SIZE + i])
+        out.append([g * SIZE + (i + 1) % SIZE, g * SIZE + (i + 2) % SIZE, ((g + 1) % N_GROUPS) * SIZE + i,
+                    ((g + 2) % N_GROUPS) * SIZE + i])
     return out
 
 
@@ -104,7 +106,8 @@ def test_vote_rule_scores_the_most_connected_groups_first():
     assert candidates == [1, 2, 3] and votes == {1: 3, 2: 2, 3: 1}
     assert garen.groups_to_score(candidates, votes, scores={}, first_stage=[0, 1, 2], observed={0, 1, 2}) == [1, 2]
     # a group scored before is reused, not rescored, so the budget goes to the next best
-    assert garen.groups_to_score(candidates, votes, scores={1: 0.9}, first_stage=[0, 1, 2], observed={0, 1, 2}) == [2, 3]
+    assert garen.groups_to_score(candidates, votes, scores={1: 0.9}, first_stage=[0, 1, 2],
+                                 observed={0, 1, 2}) == [2, 3]
 
 
 def test_fill_rule_adds_groups_of_top_ranked_uncovered_documents():
@@ -133,7 +136,8 @@ def test_explore_is_round_robin_and_exploit_is_depth_first():
 def test_strategy_switch_at_tau():
     garen = make_garen(ring_neighbours(), MEMBERS, tau_switch=2)
     state = world_state()
-    drive(garen.search(state), {d: float(d % 7) for d in range(200)}, {f"G{g}: group {g}": g / 20 for g in range(20)}, [])
+    drive(garen.search(state), {d: float(d % 7) for d in range(200)},
+          {f"G{g}: group {g}": g / 20 for g in range(20)}, [])
     assert [step["explore"] for step in state.trace["iterations"]] == [True, True] + [False] * 6
     for variant, expected in (("explore", [True] * 8), ("exploit", [False] * 8)):
         garen = make_garen(ring_neighbours(), MEMBERS, strategy=variant)

@@ -14,7 +14,8 @@ from garen_infer.llm.cache import NoCache
 from garen_infer.running.session import execute
 from garen_train.mining.pairs import reranker_group_pairs
 
-ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
+ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7},
+          "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
 
 
 def garen_run(dataset, index, out, **options):
@@ -25,7 +26,9 @@ def garen_run(dataset, index, out, **options):
 
 
 @pytest.mark.parametrize("rule", ["adaptive", "adaptive-scores"])
-def test_an_adaptive_rule_ranks_every_query_and_records_the_navigators_reliability(rule, tiny_dataset, full_index, tmp_path):
+def test_an_adaptive_rule_ranks_every_query_and_records_the_navigators_reliability(
+    rule, tiny_dataset, full_index, tmp_path
+):
     metrics = garen_run(tiny_dataset, full_index, tmp_path / rule, switch_rule=rule)
     records = [json.loads(line) for line in (tmp_path / rule / "trace.jsonl").read_text().splitlines()]
     assert metrics["queries"] == len(records) > 0 and all(r["ranking"] for r in records)

@@ -25,7 +25,8 @@ class OverlapIndex:
         k = max(len(n) for n in neighbours)
         rows = [n + [i] * (k - len(n)) for i, n in enumerate(neighbours)]  # self-loop padding, as np_topk
         self.knn_graph = KnnGraph(np.array(rows, dtype=np.uint32), np.ones((len(rows), k), dtype=np.float16))
-        self._groups = Groups([gs[0] for gs in DOC_GROUPS], MEMBERS, [f"G{g}" for g in range(4)], [f"group {g}" for g in range(4)], DOC_GROUPS)
+        self._groups = Groups([gs[0] for gs in DOC_GROUPS], MEMBERS, [f"G{g}" for g in range(4)],
+                              [f"group {g}" for g in range(4)], DOC_GROUPS)
 
     def groups(self, stage="groups"):
         return self._groups
@@ -63,14 +64,16 @@ def test_explore_skips_a_document_another_group_already_gave():
     # round 1: G1 gives 2; G0's 2 is taken, so it gives 1 (and is empty); G2 gives 4
     # round 2: G1's 4 is taken, so it gives 3; G2 gives 5
     sources: list[int] = []
-    assert make_garen().expand([1, 0, 2], observed={0}, state=STATE, room=5, explore=True, sources=sources) == [2, 1, 4, 3, 5]
+    assert make_garen().expand([1, 0, 2], observed={0}, state=STATE, room=5, explore=True,
+                               sources=sources) == [2, 1, 4, 3, 5]
     assert sources == [1, 0, 2, 1, 2]
 
 
 def test_exploit_skips_documents_given_earlier_in_the_same_expansion():
     # G1 is exhausted first (2, 4, 3); G0 then skips 2 and gives 1; G2 skips 4 and gives 5
     sources: list[int] = []
-    assert make_garen().expand([1, 0, 2], observed={0}, state=STATE, room=5, explore=False, sources=sources) == [2, 4, 3, 1, 5]
+    assert make_garen().expand([1, 0, 2], observed={0}, state=STATE, room=5, explore=False,
+                               sources=sources) == [2, 4, 3, 1, 5]
     assert sources == [1, 1, 1, 0, 2]
 
 
@@ -100,7 +103,9 @@ def test_a_search_on_overlapping_groups_reranks_each_document_once_and_spends_th
             answers = []
             for r in request if isinstance(request, tuple) else (request,):
                 log.append(r)
-                answers.append(sorted(r.rows) if isinstance(r, Rerank) else [0.1 * (i + 1) for i in range(len(r.texts))])
+                answers.append(
+                    sorted(r.rows) if isinstance(r, Rerank) else [0.1 * (i + 1) for i in range(len(r.texts))]
+                )
             request = search.send(answers if isinstance(request, tuple) else answers[0])
     except StopIteration as stop:
         ranking = stop.value

@@ -38,7 +38,8 @@ SCORES = {  # the scripted scorer's answer for each text
 
 
 def hand_built_tree() -> SemanticTree:
-    a = BuiltNode("topic A", "hand", [BuiltNode("cluster A1", "hand", [0, 1, 2]), BuiltNode("cluster A2", "hand", [3, 4])])
+    a = BuiltNode("topic A", "hand",
+                  [BuiltNode("cluster A1", "hand", [0, 1, 2]), BuiltNode("cluster A2", "hand", [3, 4])])
     b = BuiltNode("topic B", "hand", [BuiltNode("cluster B1", "hand", [5, 6]), BuiltNode("cluster B2", "hand", [7, 8])])
     return SemanticTree.from_built(BuiltNode("", "root", [a, b]), {"construction": "hand"})
 
@@ -65,7 +66,8 @@ def make_lattice(tmp_path):
     dataset = Dataset("hand", [Document(d, f"doc {d}") for d in DOCS], [])
 
     def make(**options):
-        return Lattice(LatticeConfig(**{"slate_scorer": "navigator", **options}), TreeOnlyIndex(tmp_path, DOCS), dataset)
+        return Lattice(LatticeConfig(**{"slate_scorer": "navigator", **options}),
+                       TreeOnlyIndex(tmp_path, DOCS), dataset)
 
     return make
 
@@ -203,7 +205,8 @@ _CANDIDATE = re.compile(r"^\[(\d+)\]\. (.*)$", re.MULTILINE)
 def scripted_llm(chat) -> str:
     """Reads the candidates off the prompt and answers the paper's JSON with the scripted scores."""
     scores = [[int(i), round(100 * SCORES[text])] for i, text in _CANDIDATE.findall(chat[-1]["content"])]
-    return json.dumps({"reasoning": "scripted", "ranking": [i for i, _ in sorted(scores, key=lambda p: -p[1])], "relevance_scores": scores})
+    return json.dumps({"reasoning": "scripted",
+                       "ranking": [i for i, _ in sorted(scores, key=lambda p: -p[1])], "relevance_scores": scores})
 
 
 def candidates(chat) -> list[str]:
@@ -245,7 +248,8 @@ def test_a_failed_answer_leaves_the_node_on_the_frontier(make_lattice):
     assert sorted(rows) == list(range(9))
 
     state_ = state()
-    rows, requests = drive(make_lattice(slate_scorer="generator", give_up_after=2).search(state_), lambda r: ["no"] * len(r.chats))
+    rows, requests = drive(make_lattice(slate_scorer="generator", give_up_after=2).search(state_),
+                           lambda r: ["no"] * len(r.chats))
     assert rows == [] and len(requests) == 2 and state_.trace["stop"] == "frontier"
     assert state_.answer_problems == [("generator", "unreadable")] * 2  # the runner adds them to the query's ledger
 
@@ -318,7 +322,10 @@ def test_the_embedding_scorer_scores_an_internal_node_by_its_documents_centroid(
     items = []
 
     def answer(request):
-        jobs = [ScoreJob(query.text, t, query.id, rows, request.by_documents) for t, rows in zip(request.texts, request.rows)]
+        jobs = [
+            ScoreJob(query.text, t, query.id, rows, request.by_documents)
+            for t, rows in zip(request.texts, request.rows)
+        ]
         items.extend(jobs)
         return [c.score for c in scorer.score(jobs)]
 

@@ -97,7 +97,10 @@ def test_fit_equals_torch_adamw_with_clipping():
 def torch_loss(torch, T, A, B, data, p):
     """The reference code's loss, written with torch as it is there (padded slates, masked cumulative logsumexp)."""
     t = p.tau * T[torch.tensor(data.column)]
-    mse = (torch.tensor(data.weight) * (A * t + B[torch.tensor(data.slate)] - p.tau * torch.tensor(data.score)) ** 2).sum()
+    mse = (
+        torch.tensor(data.weight)
+        * (A * t + B[torch.tensor(data.slate)] - p.tau * torch.tensor(data.score)) ** 2
+    ).sum()
     if p.lambda_mse == 1.0:
         return mse
     where = (torch.tensor(data.slate), torch.tensor(data.position))

@@ -86,7 +86,9 @@ def test_an_under_supported_step_brings_in_its_neighbours():
     assert windows[1][:3] == (0, 1, 8)  # kept 0 and 1, then the bridge: 0's neighbour closest to "beta"
     assert expansion["from_graph"] == 1 and expansion["from_first_stage"] == 1
     assert 10 not in ranking and 11 not in ranking  # not a neighbour / a neighbour of a dropped document
-    assert len(ledger.reranked) == trace["budget_used"] == 8 and sorted(ranking) == sorted({d for w in windows for d in w})
+    assert len(ledger.reranked) == trace["budget_used"] == 8 and sorted(ranking) == sorted(
+        {d for w in windows for d in w}
+    )
 
 
 def test_a_supported_step_does_not_expand_towards_the_bridge():
@@ -157,7 +159,8 @@ def test_step_signals_by_hand():
 
 
 def test_plan_reader():
-    answer = read_plan("<think>Step 9: scratch</think>[Reasoning Trace]\nStep 1: a\nStep 2:  b \n[Document Ranking]\n[2] > [1]")
+    answer = read_plan("<think>Step 9: scratch</think>[Reasoning Trace]\nStep 1: a\nStep 2:  b \n[Document "
+                       "Ranking]\n[2] > [1]")
     assert answer.steps == ("a", "b") and answer.has_ranking
 
 
@@ -215,7 +218,8 @@ def record_query_words(beir_dir, qid: str) -> set[str]:
     return set(queries[qid].lower().split())
 
 
-def test_the_simulated_planner_plans_from_the_judgments_and_says_so(tiny_dataset, tiny_index, beir_dir, tmp_path, capsys):
+def test_the_simulated_planner_plans_from_the_judgments_and_says_so(tiny_dataset, tiny_index, beir_dir,
+                                                                    tmp_path, capsys):
     """models.generator {backend: oracle}: the plan is the judged documents' first words, the ranking the oracle
     reranker's; the run is labelled SIMULATED like every oracle run."""
     from garen_infer.doors.cli import main
@@ -223,7 +227,8 @@ def test_the_simulated_planner_plans_from_the_judgments_and_says_so(tiny_dataset
     out = tmp_path / "run"
     code = main(["run", "--dataset", f"beir:{beir_dir}", "--preset", "cpu-default", "--index", str(tiny_index.path),
                  "--method", "repair", "--set", "models.generator={backend: oracle, sigma: 0.0}",
-                 "--set", "methods.repair={window: 4, keep: 2, expand_from: 2}", "--budget", "8", "--out", str(out), "--no-cache"])
+                 "--set", "methods.repair={window: 4, keep: 2, expand_from: 2}", "--budget", "8", "--out",
+                 str(out), "--no-cache"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "SIMULATED RUN" in captured.err + captured.out
@@ -231,5 +236,7 @@ def test_the_simulated_planner_plans_from_the_judgments_and_says_so(tiny_dataset
     assert metrics["simulation"]["roles"]["generator"]["sigma"] == 0.0 and metrics["repair_unreadable_plans"] == 0
     records = {r["qid"]: r for r in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
     q4 = records["q4"]  # one judged document, py3
-    assert q4["trace"]["plans"][0] == [" ".join(tiny_dataset.documents[tiny_dataset.doc_index["py3"]].full_text.split()[:32])]
+    assert q4["trace"]["plans"][0] == [
+        " ".join(tiny_dataset.documents[tiny_dataset.doc_index["py3"]].full_text.split()[:32])
+    ]
     assert q4["ranking"][0] == "py3"  # sigma 0: the judged document leads every window it is in

@@ -284,7 +284,15 @@ def test_proximity_graph_search_and_determinism(random_graph, tmp_path):
 def test_degree_by_corpus_size():
     from garen_infer.index.proximity_graph import degree_for
 
-    assert [degree_for(n) for n in (5183, 10_000, 10_001, 100_000, 100_001, 1_000_000, 1_000_001)] == [8, 8, 12, 12, 16, 16, 32]
+    assert [degree_for(n) for n in (5183, 10_000, 10_001, 100_000, 100_001, 1_000_000, 1_000_001)] == [
+        8,
+        8,
+        12,
+        12,
+        16,
+        16,
+        32,
+    ]
 
 
 def test_rgs_end_to_end_on_the_tiny_corpus(tiny_dataset, tmp_path):
@@ -303,16 +311,23 @@ def test_rgs_end_to_end_on_the_tiny_corpus(tiny_dataset, tmp_path):
         options = dict(preset["methods"]["rgs"], first_stage=first_stage)
         config = RunConfig.build(method="rgs", method_options=options, budget=10,
                                  first_stage=preset["first_stage"], models=preset["models"])
-        metrics = execute(tiny_dataset, index, config, tmp_path / f"run-{first_stage}", cache=NoCache(), log=lambda *_: None)
+        metrics = execute(tiny_dataset, index, config, tmp_path / f"run-{first_stage}", cache=NoCache(),
+                          log=lambda *_: None)
         assert 0 < metrics["mean_budget_used"] <= 10 and metrics["nDCG@10"] > 0.5
-        records = [json.loads(line) for line in (tmp_path / f"run-{first_stage}" / "trace.jsonl").read_text().splitlines()]
+        records = [
+            json.loads(line)
+            for line in (tmp_path / f"run-{first_stage}" / "trace.jsonl").read_text().splitlines()
+        ]
         assert all(r["ledger"]["budget_used"] <= 10 for r in records)
         # the graph first stage encodes the query with the index's embedding model: that is model time, in the
         # ledger like the reranker's (one encoding per query, no budget); the run's first stage encodes nothing
         encoder = [r["ledger"]["roles"].get("query_encoder") for r in records]
         if first_stage == "graph":
             assert all(e is not None and e["requests"] == e["model_calls"] == 1 and e["seconds"] > 0 for e in encoder)
-            assert all(r["ledger"]["model_seconds"] >= r["ledger"]["roles"]["query_encoder"]["seconds"] for r in records)
+            assert all(
+                r["ledger"]["model_seconds"] >= r["ledger"]["roles"]["query_encoder"]["seconds"]
+                for r in records
+            )
         else:
             assert encoder == [None] * len(records)
 

@@ -34,11 +34,15 @@ def test_rgs_author_prompt_and_instructions_for_every_bright_task():
     assert set(BRIGHT_SHORT_INSTRUCTIONS) == set(TASKS)
     assert (bright_task("bright/theoremqa_theorems:long"), bright_task("scifact/test")) == ("theoremqa_theorems", "")
     system, user = (m["content"] for m in LISTWISE_PROMPTS["rgs-author"]("q?", ["a [3] b", "c"], None, "paper", "pony"))
-    assert system == ("You are an expert in pony. Given a Pony question, retrieve relevant passages that help answer the "
-                      "question. I will provide you with a query and 2 passages, each indicated by number identifier []. "
-                      "\nRank the passages based on their relevance to query.")
-    assert user.startswith("Query: q?.\n Passages: [1]  a 3 b\n\n[2]  c\n\n \nRank the 2 passages above")  # brackets stripped
-    assert user.endswith("The output format should be like [1] > [2] ... > [2]. Only response the ranking results, do not say any word or explain.")
+    assert system == (
+        "You are an expert in pony. Given a Pony question, retrieve relevant passages that help answer the "
+        "question. I will provide you with a query and 2 passages, each indicated by number "
+        "identifier []. \nRank the passages based on their relevance to query."
+    )
+    # brackets stripped
+    assert user.startswith("Query: q?.\n Passages: [1]  a 3 b\n\n[2]  c\n\n \nRank the 2 passages above")
+    assert user.endswith("The output format should be like [1] > [2] ... > [2]. Only response the ranking "
+                         "results, do not say any word or explain.")
     with pytest.raises(Exception, match="needs a BRIGHT task"):
         LISTWISE_PROMPTS["rgs-author"]("q", ["a"], None, "paper", "")
 
@@ -146,7 +150,8 @@ def test_rgs_author_slidegar_stops_when_nothing_new_is_left():
     from garen_infer.methods.base import QueryState
     from garen_infer.methods.slidegar import SlideGar, SlideGarConfig
 
-    method = SlideGar(SlideGarConfig(window=4, step=2, variant="rgs-author"), SimpleNamespace(knn_graph=FakeKnn({}, 6)), None)
+    method = SlideGar(SlideGarConfig(window=4, step=2, variant="rgs-author"),
+                      SimpleNamespace(knn_graph=FakeKnn({}, 6)), None)
     search = method.search(QueryState(Query("q", "x"), [0, 1, 2, 3], 100))  # no graph edges, 4 documents in all
     request, calls = next(search), []
     try:

@@ -1,6 +1,7 @@
 """The install files agree: the package's own dependencies admit both stacks' pins (requirements-cpu.txt, and
 requirements-gpu.txt with vLLM's), and faiss comes from one build at a time (the `cpu` or the `gpu` extra).
-Resolving requirements-gpu.txt against the real vLLM wheel needs the registry: tests/engines/test_gpu_requirements.py."""
+Resolving requirements-gpu.txt against the real vLLM wheel needs the registry:
+tests/engines/test_gpu_requirements.py."""
 
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ def project() -> dict:
 
 def test_faiss_builds_are_alternatives_in_extras_never_a_core_dependency():
     core = {canonicalize_name(Requirement(r).name) for r in project()["dependencies"]}
-    extras = {name: {canonicalize_name(Requirement(r).name) for r in reqs} for name, reqs in project()["optional-dependencies"].items()}
+    extras = {
+        name: {canonicalize_name(Requirement(r).name) for r in reqs}
+        for name, reqs in project()["optional-dependencies"].items()
+    }
     assert not core & FAISS_BUILDS
     assert extras["cpu"] & FAISS_BUILDS == {"faiss-cpu"} and extras["gpu"] & FAISS_BUILDS == {"faiss-gpu"}
     assert FAISS_BUILDS & set(pins(REPO / "requirements-cpu.txt")) == {"faiss-cpu"}
@@ -37,12 +41,15 @@ def test_both_stacks_pins_satisfy_the_packages_own_requirements():
     core = {canonicalize_name(Requirement(r).name): Requirement(r) for r in project()["dependencies"]}
     gpu = pins(REPO / "requirements-gpu.txt")
     assert gpu["vllm"].specifier == Requirement("vllm==0.33.0").specifier and not LEFT_TO_VLLM & set(gpu)
-    for path, stack in ((REPO / "requirements-cpu.txt", pins(REPO / "requirements-cpu.txt")), (REPO / "requirements-gpu.txt", gpu)):
+    for path, stack in ((REPO / "requirements-cpu.txt", pins(REPO / "requirements-cpu.txt")),
+                        (REPO / "requirements-gpu.txt", gpu)):
         for name, requirement in core.items():
             pinned = stack.get(name)
             if pinned is not None and pinned.specifier:
                 version = next(iter(pinned.specifier)).version
-                assert requirement.specifier.contains(version), f"{path.name} pins {pinned} but the package needs {requirement}"
+                assert requirement.specifier.contains(version), (
+                    f"{path.name} pins {pinned} but the package needs {requirement}"
+                )
     # vLLM 0.33.0's pins (its wheel's requirements): torch 2.14.0, transformers < 5.21, numpy < 2.4 (numba 0.65)
     for pinned in ("torch==2.14.0", "transformers==5.20.2", "numpy==2.3.5"):
         requirement = Requirement(pinned)

@@ -118,7 +118,9 @@ def test_the_cycle_finder_counts_an_import_made_for_typing_only(tmp_path):
 @pytest.mark.parametrize("package", ["garen_infer", "garen_train"])
 def test_no_module_imports_one_that_imports_it_back(package):
     found = cycles(import_graph(package))
-    assert not found, "import circles (every arrow should point down the layers): " + "; ".join(" <-> ".join(c) for c in found)
+    assert not found, "import circles (every arrow should point down the layers): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
 
 
 def layers_of(package_init: Path) -> list[list[str]]:

@@ -42,7 +42,8 @@ def test_the_tree_prompts_get_the_json_the_top_down_builder_reads():
     from garen_infer.index.tree.tree_top_down import parse_clusters, parse_levels
     from garen_infer.llm.prompts import lattice_cluster, lattice_levels
 
-    levels_prompt = lattice_levels("Supersonic flow over a wedge: shock angle and flow deflection of the supersonic flow.", 5)[0]["content"]
+    levels_prompt = lattice_levels("Supersonic flow over a wedge: shock angle and flow deflection of the "
+                                   "supersonic flow.", 5)[0]["content"]
     assert standin.kind_of({}, levels_prompt) == "levels"
     levels = parse_levels(standin.answer({}, levels_prompt)["message"]["content"], 5)
     assert levels[0] == "flow" and levels[1] == "flow supersonic" and len(levels) == 5  # most frequent words first
@@ -51,7 +52,11 @@ def test_the_tree_prompts_get_the_json_the_top_down_builder_reads():
     assert standin.kind_of({}, cluster_prompt) == "clustering"
     clusters = parse_clusters(standin.answer({}, cluster_prompt)["message"]["content"], len(topics), 3)
     assert sorted(sorted(members) for _, members in clusters) == [[0, 1, 6], [2, 3], [4, 5]]  # the two smallest merged
-    same = parse_clusters(standin.answer({}, lattice_cluster(["flow a", "flow b"], 2, 3)[0]["content"])["message"]["content"], 2, 3)
+    same = parse_clusters(
+        standin.answer({}, lattice_cluster(["flow a", "flow b"], 2, 3)[0]["content"])["message"]["content"],
+        2,
+        3,
+    )
     assert [members for _, members in same] == [[0], [1]]  # one shared word: split in two
 
 
@@ -86,12 +91,15 @@ def test_a_prompt_list_on_completions_is_answered_as_vllm_answers_the_same_chats
     server, engine = standin.serve(standin.EngineShape(capacity=1e9, saturation=1), tokenizer=tokenizer)
     url = f"http://127.0.0.1:{server.server_port}/v1"
     try:
-        chats = [[{"role": "user", "content": f"is passage {i} about wings relevant?"}, {"role": "assistant", "content": "<think>\n\n</think>\n\n"}]
+        chats = [[{"role": "user", "content": f"is passage {i} about wings relevant?"},
+                  {"role": "assistant", "content": "<think>\n\n</think>\n\n"}]
                  for i in range(3)]
-        continued = {"add_generation_prompt": False, "continue_final_message": True, "logprobs": True, "top_logprobs": 20, "max_tokens": 1}
+        continued = {"add_generation_prompt": False, "continue_final_message": True, "logprobs": True,
+                     "top_logprobs": 20, "max_tokens": 1}
         by_chat = [post(url + "/chat/completions", {"messages": chat, **continued}) for chat in chats]
         rendered = [tokenizer.apply_chat_template(chat, tokenize=False, continue_final_message=True) for chat in chats]
-        listed = post(url + "/completions", {"prompt": rendered, "max_tokens": 1, "logprobs": 20, "add_special_tokens": False})
+        listed = post(url + "/completions",
+                      {"prompt": rendered, "max_tokens": 1, "logprobs": 20, "add_special_tokens": False})
     finally:
         server.shutdown()
         engine.close()
@@ -101,7 +109,8 @@ def test_a_prompt_list_on_completions_is_answered_as_vllm_answers_the_same_chats
         assert choice["logprobs"]["top_logprobs"][0] == top
     assert len({choice["logprobs"]["top_logprobs"][0]["yes"] for choice in listed["choices"]}) == 3
     assert listed["usage"]["prompt_tokens"] == sum(a["usage"]["prompt_tokens"] for a in by_chat)
-    assert (engine.stats()["requests"], engine.stats()["calls"]) == (6, 4)  # three chats, then three prompts in one call
+    # three chats, then three prompts in one call
+    assert (engine.stats()["requests"], engine.stats()["calls"]) == (6, 4)
 
 
 def test_the_prefix_cache_counts_the_leading_blocks_an_earlier_prompt_left():

@@ -34,17 +34,21 @@ def test_the_plan_is_one_command_per_cell_or_an_array_script(beir_dir, tiny_inde
     assert main(["bench", "--config", path, "--set", "budgets=[4,8]", "--limit", "3", "--plan"]) == 0
     lines = capsys.readouterr().out.splitlines()
     command = f"garen-infer bench --config {path} --set 'budgets=[4,8]' --limit 3"
-    assert lines == [f"{command} --cell 1  # tiny bm25", f"{command} --cell 2  # tiny rerank@4", f"{command} --cell 3  # tiny rerank@8",
+    assert lines == [f"{command} --cell 1  # tiny bm25", f"{command} --cell 2  # tiny rerank@4",
+                     f"{command} --cell 3  # tiny rerank@8",
                      f"{command} --collect  # the report, once the cells are done"]
     assert main(["bench", "--config", path, "--plan", "slurm", "--cache", "c.sqlite"]) == 0
     script = capsys.readouterr().out
     assert script.startswith("#!/bin/bash\n") and "#SBATCH --array=1-3\n" in script
     assert f'garen-infer bench --config {path} --cache c.sqlite --cell "$SLURM_ARRAY_TASK_ID"\n' in script
     assert f"#SBATCH --output={tmp_path / 'runs' / 'slurm-logs'}/garen-bench-%A_%a.log\n" in script
-    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["slurm-logs"]  # planning runs nothing; Slurm needs the log folder
+    # planning runs nothing; Slurm needs the log folder
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["slurm-logs"]
 
 
-def test_the_slurm_script_runs_a_cell_from_a_clean_shell_in_another_folder(beir_dir, tiny_index, tmp_path, capsys, monkeypatch):
+def test_the_slurm_script_runs_a_cell_from_a_clean_shell_in_another_folder(
+    beir_dir, tiny_index, tmp_path, capsys, monkeypatch
+):
     """What a Slurm node gives a task: no activated environment, another working folder, the task id. The script
     activates the environment it was planned from and goes back to the folder it was planned in."""
     bench_file(tmp_path / "bench", beir_dir, tiny_index)
@@ -62,8 +66,10 @@ def test_the_slurm_script_runs_a_cell_from_a_clean_shell_in_another_folder(beir_
     assert (tmp_path / "bench" / "runs" / "tiny" / "bm25" / "metrics.json").is_file() and not list(elsewhere.iterdir())
 
     assert main(["bench", "--config", "bench.yaml", "--plan", "slurm", "--env", str(tmp_path)]) == 2
-    assert one_error_line(capsys, "garen-infer bench").endswith(f"--env {tmp_path}: no bin/garen-infer there; pass the virtualenv "
-                                                               f"or conda prefix garen-ir is installed in")
+    assert one_error_line(capsys, "garen-infer bench").endswith(
+        f"--env {tmp_path}: no bin/garen-infer there; pass the virtualenv "
+        f"or conda prefix garen-ir is installed in"
+    )
 
 
 FAKE_SLURM = REPO / "benchmarks" / "fake_slurm.py"
@@ -130,7 +136,8 @@ def test_cells_run_alone_in_any_order_and_collect_reports_what_is_finished(beir_
     path = bench_file(tmp_path, beir_dir, tiny_index)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     cache = str(tmp_path / "cache.sqlite")
-    other = subprocess.run([sys.executable, "-m", "garen_infer", "bench", "--config", path, "--cache", cache, "--cell", "3"],
+    other = subprocess.run([sys.executable, "-m", "garen_infer", "bench", "--config", path, "--cache", cache,
+                            "--cell", "3"],
                            env=env, capture_output=True, text=True, timeout=600)
     assert other.returncode == 0, other.stderr
     assert main(["bench", "--config", path, "--cache", cache, "--cell", "1"]) == 0
@@ -138,7 +145,8 @@ def test_cells_run_alone_in_any_order_and_collect_reports_what_is_finished(beir_
 
     dead = subprocess.Popen(["true"])
     dead.wait()
-    killed = tmp_path / f".report.tmp-{dead.pid}@{socket.gethostname()}.x1y2"  # what a --collect killed mid-write leaves
+    # what a --collect killed mid-write leaves
+    killed = tmp_path / f".report.tmp-{dead.pid}@{socket.gethostname()}.x1y2"
     (killed / "report" / "figures").mkdir(parents=True)
     assert main(["bench", "--config", path, "--collect"]) == 0
     assert not killed.exists()
@@ -155,9 +163,15 @@ def test_cells_run_alone_in_any_order_and_collect_reports_what_is_finished(beir_
     whole = load_bench_config(bench_file(tmp_path / "one", beir_dir, tiny_index))
     run_bench(whole, ResponseCache(tmp_path / "one" / "cache.sqlite"), log=lambda *_: None)
     for cell in ("bm25", "rerank@4", "rerank@8"):
-        assert (tmp_path / "runs" / "tiny" / cell / "run.trec").read_bytes() == (tmp_path / "one" / "runs" / "tiny" / cell / "run.trec").read_bytes()
+        assert (tmp_path / "runs" / "tiny" / cell / "run.trec").read_bytes() == (
+            tmp_path / "one" / "runs" / "tiny" / cell / "run.trec"
+        ).read_bytes()
 
     capsys.readouterr()
     assert main(["bench", "--config", path, "--cell", "4"]) == 2
     err = capsys.readouterr().err
-    assert "garen-infer bench: error: --cell 4:" in err and "has cells 1 to 3 (see --plan)" in err and "Traceback" not in err
+    assert (
+        "garen-infer bench: error: --cell 4:" in err
+        and "has cells 1 to 3 (see --plan)" in err
+        and "Traceback" not in err
+    )

@@ -20,7 +20,8 @@ from garen_infer.report.bench import run_bench
 from garen_infer.report.bench_config import load_bench_config
 
 # another system's run over two of the four judged queries (q1..q4), with its own tag and float scores
-OTHER = [("q1", "vol2", 12.5), ("q1", "vol1", 11.0), ("q1", "pho1", 3.25), ("q2", "pho3", 9.0), ("q2", "pho1", 8.5), ("q2", "py1", 1.0)]
+OTHER = [("q1", "vol2", 12.5), ("q1", "vol1", 11.0), ("q1", "pho1", 3.25), ("q2", "pho3", 9.0),
+         ("q2", "pho1", 8.5), ("q2", "py1", 1.0)]
 
 
 def write_run(path, rows=OTHER, tag="anserini-bm25"):
@@ -38,7 +39,8 @@ def by_hand(rows, measure: str, qids) -> dict[str, float]:
     qrels = [ir_measures.Qrel(q, d, r) for q, d, r in QRELS if q in qids]
     run = [ir_measures.ScoredDoc(q, d, s) for q, d, s in rows if q in qids]
     values = {q: 0.0 for q in qids}
-    values.update({m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.parse_measure(measure)], qrels, run)})
+    values.update({m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.parse_measure(measure)],
+                                                                      qrels, run)})
     return values
 
 
@@ -48,26 +50,36 @@ def test_eval_says_how_many_judged_queries_a_run_covers(beir_dir, tmp_path, caps
     captured = capsys.readouterr()
     result = json.loads(captured.out)
     assert (result["judged_queries"], result["judged_queries_in_run"], result["queries"]) == (4, 2, 4)
-    assert result["nDCG@10"] == pytest.approx(sum(by_hand(OTHER, "nDCG@10", ["q1", "q2"]).values()) / 4)  # the missing score 0
+    # the missing score 0
+    assert result["nDCG@10"] == pytest.approx(sum(by_hand(OTHER, "nDCG@10", ["q1", "q2"]).values()) / 4)
     assert result["mean_over"] == "all_judged"
     warning = captured.err.strip().splitlines()
-    assert warning == [f"garen-infer eval: warning: {run} answers 2 of the 4 judged queries of tiny/test; means over all 4, the 2 "
-                       f"missing scoring 0 (trec_eval -c); --judged-in-run averages over the 2 it answers"]
+    assert warning == [
+        f"garen-infer eval: warning: {run} answers 2 of the 4 judged queries of tiny/test; means over all 4, the 2 "
+        f"missing scoring 0 (trec_eval -c); --judged-in-run averages over the 2 it answers"
+    ]
 
-    assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run), "--judged-in-run", "--measures", "nDCG@10", "AP"]) == 0
+    assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run), "--judged-in-run", "--measures",
+                 "nDCG@10", "AP"]) == 0
     captured = capsys.readouterr()
     result = json.loads(captured.out)
-    assert result["queries"] == 2 and set(result) == {"nDCG@10", "AP", "queries", "judged_queries", "judged_queries_in_run", "mean_over"}
+    assert result["queries"] == 2 and set(result) == {"nDCG@10", "AP", "queries", "judged_queries",
+                                                      "judged_queries_in_run", "mean_over"}
     assert result["mean_over"] == "judged_in_run"
     for measure in ("nDCG@10", "AP"):
         assert result[measure] == pytest.approx(sum(by_hand(OTHER, measure, ["q1", "q2"]).values()) / 2)
-    assert captured.err == (f"garen-infer eval: means over the 2 judged queries of tiny/test that {run} answers (--judged-in-run; "
-                            f"trec_eval without -c); 2 judged queries are missing from it and left out\n")
+    assert captured.err == (
+        f"garen-infer eval: means over the 2 judged queries of tiny/test that {run} answers (--judged-in-run; "
+        f"trec_eval without -c); 2 judged queries are missing from it and left out\n"
+    )
 
     full = write_run(tmp_path / "full.trec", OTHER + [("q3", "py1", 1.0), ("q4", "py3", 1.0)])
     assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(full)]) == 0
     # every judged query answered: no warning, and still the line saying what the means are over
-    assert capsys.readouterr().err == f"garen-infer eval: means over all 4 judged queries of tiny/test, every one answered by {full}\n"
+    assert (
+        capsys.readouterr().err
+        == f"garen-infer eval: means over all 4 judged queries of tiny/test, every one answered by {full}\n"
+    )
 
 
 def test_eval_reads_trec_eval_measure_names(beir_dir, tmp_path, capsys):
@@ -75,16 +87,19 @@ def test_eval_reads_trec_eval_measure_names(beir_dir, tmp_path, capsys):
     assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run), "--judged-in-run",
                  "--measures", "ndcg_cut_10", "map", "recall_100", "P_5"]) == 0
     result = json.loads(capsys.readouterr().out)
-    for name, measure in (("nDCG@10", "nDCG@10"), ("AP", "AP"), ("R@100", "R@100"), ("P@5", "P@5")):  # ir_measures' names as keys
+    # ir_measures' names as keys
+    for name, measure in (("nDCG@10", "nDCG@10"), ("AP", "AP"), ("R@100", "R@100"), ("P@5", "P@5")):
         assert result[name] == pytest.approx(sum(by_hand(OTHER, measure, ["q1", "q2"]).values()) / 2)
 
 
 def test_every_measure_neither_tool_reads_is_named_in_one_line(beir_dir, tmp_path, capsys):
     run = str(write_run(tmp_path / "other.trec"))
-    assert main(["eval", "--run", run, "--dataset", f"beir:{beir_dir}", "--measures", "ndcg@10", "map", "nDCG@x", "R@100"]) == 2
+    assert main(["eval", "--run", run, "--dataset", f"beir:{beir_dir}", "--measures", "ndcg@10", "map",
+                 "nDCG@x", "R@100"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
-    assert captured.err.startswith("garen-infer eval: error: measures 'ndcg@10', 'nDCG@x': not names ir_measures or trec_eval reads")
+    assert captured.err.startswith("garen-infer eval: error: measures 'ndcg@10', 'nDCG@x': not names "
+                                   "ir_measures or trec_eval reads")
 
 
 def test_gzipped_runs_and_qrels_are_read_everywhere(beir_dir, tiny_index, tmp_path, capsys):
@@ -106,19 +121,22 @@ def test_gzipped_runs_and_qrels_are_read_everywhere(beir_dir, tiny_index, tmp_pa
     truncated = tmp_path / "cut.trec.gz"
     truncated.write_bytes(packed.read_bytes()[:-8])
     assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(truncated)]) == 2
-    assert one_error_line(capsys, "garen-infer eval").endswith(f"{truncated}: not a complete gzip file (Compressed file ended before "
-                                                               f"the end-of-stream marker was reached)")
+    assert one_error_line(capsys, "garen-infer eval").endswith(
+        f"{truncated}: not a complete gzip file (Compressed file ended before "
+        f"the end-of-stream marker was reached)"
+    )
 
 
 @pytest.mark.parametrize("command", ["eval", "compare"])
 def test_a_run_ranking_one_document_twice_is_refused(command, beir_dir, tmp_path, capsys):
-    """Which of two lines counts would decide the score (nDCG@10 of 1.0 or 0.0 by line order): refused, as trec_eval does."""
+    """Which of two lines counts would decide the score (nDCG@10 of 1.0 or 0.0 by line order): refused, as
+    trec_eval does."""
     run = write_run(tmp_path / "twice.trec", [("q1", "vol1", 3.0), ("q1", "pho1", 2.0), ("q1", "vol1", 1.0)])
     argv = ["eval", "--run", str(run)] if command == "eval" else ["compare", str(run), str(run)]
     assert main([*argv, "--dataset", f"beir:{beir_dir}"]) == 2
     assert one_error_line(capsys, f"garen-infer {command}") == (
-        f"garen-infer {command}: error: {run}, line 3: document 'vol1' is ranked twice for query 'q1' (first on line 1); which "
-        f"line counts would decide the scores: keep one line per query and document")
+        f"garen-infer {command}: error: {run}, line 3: document 'vol1' is ranked twice for query 'q1' (first "
+        f"on line 1); which line counts would decide the scores: keep one line per query and document")
 
 
 @pytest.mark.parametrize("command", ["eval", "compare"])
@@ -130,13 +148,15 @@ def test_a_measure_ir_measures_cannot_read_is_one_line(command, measure, beir_di
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert captured.out == "" and len(err) == 1
-    assert err[0].startswith(f"garen-infer {command}: error: measure '{measure}': not a name ir_measures or trec_eval reads")
+    assert err[0].startswith(f"garen-infer {command}: error: measure '{measure}': not a name ir_measures or "
+                             "trec_eval reads")
     assert "e.g. nDCG@10" in err[0]
 
 
 def test_compare_takes_a_run_file_of_another_system(beir_dir, tiny_index, tmp_path, capsys):
     folder = tmp_path / "bm25"
-    assert main(["run", "--dataset", f"beir:{beir_dir}", "--index", str(tiny_index.path), "--method", "bm25", "--out", str(folder)]) == 0
+    assert main(["run", "--dataset", f"beir:{beir_dir}", "--index", str(tiny_index.path), "--method", "bm25",
+                 "--out", str(folder)]) == 0
     capsys.readouterr()
     other = write_run(tmp_path / "other.trec")
     assert main(["compare", str(other), str(folder), "--dataset", f"beir:{beir_dir}", "--json"]) == 0
@@ -144,18 +164,24 @@ def test_compare_takes_a_run_file_of_another_system(beir_dir, tiny_index, tmp_pa
     assert result["a"] == {"run": str(other), "method": "run file", "budget": None, "tag": "anserini-bm25"}
     assert result["queries"] == {"a": 2, "b": 4, "both": 2} and result["mean_over"] == "judged_in_both"
     ndcg = result["measures"]["nDCG@10"]
-    assert ndcg["queries"] == 2 and ndcg["mean_a"] == pytest.approx(sum(by_hand(OTHER, "nDCG@10", ["q1", "q2"]).values()) / 2)
+    assert ndcg["queries"] == 2 and ndcg["mean_a"] == pytest.approx(
+        sum(by_hand(OTHER, "nDCG@10", ["q1", "q2"]).values()) / 2
+    )
     assert ndcg["ci_low"] <= ndcg["difference"] <= ndcg["ci_high"]
     assert main(["compare", str(other), str(folder), "--dataset", f"beir:{beir_dir}"]) == 0
     text = capsys.readouterr().out.splitlines()
     assert text[0] == f"A: {other} (run file, tag anserini-bm25)" and "95% CI of A-B" in text[4]
-    assert text[2] == ("tiny/test: every number is over the 2 judged queries both runs answer (A answers 2, B 4; the 2 only one "
-                       "answers are left out)")
+    assert text[2] == ("tiny/test: every number is over the 2 judged queries both runs answer (A answers 2, "
+                       "B 4; the 2 only one answers are left out)")
 
     stranger = write_run(tmp_path / "stranger.trec", [("x1", "d1", 1.0)])
     assert main(["compare", str(stranger), str(folder), "--dataset", f"beir:{beir_dir}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "none of its 1 query ids is a query of 'tiny/test'; pass the dataset the run was made on" in err[0]
+    assert (
+        len(err) == 1
+        and "none of its 1 query ids is a query of 'tiny/test'; pass the dataset the run was made on"
+        in err[0]
+    )
 
 
 def test_eval_and_compare_score_runs_without_reading_the_corpus(beir_dir, tiny_index, tmp_path, capsys):
@@ -186,8 +212,10 @@ def test_eval_and_compare_score_runs_without_reading_the_corpus(beir_dir, tiny_i
 
 def bench_with_run_file(tmp_path, beir_dir, index, run_file, **extra) -> str:
     config = {"preset": "cpu-default", "budgets": [4],
-              "datasets": {"tiny": {"spec": f"beir:{beir_dir}", "index": str(index), "runs": {"anserini": str(run_file)}}},
-              "methods": ["bm25", "rerank"], "baseline": "anserini", "significance": {"permutations": 100, "bootstrap": 200},
+              "datasets": {"tiny": {"spec": f"beir:{beir_dir}", "index": str(index),
+                                    "runs": {"anserini": str(run_file)}}},
+              "methods": ["bm25", "rerank"], "baseline": "anserini",
+              "significance": {"permutations": 100, "bootstrap": 200},
               "runs": str(tmp_path / "runs"), "report": str(tmp_path / "report"), "figure_formats": ["png"], **extra}
     path = tmp_path / "bench.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -196,14 +224,17 @@ def bench_with_run_file(tmp_path, beir_dir, index, run_file, **extra) -> str:
 
 def test_a_run_file_is_a_bench_row_and_its_baseline(beir_dir, tiny_index, tmp_path):
     other = write_run(tmp_path / "other.trec", OTHER + [("q3", "py2", 2.0), ("q3", "py1", 1.0), ("q4", "py3", 1.0)])
-    run_bench(load_bench_config(bench_with_run_file(tmp_path, beir_dir, tiny_index.path, other)), NoCache(), log=lambda *_: None)
+    run_bench(load_bench_config(bench_with_run_file(tmp_path, beir_dir, tiny_index.path, other)), NoCache(),
+              log=lambda *_: None)
     results = json.loads((tmp_path / "report" / "results.json").read_text())["datasets"]["tiny"]
     cells = {c["label"]: c for c in results["cells"]}
     assert set(cells) == {"bm25", "rerank", "anserini"}
     anserini = cells["anserini"]
     assert (anserini["method"], anserini["budget"], anserini["queries"]) == ("run file", None, 4)
     rows = OTHER + [("q3", "py1", 1.0), ("q4", "py3", 1.0)]  # q3's excluded py2 leaves before scoring, as for every run
-    assert anserini["nDCG@10"] == pytest.approx(sum(by_hand(rows, "nDCG@10", ["q1", "q2", "q3", "q4"]).values()) / 4, abs=1e-6)
+    assert anserini["nDCG@10"] == pytest.approx(
+        sum(by_hand(rows, "nDCG@10", ["q1", "q2", "q3", "q4"]).values()) / 4, abs=1e-6
+    )
     assert anserini["cost_per_query"]["requests"] is None and anserini["hit@100_by_min_hops"] == {}  # unknown, not 0
     assert [v["budget"] for v in cells["rerank"]["versus_baseline"]] == [4] and cells["bm25"]["versus_baseline"]
     report = (tmp_path / "report" / "report.md").read_text()
@@ -216,18 +247,24 @@ def test_every_number_of_a_limited_bench_is_over_the_same_queries(beir_dir, tiny
     the same N, or its mean and the paired test beside it would be over different queries."""
     rows = OTHER + [("q3", "py1", 1.0), ("q4", "py3", 1.0)]
     other = write_run(tmp_path / "other.trec", rows)
-    outcome = run_bench(load_bench_config(bench_with_run_file(tmp_path, beir_dir, tiny_index.path, other)), NoCache(), limit=2,
+    outcome = run_bench(load_bench_config(bench_with_run_file(tmp_path, beir_dir, tiny_index.path, other)),
+                        NoCache(), limit=2,
                         log=lambda *_: None)
     results = json.loads((outcome.report / "results.json").read_text())["datasets"]["tiny"]
     shared = ["q1", "q2"]  # the first two judged queries
-    assert results["queries"] == 2 and results["queries_scored"] == "the 2 of 4 judged queries every run folder answered, for every row"
+    assert (
+        results["queries"] == 2
+        and results["queries_scored"] == "the 2 of 4 judged queries every run folder answered, for every row"
+    )
     for cell in results["cells"]:
         assert cell["queries"] == 2, cell["label"]
     anserini = next(c for c in results["cells"] if c["label"] == "anserini")
     assert anserini["nDCG@10"] == pytest.approx(sum(by_hand(rows, "nDCG@10", shared).values()) / 2, abs=1e-6)
     for cell in results["cells"]:  # each paired test's mean of the run file is the table's mean of it
         for versus in cell["versus_baseline"]:
-            assert versus["nDCG@10"]["queries"] == 2 and versus["nDCG@10"]["mean_b"] == pytest.approx(anserini["nDCG@10"], abs=1e-6)
+            assert versus["nDCG@10"]["queries"] == 2 and versus["nDCG@10"]["mean_b"] == pytest.approx(
+                anserini["nDCG@10"], abs=1e-6
+            )
     report = (outcome.report / "report.md").read_text()
     assert "nDCG@10 on tiny (the 2 of 4 judged queries every run folder answered, for every row)" in report
 

@@ -59,7 +59,8 @@ def calls_per_query(tiny_dataset, tiny_index, tmp_path) -> dict[str, int]:
 @pytest.fixture
 def uninterrupted(tiny_dataset, tiny_index, tmp_path):
     out = tmp_path / "reference"
-    execute(tiny_dataset, tiny_index, config(), out, roles=Roles(reranker=ScriptedReranker(tiny_index)), log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, config(), out, roles=Roles(reranker=ScriptedReranker(tiny_index)),
+            log=lambda *_: None)
     return out
 
 
@@ -93,7 +94,8 @@ def test_resume_after_interruption(tiny_dataset, tiny_index, tmp_path, uninterru
 
 def test_torn_last_line_is_cut_off_and_redone(tiny_dataset, tiny_index, tmp_path, uninterrupted):
     out = tmp_path / "run"
-    execute(tiny_dataset, tiny_index, config(), out, roles=Roles(reranker=ScriptedReranker(tiny_index)), log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, config(), out, roles=Roles(reranker=ScriptedReranker(tiny_index)),
+            log=lambda *_: None)
     trace = (out / "trace.jsonl").read_bytes()
     lines = trace.splitlines(keepends=True)
     last_qid = json.loads(lines[-1])["qid"]
@@ -131,7 +133,8 @@ def test_a_finished_run_is_not_recomputed(tiny_dataset, tiny_index, uninterrupte
 def test_another_configuration_in_the_same_folder_is_refused(tiny_dataset, tiny_index, uninterrupted, changes, differs):
     before = {p.name: p.read_bytes() for p in uninterrupted.iterdir()}
     with pytest.raises(GarenError, match="holds a run with a different configuration") as err:
-        execute(tiny_dataset, tiny_index, config(**changes), uninterrupted, roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=1)), log=lambda *_: None)
+        execute(tiny_dataset, tiny_index, config(**changes), uninterrupted,
+                roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=1)), log=lambda *_: None)
     assert f"({differs}" in str(err.value) or f", {differs}" in str(err.value)
     assert "use another --out folder" in str(err.value)
     assert {p.name: p.read_bytes() for p in uninterrupted.iterdir()} == before  # nothing was touched
@@ -140,11 +143,14 @@ def test_another_configuration_in_the_same_folder_is_refused(tiny_dataset, tiny_
 def test_batching_across_queries_does_not_change_the_run(tiny_dataset, tiny_index, tmp_path, uninterrupted):
     out = tmp_path / "batched"
     reranker = ScriptedReranker(tiny_index)
-    execute(tiny_dataset, tiny_index, config(max_active_queries=16), out, roles=Roles(reranker=reranker), log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, config(max_active_queries=16), out, roles=Roles(reranker=reranker),
+            log=lambda *_: None)
     assert (out / "run.trec").read_bytes() == (uninterrupted / "run.trec").read_bytes()
 
 
-def test_an_index_stage_rebuilt_with_other_params_is_not_mixed_into_a_resume(tiny_dataset, tiny_index, uninterrupted, tmp_path):
+def test_an_index_stage_rebuilt_with_other_params_is_not_mixed_into_a_resume(
+    tiny_dataset, tiny_index, uninterrupted, tmp_path
+):
     import shutil
 
     from garen_infer.index.folder import IndexFolder
@@ -159,7 +165,8 @@ def test_an_index_stage_rebuilt_with_other_params_is_not_mixed_into_a_resume(tin
     saved["index"] = str(copy)  # same folder name as the run was started with, but bm25 has changed since
     (run / "config.json").write_text(json.dumps(saved))
     with pytest.raises(GarenError, match="index_stages"):
-        execute(tiny_dataset, rebuilt, config(), run, roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=1)), log=lambda *_: None)
+        execute(tiny_dataset, rebuilt, config(), run,
+                roles=Roles(reranker=ScriptedReranker(tiny_index, fail_on=1)), log=lambda *_: None)
 
 
 class InterruptedOnThirdWindows(ScriptedReranker):
@@ -193,11 +200,13 @@ def test_resume_when_queries_finished_out_of_order_at_the_default_concurrency(ti
     default = RunConfig.build(method="rerank", method_options=options)
     assert default.max_active_queries == 16
     reference = tmp_path / "reference"
-    execute(tiny_dataset, tiny_index, default, reference, roles=Roles(reranker=ScriptedReranker(tiny_index)), log=lambda *_: None)
+    execute(tiny_dataset, tiny_index, default, reference, roles=Roles(reranker=ScriptedReranker(tiny_index)),
+            log=lambda *_: None)
 
     out = tmp_path / "run"
     with pytest.raises(GarenError, match="interrupted: 2 of 4 queries are saved"):
-        execute(tiny_dataset, tiny_index, default, out, roles=Roles(reranker=InterruptedOnThirdWindows(tiny_index, out)), log=lambda *_: None)
+        execute(tiny_dataset, tiny_index, default, out,
+                roles=Roles(reranker=InterruptedOnThirdWindows(tiny_index, out)), log=lambda *_: None)
     finished = trace_qids(out)
     assert sorted(finished) == ["q2", "q3"]  # in the order they finished; not a prefix of the query order
 

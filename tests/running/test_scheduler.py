@@ -50,7 +50,8 @@ def states(n: int = QUERIES) -> list[QueryState]:
 
 def search(state: QueryState):
     """Two requests at once (30 texts for the navigator, 9 for another role), then one more for the navigator."""
-    first, other = yield (ScoreYesNo(tuple(f"t{i}" for i in range(30))), ScoreYesNo(tuple(f"t{i}" for i in range(30, 39)), role="verifier"))
+    first, other = yield (ScoreYesNo(tuple(f"t{i}" for i in range(30))),
+                          ScoreYesNo(tuple(f"t{i}" for i in range(30, 39)), role="verifier"))
     last = yield ScoreYesNo(("t39",))
     state.trace["answers"] = [first, other, last]
     return []
@@ -59,7 +60,8 @@ def search(state: QueryState):
 def test_every_answer_finds_its_query_and_no_call_carries_more_than_64():
     navigator, verifier = EchoScorer(), EchoScorer()
     scheduler = Scheduler(Roles(scorers={"navigator": navigator, "verifier": verifier}))
-    assert (scheduler.max_active, scheduler.max_batch) == (RunConfig.max_active_queries, RunConfig.max_batch) == (16, 64)
+    assert (scheduler.max_active, scheduler.max_batch) == (RunConfig.max_active_queries,
+                                                           RunConfig.max_batch) == (16, 64)
     finished = list(scheduler.run(states(), search))
 
     assert sorted(f.state.query.id for f in finished) == sorted(s.query.id for s in states())
@@ -144,7 +146,11 @@ def test_the_reranker_and_the_navigator_work_at_once():
         order, scores = yield (Rerank((1, 2, 3)), ScoreYesNo(("t",)))
         return order
 
-    finished = list(Scheduler(Roles(reranker=overlap.reranker, scorers={"navigator": overlap.navigator})).run(states(2), both))
+    finished = list(
+        Scheduler(Roles(reranker=overlap.reranker, scorers={"navigator": overlap.navigator})).run(
+            states(2), both
+        )
+    )
     assert [f.ranking for f in finished] == [[1, 2, 3]] * 2
 
 
@@ -268,9 +274,13 @@ def test_listwise_rerank_calls_carry_at_most_max_batch_windows(monkeypatch):
         state.trace["order"] = yield Rerank((2 * n, 2 * n + 1))
         return []
 
-    finished = list(scheduler.run([QueryState(Query(f"q{n}", f"query {n}"), [], None) for n in range(100)], rerank_once))
+    finished = list(scheduler.run([QueryState(Query(f"q{n}", f"query {n}"), [], None) for n in range(100)],
+                                  rerank_once))
     assert sum(backend.calls) == 100 and max(backend.calls) == scheduler.max_batch == 64  # a full call, not more
-    assert all(f.state.trace["order"] == [2 * int(f.state.query.id[1:]) + 1, 2 * int(f.state.query.id[1:])] for f in finished)
+    assert all(
+        f.state.trace["order"] == [2 * int(f.state.query.id[1:]) + 1, 2 * int(f.state.query.id[1:])]
+        for f in finished
+    )
 
 
 class YesNoServer:

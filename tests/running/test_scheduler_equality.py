@@ -21,7 +21,8 @@ from garen_infer.methods.base import METHODS
 from garen_infer.running.runner import model_roles
 from garen_infer.running.session import execute
 
-ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7}, "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
+ORACLE = {"reranker": {"backend": "oracle", "sigma": 0.3, "seed": 7},
+          "navigator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
 # REPAIR's planner writes text: the simulated one (the oracle's order) plays it beside either reranker
 PLANNER = {"generator": {"backend": "oracle", "sigma": 0.3, "seed": 7}}
 ORACLE = {**ORACLE, **PLANNER}
@@ -50,7 +51,8 @@ class ServedBySlots:
 
 
 def agent_policy() -> ScriptedPolicy:
-    return ScriptedPolicy(sequence(lambda q: call("embed_recall", scope_query=q), call("bash", command="rg -n -i -l a corpus"),
+    return ScriptedPolicy(sequence(lambda q: call("embed_recall", scope_query=q),
+                                   call("bash", command="rg -n -i -l a corpus"),
                                    final=answer("corpus/vol1.txt", "corpus/pho1.txt", "corpus/py3.txt")))
 
 
@@ -77,7 +79,8 @@ def run(dataset, index, method: str, models: dict, run_options: dict, out, serve
     if served:
         roles = Roles(reranker=roles.reranker and ServedBySlots(roles.reranker),
                       scorers={name: ServedBySlots(scorer) for name, scorer in roles.scorers.items()},
-                      generator=roles.generator and ServedBySlots(roles.generator), agent=roles.agent and ServedBySlots(roles.agent))
+                      generator=roles.generator and ServedBySlots(roles.generator),
+                      agent=roles.agent and ServedBySlots(roles.agent))
     execute(dataset, index, config, out, roles=roles, cache=NoCache(), log=lambda *_: None)
     return out
 

@@ -23,5 +23,9 @@ def test_search_ranks_as_run_writes(method, tiny_dataset, full_index, tmp_path):
     session.run(tmp_path / "run")
     assert session.roles is roles  # loaded once
     written = read_run(tmp_path / "run" / "run.trec")
-    assert {qid: list(docs) for qid, docs in found.scored().items()} == {qid: list(docs) for qid, docs in written.items()}
-    assert [(qid, docno) for qid, docno, _, _ in found.ranked_rows()] == [(q, d) for q, docs in written.items() for d in docs]
+    assert {qid: list(docs) for qid, docs in found.scored().items()} == {
+        qid: list(docs) for qid, docs in written.items()
+    }
+    assert [(qid, docno) for qid, docno, _, _ in found.ranked_rows()] == [
+        (q, d) for q, docs in written.items() for d in docs
+    ]

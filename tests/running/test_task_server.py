@@ -36,7 +36,8 @@ def test_two_tasks_on_one_node_each_serve_on_their_own_port(tmp_path):
     env = {**os.environ, "FAKE_SLURM_DIR": str(tmp_path / "slurm"), "FAKE_SLURM_KEEP": "PYTHONPATH,HF_HUB_OFFLINE",
            "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, str(FAKE_SLURM), "sbatch", str(script)], env=env, check=True, capture_output=True)
-    drained = subprocess.run([sys.executable, str(FAKE_SLURM), "drain", "--together"], env=env, capture_output=True, text=True)
+    drained = subprocess.run([sys.executable, str(FAKE_SLURM), "drain", "--together"], env=env,
+                             capture_output=True, text=True)
     task_logs = [(logs / f"task-1000-{k}.log").read_text() for k in (1, 2)]
     assert drained.returncode == 0, task_logs
     ports = {log.split("serving at http://127.0.0.1:")[1].split("/")[0] for log in task_logs}

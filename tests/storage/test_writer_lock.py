@@ -66,7 +66,8 @@ def test_a_second_process_is_refused_at_once_naming_the_holder(tmp_path, beir_di
     try:
         start = time.monotonic()
         second = subprocess.run(
-            [sys.executable, "-m", "garen_infer", "run", "--dataset", str(beir_dir), "--index", str(tmp_path / "no-index"),
+            [sys.executable, "-m", "garen_infer", "run", "--dataset", str(beir_dir), "--index",
+             str(tmp_path / "no-index"),
              "--method", "bm25", "--out", str(folder)],
             capture_output=True, text=True, env=_env(), timeout=120,
         )
@@ -74,7 +75,11 @@ def test_a_second_process_is_refused_at_once_naming_the_holder(tmp_path, beir_di
         assert second.returncode == 2, second.stderr
         line = second.stderr.strip()
         assert len(line.splitlines()) == 1 and "Traceback" not in line
-        assert f"{folder}: another process is writing this run folder: pid {holder.pid} on host {socket.gethostname()}, started 20" in line
+        assert (
+            f"{folder}: another process is writing this run folder: pid {holder.pid} on host "
+            f"{socket.gethostname()}, started 20"
+            in line
+        )
         assert time.monotonic() - start < 60  # no waiting for the holder
         assert not (folder / "config.json").exists()
     finally:

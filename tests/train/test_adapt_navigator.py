@@ -31,7 +31,8 @@ def synthetic_pairs(beir_dir, full_index, tmp_path_factory):
 
 
 def fit_and_export(model: dict, pairs, root, **trainer) -> dict:
-    config = write_config(root / "config.yaml", model, pairs_data(pairs / "groups.jsonl", val_fraction=0.2), root, **trainer)
+    config = write_config(root / "config.yaml", model, pairs_data(pairs / "groups.jsonl", val_fraction=0.2),
+                          root, **trainer)
     assert garen_train("fit", "--config", config) == 0
     assert garen_train("export", "--checkpoint", root / "ckpt" / "epoch=0.ckpt", "--out", root / "export") == 0
     return json.loads((root / "export" / "manifest.json").read_text())
@@ -45,10 +46,16 @@ def test_the_cpu_recipe_adapts_on_synthetic_pairs_and_navigates_garen(synthetic_
     from garen_infer.doors.cli import main as garen_infer
 
     run = tmp_path / "run"
-    assert garen_infer(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen", "--budget", "8",
-                        "--out", str(run), "--preset", "cpu-adapted", "--set", f"models.navigator.model={tmp_path / 'export'}",
-                        "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]) == 0
-    assert json.loads((run / "config.json").read_text())["models"]["navigator"] == {"backend": "embedding", "model": str(tmp_path / "export")}
+    assert garen_infer(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method",
+                        "garen", "--budget", "8",
+                        "--out", str(run), "--preset", "cpu-adapted", "--set",
+                        f"models.navigator.model={tmp_path / 'export'}",
+                        "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set",
+                        "methods.garen.k_groups=2"]) == 0
+    assert json.loads((run / "config.json").read_text())["models"]["navigator"] == {
+        "backend": "embedding",
+        "model": str(tmp_path / "export"),
+    }
 
 
 def test_the_guard_keeps_trained_weights_only_when_held_out_queries_gain_beyond_noise():
@@ -57,13 +64,16 @@ def test_the_guard_keeps_trained_weights_only_when_held_out_queries_gain_beyond_
     before = {str(q): 0.80 for q in range(20)}
     better = decide(before, {q: 0.85 + 0.001 * int(q) for q in before})  # every held-out query gains
     assert better["keep"] == "trained" and better["gain_lower_bound"] > 0 and better["queries"] == 20
-    mixed = decide(before, {q: 0.80 + (0.05 if int(q) % 2 else -0.045) for q in before})  # a mean gain of +0.0025 within noise
+    # a mean gain of +0.0025 within noise
+    mixed = decide(before, {q: 0.80 + (0.05 if int(q) % 2 else -0.045) for q in before})
     assert mixed["gain"] > 0 and mixed["gain_lower_bound"] < 0 and mixed["keep"] == "untrained"
     assert decide(before, before)["keep"] == "untrained"  # no gain is no reason to move
     assert decide(before, {})["keep"] == "untrained" and decide(before, {})["queries"] == 0
 
 
-def test_weights_that_do_not_gain_on_held_out_queries_export_as_the_zero_shot_navigator(synthetic_pairs, tmp_path, capsys):
+def test_weights_that_do_not_gain_on_held_out_queries_export_as_the_zero_shot_navigator(
+    synthetic_pairs, tmp_path, capsys
+):
     """lr 0 leaves the weights where they started: the validation after training must measure exactly what the pass
     before the first step measured (gain 0), and the guard must export the untrained model, which scores as the
     zero-shot embedding navigator does."""
@@ -98,7 +108,8 @@ def test_the_cpu_adapted_preset_is_cpu_default_with_the_adapted_navigator():
     adapted, default = load_preset("cpu-adapted"), load_preset("cpu-default")
     from garen_infer.shipped import PROJECT_ROOT
 
-    assert adapted["models"]["navigator"] == {"backend": "embedding", "model": str(PROJECT_ROOT / "checkpoints/cpu-adapted")}
+    assert adapted["models"]["navigator"] == {"backend": "embedding",
+                                              "model": str(PROJECT_ROOT / "checkpoints/cpu-adapted")}
     assert {k: v for k, v in adapted.items() if k != "models"} == {k: v for k, v in default.items() if k != "models"}
     assert adapted["models"]["reranker"] == default["models"]["reranker"]
     assert yaml.safe_load(open("configs/train/cpu-navigator.yaml"))["model"]["class_path"].endswith("BiEncoderScorer")
@@ -130,13 +141,16 @@ def test_one_command_takes_a_corpus_to_an_adapted_export(beir_dir, tmp_path):
     corpus = tmp_path / "tiny"
     corpus.mkdir()
     shutil.copy(beir_dir / "corpus.jsonl", corpus / "corpus.jsonl")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "BIN": str(Path(sys.executable).parent), "QUERIES": "6", "NON_REGRESSION": "1",
-           "INDEX": str(tmp_path / "index"), "MINED": str(tmp_path / "mined"), "JOB": str(tmp_path / "job"), "OUT": str(tmp_path / "export"),
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BIN": str(Path(sys.executable).parent), "QUERIES": "6",
+           "NON_REGRESSION": "1",
+           "INDEX": str(tmp_path / "index"), "MINED": str(tmp_path / "mined"), "JOB": str(tmp_path / "job"),
+           "OUT": str(tmp_path / "export"),
            "MINE_ARGS": "--budget 8 --set methods.garen.window=4 --set methods.garen.keep=2 "
                         "--set methods.garen.k_groups=2",
-           "FIT_ARGS": "--trainer.limit_train_batches=2 --trainer.enable_progress_bar=false --data.init_args.val_fraction=0.34 "
-                        "--data.init_args.batch_size=2"}
-    done = subprocess.run(["bash", str(REPO / "scripts" / "adapt_navigator.sh"), str(corpus)], env=env, capture_output=True, text=True)
+           "FIT_ARGS": "--trainer.limit_train_batches=2 --trainer.enable_progress_bar=false "
+                        "--data.init_args.val_fraction=0.34 --data.init_args.batch_size=2"}
+    done = subprocess.run(["bash", str(REPO / "scripts" / "adapt_navigator.sh"), str(corpus)], env=env,
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("adapting to tiny: 6 queries to mine, 1 training steps; estimate")
     manifest = json.loads((tmp_path / "export" / "manifest.json").read_text())

@@ -32,7 +32,8 @@ def crafted_checkpoint(tmp_path, payload) -> str:
     """A file shaped like a scorer's checkpoint, with ``payload`` among its hyper-parameters."""
     path = tmp_path / "crafted.ckpt"
     torch.save({"state_dict": {"net.weight": torch.zeros(2)}, "pytorch-lightning_version": "2.6.6",
-                "hyper_parameters": {"_class_path": "garen_train.scorers.cross_encoder.CrossEncoderScorer", "model": payload}}, path)
+                "hyper_parameters": {"_class_path": "garen_train.scorers.cross_encoder.CrossEncoderScorer",
+                                     "model": payload}}, path)
     return str(path)
 
 
@@ -42,14 +43,18 @@ def test_export_refuses_a_checkpoint_that_would_run_code(tmp_path, capsys):
     assert garen_train("export", "--checkpoint", checkpoint, "--out", tmp_path / "out") == 2
     assert not marker.exists()
     err = one_error_line(capsys, "garen-train export")
-    assert f"{checkpoint}: refused to load: it holds '{os.system.__module__}.system'" in err and "--trust-checkpoint" in err
+    assert (
+        f"{checkpoint}: refused to load: it holds '{os.system.__module__}.system'" in err
+        and "--trust-checkpoint" in err
+    )
     assert not (tmp_path / "out").exists()
 
 
 def test_resuming_a_fit_refuses_a_checkpoint_that_would_run_code(tiny_pairs, tiny_bert_dir, tmp_path, capsys):
     marker = tmp_path / "marker"
     checkpoint = crafted_checkpoint(tmp_path, WritesAMarker(marker))
-    config = write_config(tmp_path / "config.yaml", cross_encoder_model(tiny_bert_dir), pairs_data(tiny_pairs / "documents.jsonl"), tmp_path)
+    config = write_config(tmp_path / "config.yaml", cross_encoder_model(tiny_bert_dir),
+                          pairs_data(tiny_pairs / "documents.jsonl"), tmp_path)
     assert garen_train("fit", "--config", config, "--ckpt_path", checkpoint) == 2
     assert not marker.exists()
     err = one_error_line(capsys, "garen-train fit")
@@ -58,7 +63,8 @@ def test_resuming_a_fit_refuses_a_checkpoint_that_would_run_code(tiny_pairs, tin
 
 def test_a_type_our_jobs_never_save_is_refused_though_torch_would_build_it(tmp_path):
     checkpoint = crafted_checkpoint(tmp_path, collections.Counter(a=1))  # in torch's weights-only allowlist
-    with pytest.raises(GarenError, match=r"it holds a collections\.Counter at checkpoint\['hyper_parameters'\]\['model'\]"):
+    with pytest.raises(GarenError,
+                       match=r"it holds a collections\.Counter at checkpoint\['hyper_parameters'\]\['model'\]"):
         read_checkpoint(checkpoint)
     assert read_checkpoint(checkpoint, trust=True)["hyper_parameters"]["model"] == collections.Counter(a=1)
 

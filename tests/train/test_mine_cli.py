@@ -21,9 +21,11 @@ TRAIN_QUERIES = [
     ("t3", "Catching an  exception in Python", []),  # q4 of the test split, up to case and spacing
     ("t4", "how do python generators yield values", []),
 ]
-TRAIN_QRELS = [("t1", "vol4", 1), ("t1", "vol1", 1), ("t2", "pho2", 2), ("t3", "py3", 1), ("t4", "py4", 1), ("t4", "py1", 0)]
+TRAIN_QRELS = [("t1", "vol4", 1), ("t1", "vol1", 1), ("t2", "pho2", 2), ("t3", "py3", 1), ("t4", "py4", 1),
+               ("t4", "py1", 0)]
 # windows of 4 keeping 2, budget 8, K_g 2: several navigator rounds per query on 12 documents
-SMALL = ["--budget", "8", "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]
+SMALL = ["--budget", "8", "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set",
+         "methods.garen.k_groups=2"]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,8 @@ def data(tmp_path_factory):
 
 
 def mine(data, index, out, *extra, split="train"):
-    return main(["mine", "--dataset", f"beir:{data}:{split}", "--index", str(index.path), "--out", str(out), "--no-cache", *SMALL, *extra])
+    return main(["mine", "--dataset", f"beir:{data}:{split}", "--index", str(index.path), "--out", str(out),
+                 "--no-cache", *SMALL, *extra])
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,8 @@ def test_mined_pairs_follow_the_contract(mined, full_index, tiny_dataset):
     pairs = read_mined(mined, purpose="training")
     groups, documents, manifest = pairs.groups, pairs.documents, pairs.manifest
     assert {g["qid"] for g in groups} == {"t1", "t2", "t4"}  # t3 is a test query by text: left out
-    assert manifest["guard"]["dropped"] == [{"qid": "t3", "evaluation": "tiny/test", "evaluation_qid": "q4", "by": "text"}]
+    assert manifest["guard"]["dropped"] == [{"qid": "t3", "evaluation": "tiny/test", "evaluation_qid": "q4",
+                                             "by": "text"}]
     assert manifest["guard"]["evaluation_splits"][0]["name"] == "tiny/test"  # found beside the train split
 
     index_groups = full_index.groups()
@@ -72,7 +76,8 @@ def test_mined_pairs_follow_the_contract(mined, full_index, tiny_dataset):
     for d in documents:
         doc = tiny_dataset.documents[doc_index[d["item"]]]
         assert d["text"] == doc.full_text and d["label"] == int(d["item"] in qrels[d["qid"]])
-    assert {d["item"] for d in documents if d["qid"] == "t4" and d["provenance"] == "judged"} == {"py4", "py1"}  # py1: rel 0
+    # py1: rel 0
+    assert {d["item"] for d in documents if d["qid"] == "t4" and d["provenance"] == "judged"} == {"py4", "py1"}
     assert all(sum(d["provenance"] == "hard_negative" and d["qid"] == q for d in documents) <= 3 for q in qrels)
 
     counts = manifest["counts"]
@@ -125,14 +130,17 @@ def test_the_test_split_mined_for_evaluation_never_trains(mined, data, full_inde
     evaluation = read_mined(out)
     assert evaluation.purpose == "evaluation" and {g["qid"] for g in evaluation.groups} == {"q1", "q2", "q3", "q4"}
     check_training_data(read_mined(mined), evaluation)  # the guarded training file shares no query with it
-    assert main(["mine", "--dataset", f"beir:{data}:test", "--index", str(full_index.path), "--out", str(tmp_path / "x"),
+    assert main(["mine", "--dataset", f"beir:{data}:test", "--index", str(full_index.path), "--out",
+                 str(tmp_path / "x"),
                  "--evaluation", "--eval-dataset", f"beir:{data}:test"]) == 2
     assert "--evaluation marks evaluation data" in one_error_line(capsys, "garen-train mine", alone=False)
 
 
 @pytest.mark.parametrize("split, expected", [
     # t3 repeats test query q4: the test split beside the train split is guarded without being named
-    ("train", "queries of tiny/train are evaluation queries: 1 in evaluation split tiny/test (t3 (text of q4)); pass --drop-eval-overlap"),
+    ("train",
+     "queries of tiny/train are evaluation queries: 1 in evaluation split tiny/test (t3 (text of q4)); pass "
+     "--drop-eval-overlap"),
     ("test", "tiny/test is an evaluation split: mine it with --evaluation"),
 ])
 def test_the_guard_refuses_with_one_line_and_leaves_nothing(split, expected, data, full_index, tmp_path, capsys):
@@ -157,7 +165,8 @@ def test_mine_refuses_an_index_folder_as_its_out(data, full_index, tmp_path, cap
     index = tmp_path / "index"
     shutil.copytree(full_index.path, index)
     manifest = (index / "manifest.json").read_bytes()
-    assert main(["mine", "--dataset", f"beir:{data}:train", "--index", str(index), "--out", str(index), "--no-cache", *SMALL,
+    assert main(["mine", "--dataset", f"beir:{data}:train", "--index", str(index), "--out", str(index),
+                 "--no-cache", *SMALL,
                  "--drop-eval-overlap"]) == 2
     refusal = one_error_line(capsys, "garen-train mine", alone=False)
     assert f"{index}: is an index folder (written by 'garen-infer index'); writing a mined folder there" in refusal
@@ -183,7 +192,9 @@ def test_a_second_mine_on_one_out_is_refused_while_the_first_writes_it(data, ful
     try:
         holding.wait(30)
         assert mine(data, full_index, out, "--drop-eval-overlap", "--negatives", "1") == 2
-        assert f"{out}: another process is writing this mined folder" in one_error_line(capsys, "garen-train mine", alone=False)
+        assert f"{out}: another process is writing this mined folder" in one_error_line(
+            capsys, "garen-train mine", alone=False
+        )
         assert sorted(p.name for p in out.iterdir()) == [".garen-writer.lock"]
     finally:
         release.set()
@@ -193,14 +204,18 @@ def test_a_second_mine_on_one_out_is_refused_while_the_first_writes_it(data, ful
 def test_a_jsonl_test_split_is_refused_for_training(data, full_index, tmp_path, capsys):
     spec = f"jsonl:{data}/corpus.jsonl,{data}/queries.jsonl,{data}/qrels/test.tsv"
     out = tmp_path / "out"
-    assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(out), "--no-cache", *SMALL]) == 2
-    assert "corpus is an evaluation split: mine it with --evaluation" in one_error_line(capsys, "garen-train mine", alone=False)
+    assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(out), "--no-cache",
+                 *SMALL]) == 2
+    assert "corpus is an evaluation split: mine it with --evaluation" in one_error_line(
+        capsys, "garen-train mine", alone=False
+    )
     assert not out.exists()
 
 
 def test_a_jsonl_train_split_is_guarded_against_the_test_qrels_beside_it(data, full_index, tmp_path, capsys):
     spec = f"jsonl:{data}/corpus.jsonl,{data}/queries.jsonl,{data}/qrels/train.tsv"
-    assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(tmp_path / "out"), "--no-cache", *SMALL]) == 2
+    assert main(["mine", "--dataset", spec, "--index", str(full_index.path), "--out", str(tmp_path / "out"),
+                 "--no-cache", *SMALL]) == 2
     said = one_error_line(capsys, "garen-train mine", alone=False)
     assert "queries of tiny/corpus are evaluation queries: 1 in evaluation split tiny/corpus (t3 (text of q4))" in said
 
@@ -210,22 +225,27 @@ def mined_shards(data, full_index, tmp_path_factory):
     """The mine of ``mined`` as three shards."""
     root = tmp_path_factory.mktemp("mined-shards")
     for i in (1, 2, 3):
-        assert mine(data, full_index, root / f"shard-{i}", "--drop-eval-overlap", "--negatives", "3", "--shard", f"{i}/3") == 0
+        assert mine(data, full_index, root / f"shard-{i}", "--drop-eval-overlap", "--negatives", "3",
+                    "--shard", f"{i}/3") == 0
     return root
 
 
 def without_times(manifest: dict) -> dict:
     timed = ("mean_model_seconds", "mean_seconds_in_flight", "wall_seconds_per_query")
     metrics = {k: v for k, v in manifest["traversal"]["metrics"].items() if k not in timed}
-    untimed = {k: v for k, v in manifest.items() if k not in ("seconds", "manifest_sha256")}  # the digest covers the times
+    # the digest covers the times
+    untimed = {k: v for k, v in manifest.items() if k not in ("seconds", "manifest_sha256")}
     return {**untimed, "traversal": {**manifest["traversal"], "metrics": metrics}}
 
 
 def test_mined_shards_merged_equal_the_unsharded_mine(mined, mined_shards, data, tmp_path):
     shards = [read_mined(mined_shards / f"shard-{i}") for i in (1, 2, 3)]
-    assert [len({g["qid"] for g in s.groups}) for s in shards] == [1, 1, 1] and shards[0].manifest["shard"] == {"index": 1, "count": 3}
+    assert [len({g["qid"] for g in s.groups}) for s in shards] == [1, 1, 1] and shards[0].manifest[
+        "shard"
+    ] == {"index": 1, "count": 3}
     out = tmp_path / "merged"
-    assert main(["merge", *(str(mined_shards / f"shard-{i}") for i in (3, 1, 2)), "--dataset", f"beir:{data}:train", "--out", str(out)]) == 0
+    assert main(["merge", *(str(mined_shards / f"shard-{i}") for i in (3, 1, 2)), "--dataset",
+                 f"beir:{data}:train", "--out", str(out)]) == 0
     for name in ("groups.jsonl", "documents.jsonl", "traversal/run.trec", "traversal/config.json"):
         assert (out / name).read_bytes() == (mined / name).read_bytes(), name
     merged = read_mined(out, purpose="training")
@@ -236,9 +256,12 @@ def test_mined_shards_merged_equal_the_unsharded_mine(mined, mined_shards, data,
 def test_a_mined_merge_killed_anywhere_is_finished_by_the_same_command(mined, mined_shards, data, tmp_path, kill_at):
     """kill -9 in the traversal's merge, between the pair files, before the manifest: the same command finishes."""
     out = tmp_path / "merged"
-    argv = ["merge", *(str(mined_shards / f"shard-{i}") for i in (1, 2, 3)), "--dataset", f"beir:{data}:train", "--out", str(out)]
-    env = {**os.environ, "GAREN_KILL_AT": kill_at, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    killed = subprocess.run([sys.executable, "-m", "garen_train", *argv], env=env, capture_output=True, text=True, timeout=300)
+    argv = ["merge", *(str(mined_shards / f"shard-{i}") for i in (1, 2, 3)), "--dataset",
+            f"beir:{data}:train", "--out", str(out)]
+    env = {**os.environ, "GAREN_KILL_AT": kill_at,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    killed = subprocess.run([sys.executable, "-m", "garen_train", *argv], env=env, capture_output=True,
+                            text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr
     assert main(argv) == 0
     for name in ("groups.jsonl", "documents.jsonl", "traversal/run.trec"):

@@ -1,4 +1,5 @@
-"""``garen-train mine-synthetic`` on the tiny corpus: queries written from the corpus, GAREN's own traversal (cpu-default
+"""``garen-train mine-synthetic`` on the tiny corpus: queries written from the corpus, GAREN's own traversal
+(cpu-default
 models, the real index), pairs labelled by each query's source document, and no judgment read anywhere: the
 command works with the qrels and queries files absent or unreadable, and its manifest says what it read."""
 
@@ -25,7 +26,8 @@ from garen_train.mining.synthetic import (
 )
 
 # windows of 4 keeping 2, budget 8, K_g 2: several navigator rounds per query on 12 documents
-SMALL = ["--budget", "8", "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]
+SMALL = ["--budget", "8", "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set",
+         "methods.garen.k_groups=2"]
 DOCUMENTS = [Document(d, x, t) for d, t, x in DOCS]
 
 
@@ -76,7 +78,9 @@ def test_each_query_leads_to_its_source_documents_groups(mined, full_index, tiny
 def test_the_manifest_records_that_no_judgment_was_read(mined):
     manifest = read_mined(mined).manifest
     assert manifest["inputs"]["judgments"].startswith("none read")
-    assert manifest["inputs"]["corpus"]["path"].endswith("corpus.jsonl") and manifest["inputs"]["corpus"]["sha256"].startswith("sha256:")
+    assert manifest["inputs"]["corpus"]["path"].endswith("corpus.jsonl") and manifest["inputs"]["corpus"][
+        "sha256"
+    ].startswith("sha256:")
     assert manifest["dataset"]["name"] == "tiny/synthetic" and manifest["purpose"] == "training"
     counts = manifest["synthetic"]["counts"]
     assert counts["asked"] == 6 and counts["written"] == 6 and counts["unusable"] == {}
@@ -106,7 +110,9 @@ def test_the_extractive_writer_writes_each_form_from_the_documents_own_words():
     keyphrases = ExtractiveWriter(DOCUMENTS, "keyphrases").write([10])
     assert title == ["Volcanic eruptions"]
     assert sentence == [DOCUMENTS[4].text]  # the one sentence of 6-40 words
-    assert set(keyphrases[0].split()) <= set(DOCUMENTS[10].full_text.lower().replace(".", " ").replace(";", " ").split())
+    assert set(keyphrases[0].split()) <= set(
+        DOCUMENTS[10].full_text.lower().replace(".", " ").replace(";", " ").split()
+    )
     assert len(keyphrases[0].split()) == 6
     mixed = ExtractiveWriter(DOCUMENTS, "mixed", seed=0)
     assert mixed.write(list(range(12))) == ExtractiveWriter(DOCUMENTS, "mixed", seed=0).write(list(range(12)))
@@ -211,7 +217,8 @@ def test_the_generator_writer_asks_the_generator_role_through_the_cache(tiny_mod
         counts.append(writer.counts.as_dict())
     assert counts[0]["asked"] == 3 and counts[0]["cached"] == 0
     assert counts[1]["cached"] == 3  # the same prompts, answered from the cache the second time
-    assert counts[1]["written"] + sum(counts[1]["unusable"].values()) == 3  # every answer is a query or a counted problem
+    # every answer is a query or a counted problem
+    assert counts[1]["written"] + sum(counts[1]["unusable"].values()) == 3
     assert len(written) == 3
 
 

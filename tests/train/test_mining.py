@@ -91,7 +91,9 @@ def test_random_negatives_are_a_seeded_sample_in_rank_order():
     assert len(negatives) == 3 and negatives == sorted(negatives) and 9 not in negatives  # d4 is at rank 9
     assert lines == document_pairs(QUERY, {"d4": 1}, FIRST_STAGE, DOCS, DOC_INDEX, sample)
     other = NegativeSampling(count=3, depth=12, strategy="random", seed=8)
-    assert {d["item"] for d in document_pairs(QUERY, {"d4": 1}, FIRST_STAGE, DOCS, DOC_INDEX, other)} != {d["item"] for d in lines}
+    assert {d["item"] for d in document_pairs(QUERY, {"d4": 1}, FIRST_STAGE, DOCS, DOC_INDEX, other)} != {
+        d["item"] for d in lines
+    }
 
 
 @pytest.mark.parametrize("options", [{"strategy": "hardest"}, {"skip": 5, "depth": 3}, {"count": -1}])
@@ -117,7 +119,8 @@ def test_the_guard_names_the_queries_and_the_split_in_one_line():
     message = str(err.value)
     assert "\n" not in message
     assert message == ("queries of scifact/train are evaluation queries: 7 in evaluation split scifact/test "
-                       "(x0 (text of t2), x1 (text of t2), x2 (text of t2), x3 (text of t2), x4 (text of t2) and 2 more)")
+                       "(x0 (text of t2), x1 (text of t2), x2 (text of t2), x3 (text of t2), x4 (text of t2) "
+                       "and 2 more)")
     check_disjoint([Query("x", "fine")], "scifact/train", {"scifact/test": TEST_SPLIT})  # disjoint: no error
 
 
@@ -182,5 +185,7 @@ def test_a_hand_edited_purpose_is_not_trusted(tmp_path):
     write(folder, "evaluation", [line("t", "third")])
     manifest = json.loads((folder / "manifest.json").read_text())
     (folder / "manifest.json").write_text(json.dumps({**manifest, "purpose": "training"}))
-    with pytest.raises(GarenError, match=r"manifest.json: edited after mining \(its content, 'purpose' included, no longer matches"):
+    with pytest.raises(GarenError,
+                       match=r"manifest.json: edited after mining \(its content, 'purpose' included, no "
+                       r"longer matches"):
         read_mined(folder, purpose="training")

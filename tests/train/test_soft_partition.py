@@ -114,7 +114,8 @@ def test_training_lowers_the_objective_and_recovers_planted_groups(planted, tmp_
     from garen_train.partition.quality import adjusted_rand_index
 
     index, labels = planted
-    checkpoint = fit(index, tmp_path, "--trainer.max_epochs=60", "--data.init_args.init=random", "--data.init_args.n_groups=6",
+    checkpoint = fit(index, tmp_path, "--trainer.max_epochs=60", "--data.init_args.init=random",
+                     "--data.init_args.n_groups=6",
                      "--data.init_args.batch_nodes=64", "--model.init_args.hidden=32", "--model.init_args.dim=16",
                      "--model.init_args.dropout=0.0", "--model.init_args.anchor=0")
     losses = [h["loss"] for h in history(checkpoint)]
@@ -150,12 +151,14 @@ def leiden_index(tiny_dataset, tiny_index, tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("soft") / "index"
     shutil.copytree(tiny_index.path, folder)
-    IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict({"groups": {"max_group_size": 4}}), log=lambda *_: None)
+    IndexFolder.build(tiny_dataset, folder, IndexConfig.from_dict({"groups": {"max_group_size": 4}}),
+                      log=lambda *_: None)
     return folder
 
 
 def export(checkpoint: Path, index: Path, beir_dir: Path, *options: str) -> None:
-    assert garen_train(["export", "--checkpoint", str(checkpoint), "--index", str(index), "--dataset", f"beir:{beir_dir}", *options]) == 0
+    assert garen_train(["export", "--checkpoint", str(checkpoint), "--index", str(index), "--dataset",
+                        f"beir:{beir_dir}", *options]) == 0
 
 
 def test_a_fresh_export_process_imports_the_checkpoints_own_job_class_only(tmp_path, monkeypatch):
@@ -183,16 +186,22 @@ def test_export_writes_an_overlapping_groups_stage(leiden_index, beir_dir, tiny_
     monkeypatch.setenv("GAREN_CACHE_DIR", str(tmp_path / "cache"))
     index = tmp_path / "index"
     shutil.copytree(leiden_index, index)
-    checkpoint = fit(index, tmp_path / "fit", "--trainer.max_epochs=3", "--data.init_args.batch_nodes=4", "--model.init_args.temperature=1.0")
+    checkpoint = fit(index, tmp_path / "fit", "--trainer.max_epochs=3", "--data.init_args.batch_nodes=4",
+                     "--model.init_args.temperature=1.0")
     export(checkpoint, index, beir_dir, "--threshold", "0.1", "--max-groups-per-doc", "2")
 
     folder = IndexFolder.open(index, tiny_dataset)
     entry = folder.manifest["stages"]["groups_soft"]
     assert entry["params"]["threshold"] == 0.1 and entry["params"]["max_groups_per_doc"] == 2
-    assert entry["params"]["checkpoint"] == str(checkpoint.resolve()) and len(entry["params"]["checkpoint_sha256"]) == 64
+    assert (
+        entry["params"]["checkpoint"] == str(checkpoint.resolve())
+        and len(entry["params"]["checkpoint_sha256"]) == 64
+    )
     groups = folder.groups("groups_soft")
     weights = np.load(index / "groups_soft" / "doc_membership_weights.npy")
-    assert entry["info"]["overlap_rate"] == pytest.approx(float(np.mean([len(g) > 1 for g in groups.doc_groups])), abs=1e-4)
+    assert entry["info"]["overlap_rate"] == pytest.approx(
+        float(np.mean([len(g) > 1 for g in groups.doc_groups])), abs=1e-4
+    )
     assert entry["info"]["overlap_rate"] > 0  # temperature 1: soft memberships, so some documents join two groups
     for row, gs in enumerate(groups.doc_groups):
         assert 1 <= len(gs) <= 2 and gs[0] == groups.doc_group[row]
@@ -204,12 +213,14 @@ def test_export_writes_an_overlapping_groups_stage(leiden_index, beir_dir, tiny_
     from garen_infer.index.stages import IndexConfig
 
     export(checkpoint, index, beir_dir, "--stage", "groups_other")
-    IndexFolder.build(tiny_dataset, index, IndexConfig.from_dict({"groups": {"max_group_size": 3}}), log=lambda *_: None)
+    IndexFolder.build(tiny_dataset, index, IndexConfig.from_dict({"groups": {"max_group_size": 3}}),
+                      log=lambda *_: None)
     stages = IndexFolder.open(index, tiny_dataset).manifest["stages"]
     assert "groups" in stages and "groups_soft" not in stages and "groups_other" not in stages
 
 
-def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_dir, tiny_dataset, tmp_path, monkeypatch):
+def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_dir, tiny_dataset, tmp_path,
+                                                             monkeypatch):
     """An anchor far above any cosine logit keeps every document in its Leiden group; with one group per document
     the exported stage is the Leiden stage, and GAREN's run on it is the Leiden run, byte for byte."""
     from garen_infer.index.folder import IndexFolder
@@ -219,7 +230,8 @@ def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_
     monkeypatch.setenv("GAREN_CACHE_DIR", str(tmp_path / "cache"))
     index = tmp_path / "index"
     shutil.copytree(leiden_index, index)
-    checkpoint = fit(index, tmp_path / "fit", "--trainer.max_epochs=2", "--data.init_args.batch_nodes=4", "--model.init_args.anchor=100")
+    checkpoint = fit(index, tmp_path / "fit", "--trainer.max_epochs=2", "--data.init_args.batch_nodes=4",
+                     "--model.init_args.anchor=100")
     export(checkpoint, index, beir_dir, "--max-groups-per-doc", "1")
     for name in ("doc_groups.npy", "groups.jsonl", "stats.json"):
         assert (index / "groups_soft" / name).read_bytes() == (index / "groups" / name).read_bytes()
@@ -232,11 +244,15 @@ def test_a_disjoint_export_reproduces_the_leiden_run_exactly(leiden_index, beir_
         config = RunConfig.build("garen", options, models=models)
         execute(tiny_dataset, folder, config, tmp_path / stage, log=lambda *_: None)
     assert (tmp_path / "groups_soft" / "run.trec").read_bytes() == (tmp_path / "groups" / "run.trec").read_bytes()
-    traces = [[json.loads(line)["trace"] for line in (tmp_path / s / "trace.jsonl").read_text().splitlines()] for s in ("groups", "groups_soft")]
+    traces = [
+        [json.loads(line)["trace"] for line in (tmp_path / s / "trace.jsonl").read_text().splitlines()]
+        for s in ("groups", "groups_soft")
+    ]
     assert traces[0] == traces[1]
 
 
-def test_partition_report_gives_quality_and_c3_counts_from_a_run(leiden_index, tiny_dataset, tmp_path, monkeypatch, capsys):
+def test_partition_report_gives_quality_and_c3_counts_from_a_run(leiden_index, tiny_dataset, tmp_path,
+                                                                 monkeypatch, capsys):
     from garen_infer.index.folder import IndexFolder
     from garen_infer.running.runner import RunConfig
     from garen_infer.running.session import execute
@@ -248,7 +264,8 @@ def test_partition_report_gives_quality_and_c3_counts_from_a_run(leiden_index, t
     config = RunConfig.build("garen", options, models=models)
     execute(tiny_dataset, IndexFolder.open(leiden_index, tiny_dataset), config, run, log=lambda *_: None)
     capsys.readouterr()
-    assert garen_train(["partition-report", "--index", str(leiden_index), "--stage", "groups", "--run", f"groups={run}", "--json"]) == 0
+    assert garen_train(["partition-report", "--index", str(leiden_index), "--stage", "groups", "--run",
+                        f"groups={run}", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     gold = [json.loads(line)["trace"]["gold"] for line in (run / "trace.jsonl").read_text().splitlines()]
     pairs = sum(g["pairs_outside_window"] for g in gold)
@@ -261,7 +278,8 @@ def test_partition_report_gives_quality_and_c3_counts_from_a_run(leiden_index, t
     config = json.loads((run / "config.json").read_text())
     config["method_options"]["groups"] = "groups_kmeans"
     (run / "config.json").write_text(json.dumps(config))
-    assert garen_train(["partition-report", "--index", str(leiden_index), "--stage", "groups", "--run", f"groups={run}"]) == 2
+    assert garen_train(["partition-report", "--index", str(leiden_index), "--stage", "groups", "--run",
+                        f"groups={run}"]) == 2
     assert "not GAREN on 'groups'" in capsys.readouterr().err
 
 
@@ -284,6 +302,7 @@ def test_top10_sources_splits_a_runs_top_ten_by_the_first_stage_depth():
     first_stage = {"q": ["a", "b", "c"]}
     run = {"q": ["x", "a", "y", "b"] + [f"z{i}" for i in range(8)]}  # 12 documents, 10 in the top
     counts = script.top10_sources(run, first_stage, {"q": {"a": 1, "y": 2, "z7": 1, "c": 0}}, depth=2)
-    # top 10: a, b inside the first stage's top 2 (a relevant); x, y, z0..z5 beyond (y relevant); relevant z7 is found but ranked 12th
+    # top 10: a, b inside the first stage's top 2 (a relevant); x, y, z0..z5 beyond (y relevant); relevant z7
+    # is found but ranked 12th
     assert counts == {"queries": 1, "inside": 2, "inside_relevant": 1, "beyond": 8, "beyond_relevant": 1,
                       "found_beyond": 10, "found_beyond_relevant": 2}

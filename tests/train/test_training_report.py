@@ -28,7 +28,8 @@ def write_logs(root, loggers=("csv", "tensorboard"), steps=40, version=None):
         for step in range(steps):
             logger.log_metrics({"train/loss": 1.0 / (1 + step), "lr-AdamW": 1e-4 * (1 - step / steps)}, step=step)
             if step % 10 == 9:
-                logger.log_metrics({"val/loss": 0.5 / (1 + step), "val/auc": 0.6 + step / 200, "val/R@20": 0.3 + step / 100}, step=step)
+                logger.log_metrics({"val/loss": 0.5 / (1 + step), "val/auc": 0.6 + step / 200,
+                                    "val/R@20": 0.3 + step / 100}, step=step)
         logger.save()
         logger.finalize("success")
     return root
@@ -50,7 +51,8 @@ def test_csv_and_tensorboard_logs_read_the_same(tmp_path):
 
 
 def test_metrics_sources(tmp_path):
-    (tmp_path / "evaluate.json").write_text(json.dumps({"pairs_file": "x", "metrics": {"auc": 0.61, "R@20": 0.4, "pairs": 100}}))
+    (tmp_path / "evaluate.json").write_text(json.dumps({"pairs_file": "x",
+                                                        "metrics": {"auc": 0.61, "R@20": 0.4, "pairs": 100}}))
     (tmp_path / "manifest.json").write_text(json.dumps({"family": "cross-encoder", "validation": {"auc": 0.8}}))
     assert read_metrics_source(tmp_path / "evaluate.json") == {"auc": 0.61, "R@20": 0.4, "pairs": 100.0}
     assert read_metrics_source(tmp_path / "manifest.json") == {"auc": 0.8}
@@ -67,7 +69,8 @@ def test_report_folder(tmp_path, capsys):
     (tmp_path / "job" / "csv" / "version_0" / "config.yaml").write_text("model:\n  class_path: x.Y\n")
     before = tmp_path / "zero-shot.json"
     before.write_text(json.dumps({"metrics": {"auc": 0.55, "R@20": 0.25}}))
-    assert main(["report", "--logs", str(logs), "--before", str(before), "--before-label", "zero-shot", "--after-label", "fine-tuned"]) == 0
+    assert main(["report", "--logs", str(logs), "--before", str(before), "--before-label", "zero-shot",
+                 "--after-label", "fine-tuned"]) == 0
     report = logs / "report"
     assert sorted(p.name for p in (report / "figures").glob("*.png")) == ["evaluation.png", "loss.png", "other.png"]
     from matplotlib.image import imread

@@ -49,14 +49,16 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class GroupParams:
     construction: Literal["leiden", "kmeans", "random"] = "leiden"  # App. C.2
-    leiden_backend: Literal["graspologic", "leidenalg"] = "graspologic"  # graspologic (resolution + randomness) | leidenalg (resolution only)
+    # graspologic (resolution + randomness) | leidenalg (resolution only)
+    leiden_backend: Literal["graspologic", "leidenalg"] = "graspologic"
     resolution: Positive = 1.0  # gamma, App. A
     randomness: Positive = 0.001  # theta, App. A
     max_group_size: Count = 20  # s-bar, App. A: groups this large are re-partitioned
     # ">= s-bar" (graspologic's max_cluster_size; App. F's max of 19) | "exceeding" (> s-bar, App. A's words)
     cap_rule: Literal["graspologic", "exceeding"] = "graspologic"
     seed: int = 42
-    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)  # or a generator model spec
+    # or a generator model spec
+    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)
     # What the LLM summarizer reads (App. G: "The following {n} documents ...": every document of the group). By
     # default all documents, whole, while the group fits ``summary_budget_words``; past it every document is cut to
     # an equal share, short ones kept whole (summaries.fit_documents). 16,000 words is about 21-24k Qwen tokens of
@@ -71,8 +73,10 @@ class GroupParams:
 def _partition(folder: OpenIndex, dataset: Dataset, params: GroupParams) -> list[list[int]]:
     graph = folder.knn_graph
     if params.construction == "leiden":
-        return leiden_groups(graph.neighbours, graph.weights, max_group_size=params.max_group_size, resolution=params.resolution,
-                             randomness=params.randomness, backend=params.leiden_backend, seed=params.seed, cap_rule=params.cap_rule)
+        return leiden_groups(graph.neighbours, graph.weights, max_group_size=params.max_group_size,
+                             resolution=params.resolution,
+                             randomness=params.randomness, backend=params.leiden_backend, seed=params.seed,
+                             cap_rule=params.cap_rule)
     n_groups = folder.manifest["stages"]["groups"]["info"]["groups"]  # same number as the Leiden groups
     if params.construction == "kmeans":
         return kmeans_groups(np.asarray(folder.embeddings), n_groups, params.seed)
@@ -125,10 +129,12 @@ def _llm_summaries(generator, todo: list[int], groups, texts,
 
     def chat(k: int):
         rows = groups[todo[k]]
-        return summarizer_prompt(fit_documents([texts[r] for r in rows], params.summary_max_docs, params.summary_max_words,
+        return summarizer_prompt(fit_documents([texts[r] for r in rows], params.summary_max_docs,
+                                               params.summary_max_words,
                                                params.summary_budget_words), max_words=None, text=text)
 
-    for k, answer in stream_json(generator, len(todo), chat, lambda _, answer: parse_summary(answer), params.summary_retries,
+    for k, answer in stream_json(generator, len(todo), chat, lambda _, answer: parse_summary(answer),
+                                 params.summary_retries,
                                  params.batch_size):
         yield todo[k], cast("dict | None", answer)  # parse_summary's
 
@@ -208,7 +214,8 @@ class SoftGroupParams:
 
 def _learned_elsewhere(folder: OpenIndex, dataset: Dataset, params) -> dict:
     raise GarenError("index stage 'groups_soft' is learned, not built: train it with 'garen-train fit --config "
-                     "configs/train/partition-dmon.yaml' and write it with 'garen-train export --checkpoint CKPT --index DIR'")
+                     "configs/train/partition-dmon.yaml' and write it with 'garen-train export --checkpoint "
+                     "CKPT --index DIR'")
 
 
 register(Stage("groups", GroupParams, _build("groups"), requires=("embeddings", "knn_graph"),

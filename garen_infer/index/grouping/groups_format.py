@@ -82,7 +82,9 @@ def _group_record(record, doc_index: dict[str, int]) -> tuple[list[int], str, st
     return [doc_index[d] for d in record["docs"]], concept, summary
 
 
-def doc_memberships(n_docs: int, groups: list[list[int]], weights: list[list[float]] | None) -> list[list[tuple[int, float]]]:
+def doc_memberships(
+    n_docs: int, groups: list[list[int]], weights: list[list[float]] | None
+) -> list[list[tuple[int, float]]]:
     """Each row's (group, weight) pairs, best first (ties: lower group id); disjoint groups weigh 1."""
     out: list[list[tuple[int, float]]] = [[] for _ in range(n_docs)]
     for g, rows in enumerate(groups):
@@ -95,7 +97,8 @@ def doc_memberships(n_docs: int, groups: list[list[int]], weights: list[list[flo
     return out
 
 
-def write_groups(path: Path, doc_ids: list[str], groups: list[list[int]], records: list[dict], weights: list[list[float]] | None = None) -> dict:
+def write_groups(path: Path, doc_ids: list[str], groups: list[list[int]], records: list[dict],
+                 weights: list[list[float]] | None = None) -> dict:
     """Write a groups stage folder atomically and return its stats. ``records`` hold each group's concept, summary
     and summarizer; ``weights`` are the listed rows' memberships, per group. Groups in which no row has a second
     group are written in the disjoint format, weights or not."""
@@ -123,6 +126,7 @@ def write_groups(path: Path, doc_ids: list[str], groups: list[list[int]], record
             np.save(tmp / MEMBERSHIPS, ids)
             np.save(tmp / WEIGHTS, values)
             counts = np.array([len(pairs) for pairs in memberships])
-            stats.update(overlap_rate=round(float((counts > 1).mean()), 4), memberships_per_doc=round(float(counts.mean()), 4))
+            stats.update(overlap_rate=round(float((counts > 1).mean()), 4),
+                         memberships_per_doc=round(float(counts.mean()), 4))
         (tmp / "stats.json").write_text(json.dumps(stats, indent=2))
     return stats

@@ -43,7 +43,9 @@ def _undirected_edges(neighbours: np.ndarray, weights: np.ndarray, nodes: np.nda
     return dict(zip(zip((key // n).tolist(), (key % n).tolist()), largest.tolist()))
 
 
-def _leiden_once(nodes: list[int], edges: dict, backend: str, resolution: float, randomness: float, seed: int) -> list[list[int]]:
+def _leiden_once(
+    nodes: list[int], edges: dict, backend: str, resolution: float, randomness: float, seed: int
+) -> list[list[int]]:
     """One Leiden run over a node set; isolated nodes (no edge inside the set) form one leftover group."""
     if not edges:
         return [nodes]
@@ -51,7 +53,8 @@ def _leiden_once(nodes: list[int], edges: dict, backend: str, resolution: float,
         import graspologic_native as gn
 
         edge_list = [(str(a), str(b), w) for (a, b), w in edges.items()]
-        _, membership = gn.leiden(edge_list, resolution=resolution, randomness=randomness, use_modularity=True, seed=seed)
+        _, membership = gn.leiden(edge_list, resolution=resolution, randomness=randomness,
+                                  use_modularity=True, seed=seed)
         labels = {int(k): v for k, v in membership.items()}
     elif backend == "leidenalg":
         import igraph as ig
@@ -61,7 +64,8 @@ def _leiden_once(nodes: list[int], edges: dict, backend: str, resolution: float,
         graph = ig.Graph(n=len(nodes), edges=[(index[a], index[b]) for a, b in edges], directed=False)
         graph.es["weight"] = list(edges.values())
         part = leidenalg.find_partition(
-            graph, leidenalg.RBConfigurationVertexPartition, weights="weight", resolution_parameter=resolution, seed=seed
+            graph, leidenalg.RBConfigurationVertexPartition, weights="weight",
+            resolution_parameter=resolution, seed=seed
         )
         labels = {nodes[i]: c for i, c in enumerate(part.membership)}
     else:
@@ -75,7 +79,8 @@ def _leiden_once(nodes: list[int], edges: dict, backend: str, resolution: float,
 CAP_RULES = ("graspologic", "exceeding")
 
 
-def leiden_groups(neighbours, weights, *, max_group_size=20, resolution=1.0, randomness=0.001, backend="graspologic", seed=42,
+def leiden_groups(neighbours, weights, *, max_group_size=20, resolution=1.0, randomness=0.001,
+                  backend="graspologic", seed=42,
                   cap_rule="graspologic") -> list[list[int]]:
     """``cap_rule``: "graspologic" re-partitions groups of ``max_group_size`` or more (hierarchical_leiden's
     max_cluster_size: "membership >= max_cluster_size"), which gives App. F's maximum of 19 on LeetCode and
@@ -86,14 +91,16 @@ def leiden_groups(neighbours, weights, *, max_group_size=20, resolution=1.0, ran
     n = len(neighbours)
     final: list[list[int]] = []
     with tqdm(total=n, desc="leiden groups", unit="doc") as placed:  # documents in a group that is final
-        queue = _leiden_once(list(range(n)), _undirected_edges(neighbours, weights), backend, resolution, randomness, seed)
+        queue = _leiden_once(list(range(n)), _undirected_edges(neighbours, weights), backend, resolution,
+                             randomness, seed)
         while queue:
             group = queue.pop()
             if len(group) <= small_enough:
                 final.append(group)
                 placed.update(len(group))
                 continue
-            parts = _leiden_once(group, _undirected_edges(neighbours, weights, np.array(group)), backend, resolution, randomness, seed)
+            parts = _leiden_once(group, _undirected_edges(neighbours, weights, np.array(group)), backend,
+                                 resolution, randomness, seed)
             if len(parts) <= 1:  # Leiden finds no non-trivial split (e.g. near-duplicates): keep it large (App. F)
                 final.append(group)
                 placed.update(len(group))
@@ -128,4 +135,5 @@ def groups_from_labels(labels: np.ndarray) -> list[list[int]]:
 
 def group_stats(groups: list[list[int]]) -> dict:
     sizes = np.array([len(g) for g in groups])
-    return {"groups": int(len(groups)), "min": int(sizes.min()), "max": int(sizes.max()), "mean": round(float(sizes.mean()), 2)}
+    return {"groups": int(len(groups)), "min": int(sizes.min()), "max": int(sizes.max()),
+            "mean": round(float(sizes.mean()), 2)}

@@ -32,7 +32,8 @@ def _stopwords() -> set[str]:
 class ExtractiveSummarizer:
     name = "extractive"
 
-    def __init__(self, doc_texts: list[str], doc_vectors: np.ndarray, n_terms: int = 4, n_sentences: int = 4, max_words: int = 120):
+    def __init__(self, doc_texts: list[str], doc_vectors: np.ndarray, n_terms: int = 4, n_sentences: int = 4,
+                 max_words: int = 120):
         self.doc_texts, self.doc_vectors = doc_texts, doc_vectors
         self.n_terms, self.n_sentences, self.max_words = n_terms, n_sentences, max_words
         self.stop = _stopwords()

@@ -40,13 +40,16 @@ class Bm25Params:
     b: Probability = 0.75  # length normalisation, 0 (none) to 1 (full)
     stopwords: str = "en"  # bm25s list name, or "lucene" for Lucene's English stop set
     stemmer: str = "english"  # a PyStemmer algorithm ("english" = Snowball, "porter" = Snowball's Porter), or
-    #   "lucene-porter" (Lucene's PorterStemFilter: differs from Snowball's on "-logy", "-bly" and 2-letter words), or ""
-    tokenizer: Literal["bm25s", "lucene"] = "bm25s"  # "bm25s" (regex, words of 2+ characters) | "lucene" (StandardTokenizer, UAX#29)
+    #   "lucene-porter" (Lucene's PorterStemFilter: differs from Snowball's on "-logy", "-bly" and 2-letter
+    #   words), or ""
+    # "bm25s" (regex, words of 2+ characters) | "lucene" (StandardTokenizer, UAX#29)
+    tokenizer: Literal["bm25s", "lucene"] = "bm25s"
 
 
 # BRIGHT retrievers.py: pyserini's default Lucene analyzer (StandardTokenizer, possessives, lower case, Lucene's
 # stop set, Lucene's Porter), k1 = 0.9, b = 0.4
-BRIGHT_BM25 = Bm25Params(variant="bright", k1=0.9, b=0.4, stopwords="lucene", stemmer="lucene-porter", tokenizer="lucene")
+BRIGHT_BM25 = Bm25Params(variant="bright", k1=0.9, b=0.4, stopwords="lucene", stemmer="lucene-porter",
+                         tokenizer="lucene")
 TOKENIZERS = ("bm25s", "lucene")
 
 
@@ -149,9 +152,11 @@ class Bm25Index:
 
 
 class _LuceneQ:
-    """Lucene 8 BM25 weights on both sides: idf = ln(N+1) - ln(df+0.5), w = idf * tf / (tf + k1 (1 - b + b dl/avgdl))."""
+    """Lucene 8 BM25 weights on both sides: idf = ln(N+1) - ln(df+0.5), w = idf * tf / (tf + k1 (1 - b + b
+    dl/avgdl))."""
 
-    def __init__(self, vocab: dict[str, int], idf: np.ndarray, doc_matrix: sp.csr_matrix, k1: float, b: float, avgdl: float):
+    def __init__(self, vocab: dict[str, int], idf: np.ndarray, doc_matrix: sp.csr_matrix, k1: float, b: float,
+                 avgdl: float):
         self.vocab, self.idf, self.doc_matrix, self.k1, self.b, self.avgdl = vocab, idf, doc_matrix, k1, b, avgdl
 
     @classmethod
@@ -185,7 +190,8 @@ class _LuceneQ:
         if not counts:
             return np.zeros(self.doc_matrix.shape[0])
         cols = [self.vocab[t] for t in counts]
-        tf = sp.csr_matrix((np.array(list(counts.values()), dtype=np.float64), ([0] * len(cols), cols)), shape=(1, len(self.vocab)))
+        tf = sp.csr_matrix((np.array(list(counts.values()), dtype=np.float64), ([0] * len(cols), cols)),
+                           shape=(1, len(self.vocab)))
         # the query's length counts known terms only: gensim's doc2bow drops the others before weighting
         query_vector = self._weigh(tf, np.array([float(sum(counts.values()))]))
         return np.asarray((self.doc_matrix @ query_vector.T).todense()).ravel()

@@ -67,7 +67,11 @@ def token_patterns(unknown: str = UNKNOWN_TO_LUCENE, emoji: str = LUCENE_EMOJI, 
     )
     block = rf"(?:{katakana_block}|{letter_digit_block})"
     word = rf"(?:{enl})*{block}(?:(?:{enl})+{block})*(?:{enl})*"  # underscores join anything (WB13a/b)
-    emoji_base = cls("Extended_Pictographic", "Emoji_Modifier") if ascii_only else rf"[\p{{Extended_Pictographic}}\p{{Emoji_Modifier}}{emoji}]"
+    emoji_base = (
+        cls("Extended_Pictographic", "Emoji_Modifier")
+        if ascii_only
+        else rf"[\p{{Extended_Pictographic}}\p{{Emoji_Modifier}}{emoji}]"
+    )
     emoji_sequence = (
         r"[0-9#*]\uFE0F?\u20E3"  # keycaps
         r"|\p{Regional_Indicator}\p{Regional_Indicator}"  # flags (a lone regional indicator is no token)

@@ -85,7 +85,13 @@ class _Word:
 
     def cvc(self, i: int) -> bool:
         """consonant-vowel-consonant ending at i, the last not w, x or y (e.g. -hop, not -how)."""
-        return i >= 2 and self.consonant(i) and not self.consonant(i - 1) and self.consonant(i - 2) and self.b[i] not in "wxy"
+        return (
+            i >= 2
+            and self.consonant(i)
+            and not self.consonant(i - 1)
+            and self.consonant(i - 2)
+            and self.b[i] not in "wxy"
+        )
 
     def ends(self, suffix: str) -> bool:
         n = len(suffix)

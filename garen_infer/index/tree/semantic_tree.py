@@ -69,7 +69,8 @@ class SemanticTree:
                 row.append(int(node))
                 desc.append("")
                 source.append("document")
-        tree = cls(np.array(parent, np.int32), children, np.array(row, np.int32), np.array(depth, np.int32), desc, source)
+        tree = cls(np.array(parent, np.int32), children, np.array(row, np.int32), np.array(depth, np.int32),
+                   desc, source)
         tree.meta = {**(meta or {}), **tree.shape()}
         return tree
 
@@ -145,7 +146,8 @@ class SemanticTree:
     # ---- files ----------------------------------------------------------------------------------------------
     def save(self, folder: Path, doc_ids: list[str]) -> None:
         """Write ``meta.json`` and ``nodes.jsonl`` into ``folder`` (the caller makes the folder atomic)."""
-        (folder / "meta.json").write_text(json.dumps({"format": TREE_FORMAT, **self.meta}, indent=2, ensure_ascii=False) + "\n")
+        (folder / "meta.json").write_text(json.dumps({"format": TREE_FORMAT, **self.meta}, indent=2,
+                                                     ensure_ascii=False) + "\n")
         with open(folder / "nodes.jsonl", "w", encoding="utf-8") as out:
             for node in range(len(self)):
                 record: dict[str, object] = {"node": node, "parent": int(self.parent[node]) if node else None,
@@ -173,7 +175,8 @@ class SemanticTree:
                 try:
                     record = json.loads(line)
                     if record["node"] != line_no - 1:
-                        raise ValueError(f"node {record['node']} on line {line_no}: nodes must be numbered in file order")
+                        raise ValueError(f"node {record['node']} on line {line_no}: nodes must be numbered "
+                                         "in file order")
                     parent.append(-1 if record["parent"] is None else int(record["parent"]))
                     depth.append(int(record["depth"]))
                     if "doc" in record:
@@ -190,10 +193,12 @@ class SemanticTree:
                         source.append(str(record.get("source", "")))
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
                     raise GarenError(f"{path}, line {line_no}: {err}") from None
-        tree = cls(np.array(parent, np.int32), children, np.array(row, np.int32), np.array(depth, np.int32), desc, source, meta)
+        tree = cls(np.array(parent, np.int32), children, np.array(row, np.int32), np.array(depth, np.int32),
+                   desc, source, meta)
         bad = tree.check_preorder()
         if bad is not None:
-            raise GarenError(f"{path}, line {bad + 1}: node {bad}'s children are not numbered in depth-first pre-order; rebuild the stage")
+            raise GarenError(f"{path}, line {bad + 1}: node {bad}'s children are not numbered in depth-first "
+                             "pre-order; rebuild the stage")
         return tree
 
     # ---- looking at it --------------------------------------------------------------------------------------
@@ -216,7 +221,8 @@ class SemanticTree:
                 continue
             text = " ".join(self.desc[node].split()) or "(root)"
             text = text if len(text) <= width else text[: width - 3] + "..."
-            lines.append(f"{indent}[{node}] {text}  ({len(self.children[node])} children, {self.leaf_count[node]} documents)")
+            lines.append(f"{indent}[{node}] {text}  ({len(self.children[node])} children, "
+                         f"{self.leaf_count[node]} documents)")
             if self.depth[node] < max_depth:
                 stack.extend(reversed(self.children[node]))
         return "\n".join(lines)

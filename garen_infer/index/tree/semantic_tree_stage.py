@@ -38,7 +38,8 @@ class SemanticTreeParams:
     construction: Literal["bottom-up", "top-down", "released"] = "bottom-up"
     tree_file: str = ""  # released: <task>/tree-<bottom-up|top-down>.pkl of quicktensor/lattice-bright-trees
     max_children: Annotated[int, AtLeast(2)] = 20  # M, the largest branching factor (App. B.1.1: 10-20)
-    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)  # node descriptions: extractive,
+    # node descriptions: extractive,
+    summarizer: dict = field(default_factory=lambda: {"backend": "extractive"}, metadata=SUMMARIZER_SPEC)
     #   or a generator spec ({backend: transformers | vllm | openai, model: ...}); top-down needs a generator
     min_clusters: Annotated[int, AtLeast(2)] = 5  # top-down: the generator groups a node's summaries into
     #   [min(min_clusters, M), M] clusters (App. D)
@@ -73,7 +74,8 @@ def _build(folder: OpenIndex, dataset: Dataset, params: SemanticTreeParams) -> d
     if params.construction == "bottom-up":
         from garen_infer.index.tree.tree_bottom_up import build_bottom_up
 
-        describer = NodeDescriber(texts, vectors, generator, params.retries, params.batch_size, params.summary_max_words)
+        describer = NodeDescriber(texts, vectors, generator, params.retries, params.batch_size,
+                                  params.summary_max_words)
 
         def embed(descs: list[str]):
             return folder.embedder.encode_documents(descs, show_progress=False)

@@ -33,7 +33,9 @@ def layer_size(n: int, max_children: int) -> float:
     return n ** (1 / layers)
 
 
-def balanced_clusters(vectors: np.ndarray, k: int, capacity: int, seed: int, rounds: int = 10, probe: int = 8) -> list[list[int]]:
+def balanced_clusters(
+    vectors: np.ndarray, k: int, capacity: int, seed: int, rounds: int = 10, probe: int = 8
+) -> list[list[int]]:
     """Size-bounded spherical k-means: faiss k-means centroids, then ``rounds`` of (assign each point to a centroid
     with room, pairs taken best first, ``capacity`` members at most; move each centroid to its members' mean
     direction). Plain k-means can leave 40 points of a tight group one centroid; a few rounds move the neighbouring
@@ -90,7 +92,8 @@ def build_bottom_up(doc_vectors: np.ndarray, doc_texts: list[str], describer, em
     vectors = np.asarray(doc_vectors, dtype=np.float32)
     layer = 0
     while len(nodes) > max_children:
-        k = min(math.ceil(len(nodes) / layer_size(len(nodes), max_children)), len(nodes) - 1)  # n - 1: one merge at least
+        # n - 1: one merge at least
+        k = min(math.ceil(len(nodes) / layer_size(len(nodes), max_children)), len(nodes) - 1)
         clusters = balanced_clusters(vectors, k, max_children, seed)
         grouped = [c for c in clusters if len(c) > 1]
         documents = [sorted(r for i in c for r in rows[i]) for c in grouped]

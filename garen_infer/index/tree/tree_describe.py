@@ -14,7 +14,8 @@ log = logging.getLogger(__name__)
 
 
 class NodeDescriber:
-    def __init__(self, doc_texts: list[str], doc_vectors, generator=None, retries: int = 2, batch_size: int = 32, max_words: int = 150):
+    def __init__(self, doc_texts: list[str], doc_vectors, generator=None, retries: int = 2,
+                 batch_size: int = 32, max_words: int = 150):
         self.extractive = ExtractiveSummarizer(doc_texts, doc_vectors)
         self.generator, self.retries, self.batch_size, self.max_words = generator, retries, batch_size, max_words
         self.fallbacks = 0
@@ -30,14 +31,16 @@ class NodeDescriber:
         answers: list = [None] * len(nodes)
         if self.generator is not None and nodes:
             chats = [lattice_node_summary(members, self.max_words) for _, members in nodes]
-            answers = generate_json(self.generator, chats, lambda _, text: parse_summary(text), self.retries, self.batch_size, "node descriptions")
+            answers = generate_json(self.generator, chats, lambda _, text: parse_summary(text), self.retries,
+                                    self.batch_size, "node descriptions")
         out = []
         for (rows, _), answer in zip(nodes, answers):
             source = self.name
             if answer is None:
                 if self.generator is not None:
                     self.fallbacks += 1
-                    log.warning("a tree node got no valid JSON description after %d retries; using the extractive one", self.retries)
+                    log.warning("a tree node got no valid JSON description after %d retries; using the "
+                                "extractive one", self.retries)
                 answer, source = self.extractive.summarize(rows), "extractive"
             out.append((group_text(answer["concept"], answer["summary"]), source))
         return out

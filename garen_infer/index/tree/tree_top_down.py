@@ -89,7 +89,13 @@ def level_chat(text: str, params):
 
 class TopDownBuilder:
     def __init__(self, doc_texts: list[str], doc_vectors: np.ndarray, generator, params, log=print):
-        self.texts, self.vectors, self.generator, self.p, self.log = doc_texts, np.asarray(doc_vectors, np.float32), generator, params, log
+        self.texts, self.vectors, self.generator, self.p, self.log = (
+            doc_texts,
+            np.asarray(doc_vectors, np.float32),
+            generator,
+            params,
+            log,
+        )
         self.extractive = ExtractiveSummarizer(doc_texts, self.vectors)
         self.min_clusters = min(params.min_clusters, params.max_children)
         self.stats = TopDownStats()
@@ -129,7 +135,8 @@ class TopDownBuilder:
         def parse(item: int, text: str):
             return parse_clusters(text, len(asked[item][4]), self.p.max_children)
 
-        stream = JsonStream(self.generator, lambda item: lattice_cluster(asked[item][4], self.min_clusters, self.p.max_children),
+        stream = JsonStream(self.generator,
+                            lambda item: lattice_cluster(asked[item][4], self.min_clusters, self.p.max_children),
                             parse, self.p.retries, self.p.batch_size)
         tally = _DepthTally(self.log)
         with tqdm(total=0, desc="tree clustering", unit="node") as bar:
@@ -188,7 +195,10 @@ class TopDownBuilder:
         clustering prompt's budget (App. B.3.2), with those summaries; None if no level does."""
         for level in reversed(range(self.p.summary_levels)):
             keys = list(dict.fromkeys(levels[r][level] for r in rows))
-            if len(keys) >= self.min_clusters and sum(len(k.split()) + 1 for k in keys) <= self.p.clustering_context_words:
+            if (
+                len(keys) >= self.min_clusters
+                and sum(len(k.split()) + 1 for k in keys) <= self.p.clustering_context_words
+            ):
                 return level, keys
         return None
 

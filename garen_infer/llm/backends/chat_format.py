@@ -38,12 +38,14 @@ RENDERING_ARGS = ("conversation", "tools", "documents", "tokenize", "add_generat
 def check_template_args(args, where: str) -> None:
     """``chat_template_kwargs`` is a mapping from names to JSON values, none of them one apply_template sets."""
     if not isinstance(args, dict):
-        raise GarenError(f"invalid setting {where}: expected a mapping of chat template arguments, e.g. {{enable_thinking: false}}")
+        raise GarenError(f"invalid setting {where}: expected a mapping of chat template arguments, e.g. "
+                         "{enable_thinking: false}")
     for name, value in args.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise GarenError(f"invalid setting {where}: {name!r} is not a template variable's name")
         if name in RENDERING_ARGS:
-            raise GarenError(f"invalid setting {where}.{name}: set by the backend itself; give only the template's own variables")
+            raise GarenError(f"invalid setting {where}.{name}: set by the backend itself; give only the "
+                             "template's own variables")
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
@@ -92,8 +94,8 @@ def render_chat(tokenizer, chat: Chat) -> str:
             return apply_template(tokenizer, candidate)
         except Exception as err:  # some templates raise on roles they do not support
             failure = err
-    raise GarenError(f"the chat template of model '{tokenizer.name_or_path}' cannot render this chat ({type(failure).__name__}: "
-                     f"{str(failure)[:200]}); give the model spec a chat_template that can")
+    raise GarenError(f"the chat template of model '{tokenizer.name_or_path}' cannot render this chat "
+                     f"({type(failure).__name__}: {str(failure)[:200]}); give the model spec a chat_template that can")
 
 
 def render_as_served(tokenizer, chat: Chat, assistant_prefix: str = "") -> str:
@@ -108,8 +110,8 @@ def render_as_served(tokenizer, chat: Chat, assistant_prefix: str = "") -> str:
             return apply_template(tokenizer, continued, add_generation_prompt=False, continue_final_message=True)
         return apply_template(tokenizer, chat)
     except Exception as err:  # the template's own refusal (an unknown role), or a template that drops the prefix
-        raise GarenError(f"the chat template of model '{tokenizer.name_or_path}' cannot render this chat as a server would "
-                         f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
+        raise GarenError(f"the chat template of model '{tokenizer.name_or_path}' cannot render this chat as "
+                         f"a server would ({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
 
 
 def yes_no_token_ids(tokenizer) -> tuple[int, int]:

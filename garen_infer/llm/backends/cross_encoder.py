@@ -94,7 +94,9 @@ class CrossEncoderBackend:
         with self._loading:
             if self._net is None:
                 with self._loading_errors():
-                    net = AutoModelForSequenceClassification.from_pretrained(self._path, dtype=getattr(self._torch, self.dtype))
+                    net = AutoModelForSequenceClassification.from_pretrained(
+                        self._path, dtype=getattr(self._torch, self.dtype)
+                    )
                 # the id keys every answer already taken from the cache: the weights loaded must be the ones it names
                 if self._identity() != self.id:
                     raise GarenError(f"cross-encoder backend: the model loaded is not the one its id {self.id} names "
@@ -107,7 +109,8 @@ class CrossEncoderBackend:
         try:
             yield
         except (OSError, ValueError) as err:
-            raise GarenError(f"cross-encoder backend: cannot load '{self.model}' as a sequence classifier ({err})") from err
+            raise GarenError(f"cross-encoder backend: cannot load '{self.model}' as a sequence classifier "
+                             f"({err})") from err
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> list[Completion]:
         assert self.max_length is not None  # set in __post_init__

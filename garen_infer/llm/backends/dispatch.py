@@ -29,7 +29,9 @@ def yes_no_per_request(backend) -> int:
     return max(int(getattr(backend, "yes_no_per_request", 1) or 1), 1)
 
 
-def as_answered(backend, call: Callable[[list], list[Completion]], requests: list, per_call: int = 1) -> Iterator[tuple[int, Completion]]:
+def as_answered(
+    backend, call: Callable[[list], list[Completion]], requests: list, per_call: int = 1
+) -> Iterator[tuple[int, Completion]]:
     """(position in ``requests``, its answer) for every request, in the order they are answered; each answer's
     ``seconds`` is its own time (a server's) or its share of its batch's (a server's call of ``per_call``
     requests, a local engine's batch). When a call fails, the answers already on their way are still given, then

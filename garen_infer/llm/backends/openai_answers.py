@@ -11,7 +11,8 @@ import re
 from garen_infer.errors import GarenError
 from garen_infer.llm.backends.yes_no_scoring import MISSING_LOGPROB, unlisted_logprob
 
-KIND_WORDS = {str: "text", int: "a whole number", dict: "an object", list: "a list"}  # what a field of an answer must be
+# what a field of an answer must be
+KIND_WORDS = {str: "text", int: "a whole number", dict: "an object", list: "a list"}
 # Where a 429's body names its wait: Google's RetryInfo ("retryDelay": "38s"), or its text ("Please retry in 38.2s.",
 # OpenAI's "Please try again in 1.5s" or "in 120ms")
 RETRY_DELAY_FIELD = re.compile(r'"retryDelay"\s*:\s*"([0-9.]+)s"')
@@ -39,7 +40,8 @@ def call_from_openai(raw: dict) -> dict:
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
-        return {"id": raw.get("id", ""), "name": name, "arguments": {}, "error": f"the arguments are not a JSON object: {str(arguments)[:200]}"}
+        return {"id": raw.get("id", ""), "name": name, "arguments": {},
+                "error": f"the arguments are not a JSON object: {str(arguments)[:200]}"}
     return {"id": raw.get("id", ""), "name": name, "arguments": parsed, "error": None}
 
 
@@ -71,7 +73,8 @@ def content_text(message: dict, where: str) -> tuple[str, bool]:
         if kind in THOUGHT_PARTS:
             continue
         if kind != "text" or not isinstance(part.get("text"), str):
-            raise GarenError(f"the server at {where} answered with a content part that is not text: {str(part)[:200]!r}")
+            raise GarenError(f"the server at {where} answered with a content part that is not text: "
+                             f"{str(part)[:200]!r}")
         texts.append(part["text"])
     return "".join(texts), True
 
@@ -95,7 +98,8 @@ def choices_in_order(answer, count: int, where: str) -> list[dict]:
     if len(choices) != count or set(by_index) != set(range(count)):
         raise GarenError(
             f"the server at {where} answered {len(choices)} choices to {count} "
-            "prompts in one /completions request: it does not take a prompt list as vLLM and SGLang do; set yes_no_per_request: 1"
+            "prompts in one /completions request: it does not take a prompt list as vLLM and SGLang do; set "
+            "yes_no_per_request: 1"
         )
     return [by_index[i] for i in range(count)]
 
@@ -109,7 +113,8 @@ def checked_field(mapping: dict, name: str, kind: type, where: str):
     value = mapping.get(name)
     if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
         return value
-    raise GarenError(f"the server at {where} answered with a '{name}' that is not {KIND_WORDS[kind]}: {str(value)[:200]!r}")
+    raise GarenError(f"the server at {where} answered with a '{name}' that is not {KIND_WORDS[kind]}: "
+                     f"{str(value)[:200]!r}")
 
 
 def token_usage(answer: dict, where: str) -> tuple[int, int]:
@@ -127,7 +132,8 @@ def logprob_entry(entry: dict, where: str) -> tuple[str, float]:
     """(token, logprob) of one listed alternative; a logprob that is not a finite number is one GarenError line."""
     logprob = entry.get("logprob", MISSING_LOGPROB)
     if isinstance(logprob, bool) or not isinstance(logprob, (int, float)) or math.isnan(logprob) or logprob > 0:
-        raise GarenError(f"the server at {where} answered with a logprob that is not a number at most 0: {str(entry)[:200]}")
+        raise GarenError(f"the server at {where} answered with a logprob that is not a number at most 0: "
+                         f"{str(entry)[:200]}")
     return str(entry.get("token", "")), float(logprob)
 
 

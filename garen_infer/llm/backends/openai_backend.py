@@ -3,7 +3,8 @@
 ``generate`` and ``chat_with_tools`` POST ``{base_url}/chat/completions``, up to ``concurrency`` requests in flight;
 ``score_yes_no`` reads P(yes) from the answer token's listed logprobs, one chat per request, or up to
 ``yes_no_per_request`` rendered prompts per ``{base_url}/completions`` request. Failed requests are retried with
-backoff (on another replica where ``base_url`` lists several; a query's requests go to its home replica); every answer is checked (``openai_answers.py``) and
+backoff (on another replica where ``base_url`` lists several; a query's requests go to its home replica);
+every answer is checked (``openai_answers.py``) and
 redacted of the API key (``openai_requests.py``) before it is cached. The protocol, request by request, is
 docs/engines.md's "The OpenAI-compatible backend".
 """
@@ -80,14 +81,17 @@ class _Retryable(Exception):
 @dataclass
 class OpenAIBackend:
     model: str  # the model name the server serves (its /v1/models id, e.g. gpt-4o-mini or what `vllm serve` was given)
-    base_url: str | list[str] = "https://api.openai.com/v1"  # e.g. http://127.0.0.1:8000/v1 for `vllm serve`; a list: replicas
-    api_key_env: str | None = execution_only("OPENAI_API_KEY")  # the variable's NAME; unset or empty = no Authorization header
+    # e.g. http://127.0.0.1:8000/v1 for `vllm serve`; a list: replicas
+    base_url: str | list[str] = "https://api.openai.com/v1"
+    # the variable's NAME; unset or empty = no Authorization header
+    api_key_env: str | None = execution_only("OPENAI_API_KEY")
     # seconds per request, sending to last byte: a 4,096-token turn queued on a busy server fits (LATTICE: 120 s)
     timeout: Positive = execution_only(600.0)
     max_retries: NonNegative = execution_only(8)  # further attempts after the first (LATTICE: 4)
     backoff: NonNegativeFloat = execution_only(2.0)  # first wait in seconds, doubled after each failed attempt
     max_backoff: NonNegativeFloat = execution_only(60.0)  # a per-minute quota resets within one wait
-    concurrency: int = execution_only(20)  # requests in flight at once per replica (LATTICE: llm_max_concurrent_calls 20)
+    # requests in flight at once per replica (LATTICE: llm_max_concurrent_calls 20)
+    concurrency: int = execution_only(20)
     prefix_mode: str = "continue"  # how score_yes_no sends the assistant prefix: "continue" | "drop"
     max_tokens_field: str = "max_tokens"  # "max_completion_tokens" for OpenAI models that refuse max_tokens
     extra_body: dict = field(default_factory=dict)  # merged into every request, e.g. chat_template_kwargs
@@ -103,8 +107,13 @@ class OpenAIBackend:
     def __post_init__(self) -> None:
         if self.prefix_mode not in ("continue", "drop"):
             raise GarenError(f"openai backend: prefix_mode must be 'continue' or 'drop', not '{self.prefix_mode}'")
-        if isinstance(self.yes_no_per_request, bool) or not isinstance(self.yes_no_per_request, int) or self.yes_no_per_request < 1:
-            raise GarenError(f"openai backend: yes_no_per_request must be a whole number of at least 1, not {self.yes_no_per_request!r}")
+        if (
+            isinstance(self.yes_no_per_request, bool)
+            or not isinstance(self.yes_no_per_request, int)
+            or self.yes_no_per_request < 1
+        ):
+            raise GarenError("openai backend: yes_no_per_request must be a whole number of at least 1, not "
+                             f"{self.yes_no_per_request!r}")
         check_api_key_env(self.api_key_env, "api_key_env of the openai backend")
         urls = replica_urls(self.base_url)
         self.base_url = urls[0] if len(urls) == 1 else urls
@@ -129,7 +138,8 @@ class OpenAIBackend:
         except Exception as err:  # a missing folder, an id not downloaded (offline), a broken file
             raise GarenError(
                 f"openai backend: yes_no_per_request {self.yes_no_per_request} renders each chat here with the served "
-                f"model's tokenizer, and '{name}' cannot be loaded ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
+                f"model's tokenizer, and '{name}' cannot be loaded ({type(err).__name__}: "
+                f"{str(err).splitlines()[0][:200]}); "
                 "set tokenizer: to its hub id (fetched beforehand) or a local folder, or yes_no_per_request: 1"
             ) from None
         use_chat_template(tokenizer, name, None, template_args)
@@ -189,7 +199,9 @@ class OpenAIBackend:
                 headers = {"Accept": "application/json"} | self._authorization()
                 for url in replica_urls(self.base_url):  # replicas serve one model: the first that answers tells
                     try:
-                        self._context_length = listed_context_length(get(url + "/models", headers, self.timeout), self.model)
+                        self._context_length = listed_context_length(
+                            get(url + "/models", headers, self.timeout), self.model
+                        )
                     except ServerStatus as err:
                         if err.code in RETRY_STATUS:  # starting or overloaded: it may list one next time
                             continue
@@ -204,7 +216,8 @@ class OpenAIBackend:
             return self._context_length
 
     def _sampling(self, params: SamplingParams) -> dict:
-        body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, self.max_tokens_field: params.max_tokens}
+        body = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed,
+                self.max_tokens_field: params.max_tokens}
         return body | ({"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {})
 
     # ---- one request each -------------------------------------------------------------------------------------
@@ -214,13 +227,15 @@ class OpenAIBackend:
 
     def _tool_turn(self, chat: Chat, tools: list[dict], body: dict, prompt_limit: int | None) -> Completion:
         try:
-            answer, retries = self._post("/chat/completions", {"messages": openai_messages(chat), "tools": tools, **body})
+            answer, retries = self._post("/chat/completions",
+                                         {"messages": openai_messages(chat), "tools": tools, **body})
         except ContextRefused as refusal:  # that query's episode ends; the run goes on
             return Completion(extra={"tool_calls": [], "refused": str(refusal)}, problems=[CONTEXT_REFUSED])
         completion = self._completion(answer, retries)
         calls = checked_field(answer_message(answer, self.where), "tool_calls", list, self.where) or []
         if not all(isinstance(call, dict) for call in calls):
-            raise GarenError(f"the server at {self.where} answered with tool_calls that are not objects: {str(calls)[:200]}")
+            raise GarenError(f"the server at {self.where} answered with tool_calls that are not objects: "
+                             f"{str(calls)[:200]}")
         completion.extra = {**completion.extra, "tool_calls": [call_from_openai(c) for c in calls]}
         if prompt_limit is not None:
             completion.extra["prompt_limit"] = prompt_limit
@@ -234,11 +249,17 @@ class OpenAIBackend:
             body.update(add_generation_prompt=False, continue_final_message=True)
         answer, retries = self._post("/chat/completions", {"messages": messages, **body})
         completion = self._completion(answer, retries)
-        steps = checked_field(checked_field(first_choice(answer, self.where), "logprobs", dict, self.where) or {}, "content", list, self.where)
+        steps = checked_field(
+            checked_field(first_choice(answer, self.where), "logprobs", dict, self.where) or {},
+            "content",
+            list,
+            self.where,
+        )
         if not steps:
             raise GarenError(
                 f"the server at {self.where} returned no logprobs for model '{self.model}': yes/no scoring needs "
-                "'logprobs' with 'top_logprobs' (vLLM and OpenAI give them); use another server or backend for this role"
+                "'logprobs' with 'top_logprobs' (vLLM and OpenAI give them); use another server or backend "
+                "for this role"
             )
         first = steps[0] if isinstance(steps[0], dict) else {}
         listed = [e for e in checked_field(first, "top_logprobs", list, self.where) or [] if isinstance(e, dict)]
@@ -256,7 +277,8 @@ class OpenAIBackend:
         prompts = [render_as_served(self._tokenizer, chat, prefix) for chat in chats]
         with self._counting:
             counts = [len(ids) for ids in self._tokenizer(prompts, add_special_tokens=False).input_ids]
-        body = {"prompt": prompts, "temperature": 0.0, "max_tokens": 1, "logprobs": TOP_LOGPROBS, "add_special_tokens": False}
+        body = {"prompt": prompts, "temperature": 0.0, "max_tokens": 1, "logprobs": TOP_LOGPROBS,
+                "add_special_tokens": False}
         # the template's arguments are applied here; the completions endpoint has no chat to give them to
         extra = {k: v for k, v in self.extra_body.items() if k != "chat_template_kwargs"}
         answer, retries = self._post("/completions", body, extra)
@@ -265,7 +287,8 @@ class OpenAIBackend:
         if served and served != sum(counts):
             raise GarenError(
                 f"the server at {self.where} counted {served} prompt tokens in a batch where the tokenizer "
-                f"'{self.tokenizer or self.model}' counts {sum(counts)}: it is not the served model's tokenizer, so the "
+                f"'{self.tokenizer or self.model}' counts {sum(counts)}: it is not the served model's "
+                "tokenizer, so the "
                 "prompts differ from the chat path's; set tokenizer: to the served model's, or yes_no_per_request: 1"
             )
         out = []
@@ -360,14 +383,17 @@ class OpenAIBackend:
                             + ("; a busy server may need a longer timeout" if failure.cause == "timeout" else "")
                         ) from None
                     raise GarenError(
-                        f"the OpenAI-compatible {where.rsplit(' ', 1)[0]} keep{'' if several else 's'} failing ({failure.reason}; {attempts} attempts)"
+                        f"the OpenAI-compatible {where.rsplit(' ', 1)[0]} keep{'' if several else 's'} "
+                        f"failing ({failure.reason}; {attempts} attempts)"
                     ) from None
                 retries.append(failure.cause)
                 if len(tried) < len(pool.replicas):  # a replica that has not failed this request: at once
-                    log.warning("%s: %s; retrying on another replica (attempt %d of %d)", replica_url, failure.reason, attempt + 1, attempts)
+                    log.warning("%s: %s; retrying on another replica (attempt %d of %d)", replica_url,
+                                failure.reason, attempt + 1, attempts)
                     continue
                 wait = min(failure.retry_after if failure.retry_after is not None else delay, self.max_backoff)
-                log.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", replica_url, failure.reason, wait, attempt + 1, attempts)
+                log.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", replica_url, failure.reason,
+                            wait, attempt + 1, attempts)
                 time.sleep(wait)
                 delay, tried = min(delay * 2, self.max_backoff), set()
             finally:
@@ -388,11 +414,14 @@ class OpenAIBackend:
             detail = redact(error_detail(err.body), key)
             if err.code in RETRY_STATUS:
                 wait = err.retry_after if err.retry_after is not None else retry_delay(err.body)
-                raise _Retryable(f"HTTP {err.code}: {detail}", str(err.code), unreachable=False, retry_after=wait) from None
+                raise _Retryable(f"HTTP {err.code}: {detail}", str(err.code), unreachable=False,
+                                 retry_after=wait) from None
             refused = ContextRefused if err.code == 400 and CONTEXT_REFUSAL.search(err.body) else GarenError
-            raise refused(f"the server at {base_url} refused the request for model '{self.model}': HTTP {err.code}: {detail}") from None
+            raise refused(f"the server at {base_url} refused the request for model '{self.model}': HTTP "
+                          f"{err.code}: {detail}") from None
         except NoAnswer as err:
-            raise _Retryable(redact(err.reason, key), "timeout" if err.timed_out else "connection", unreachable=True) from None
+            raise _Retryable(redact(err.reason, key), "timeout" if err.timed_out else "connection",
+                             unreachable=True) from None
         try:
             answer = json.loads(raw)
         except ValueError:

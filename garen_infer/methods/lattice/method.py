@@ -105,7 +105,8 @@ class Lattice(Method):
         self.tree = SemanticTree.load(index.path / config.tree, index.row_of_id)
         self.doc_texts = [d.full_text for d in dataset.documents]
         self.doc_row = dataset.doc_index
-        self.calibration = CalibrationParams(config.pl_tau, config.lambda_mse, config.calib_lr, config.calib_weight_decay,
+        self.calibration = CalibrationParams(config.pl_tau, config.lambda_mse, config.calib_lr,
+                                             config.calib_weight_decay,
                                              config.calib_steps, config.calib_clip)
 
     @classmethod
@@ -168,7 +169,8 @@ class Lattice(Method):
     def reference_leaves(self, tree: SearchTree, rng: np.random.Generator) -> list[int]:
         if not (self.listwise and self.config.num_leaf_calib):
             return []
-        return reference_leaves(tree.reached_leaves(), tree.calibrated, self.config.num_leaf_calib, rng, self.config.seed)
+        return reference_leaves(tree.reached_leaves(), tree.calibrated, self.config.num_leaf_calib, rng,
+                                self.config.seed)
 
     def slate(self, tree: SearchTree, node: int, leaf_refs: list[int], shown: set[int], budget: int | None) -> Slate:
         """The node's unmasked children (documents beyond the budget cut), then its references. The documents it

@@ -56,7 +56,8 @@ def gmm_threshold(scores: np.ndarray, seed: int) -> float:
     return float(grid[between][np.argmin(density[between])])
 
 
-def reference_leaves(leaves: np.ndarray, calibrated: np.ndarray, k: int, rng: np.random.Generator, seed: int) -> list[int]:
+def reference_leaves(leaves: np.ndarray, calibrated: np.ndarray, k: int, rng: np.random.Generator,
+                     seed: int) -> list[int]:
     """Up to ``k`` reached leaves for a leaf slate, by the reference code's rule."""
     ranked = leaves[np.argsort(-calibrated[leaves], kind="stable")]
     if len(ranked) <= k:
