@@ -14,7 +14,8 @@ side's. The stand-ins' answers depend on the prompt alone, so the rankings must 
 ``--workload episodes`` measures what an agent's episodes gain, without a dataset: ``--episodes`` conversations
 of ``--turns`` turns each, in flight together, every turn resending the whole conversation so far (the
 previous turn's prompt, its answer and a tool result of ``--tool-chars``) through the ``openai`` backend to the
-same stand-ins (``--replicas``, 2); once with each episode's turns tied to its home replica (``replicas.affinity``, as the RARG
+same stand-ins (``--replicas``, 2); once with each episode's turns tied to its home replica
+(``replicas.affinity``, as the RARG
 agent's loop sends them) and once without (every request to the least busy replica, the code before)::
 
     python benchmarks/affinity.py --workload episodes [--episodes 16] [--turns 12] [--replicas 2]
@@ -49,7 +50,8 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> dic
     urls = [f"http://127.0.0.1:{server.server_port}/v1" for server, _ in fleet]
     try:
         settings = preset(out.with_name(out.name + ".preset.yaml"), urls, opts.concurrency)  # beside the run folder
-        garen(code, ["run", "--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings), "--index", opts.index,
+        garen(code, ["run", "--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings),
+                     "--index", opts.index,
                      "--method", method, "--budget", str(opts.budget), "--limit", str(opts.limit), "--no-cache",
                      "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
         stats = [engine.stats() for _, engine in fleet]
@@ -75,7 +77,8 @@ def episode(backend, number: int, opts, tied: bool) -> None:
         for turn in range(opts.turns):
             [answer] = backend.generate([list(chat)], params)
             chat += [{"role": "assistant", "content": answer.text},
-                     {"role": "user", "content": f"[tool result {turn}] " + f"line {number}.{turn} " * (opts.tool_chars // 12)}]
+                     {"role": "user",
+                      "content": f"[tool result {turn}] " + f"line {number}.{turn} " * (opts.tool_chars // 12)}]
 
 
 def measure_episodes(opts, shape: EngineShape, tied: bool) -> dict:

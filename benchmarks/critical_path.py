@@ -130,7 +130,8 @@ class _Replay:
     def step(self) -> None:
         """Advance the clock to the next answer, and send what it releases."""
         rate = {e: min(self.capacity / len(h), self.cap) for e, h in self.flight.items() if h}
-        engine, wait = min(((e, (self.flight[e][0][0] - self.virtual[e]) / r) for e, r in rate.items()), key=lambda x: x[1])
+        engine, wait = min(((e, (self.flight[e][0][0] - self.virtual[e]) / r) for e, r in rate.items()),
+                           key=lambda x: x[1])
         self.now += wait
         for e, r in rate.items():
             self.virtual[e] += r * wait
@@ -210,6 +211,7 @@ def _figures(graph: Graph, chains: dict, capacity: float, saturation: int, unown
         least, measured = max(chains.get(engine) or [(0.0, 0.0)])
         bound = work[engine] / capacity
         out[engine] = {"chain_s": round(least, 2), "chain_run_s": round(measured, 2),
-                       "replay_s": round(last - first, 2), "reachable": round(bound / (last - first), 3) if last > first else 1.0,
+                       "replay_s": round(last - first, 2),
+                       "reachable": round(bound / (last - first), 3) if last > first else 1.0,
                        "unowned": unowned}
     return out

@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("bm25", "rerank", "slidegar", "garen", "rgs", "lattice", "lattice++")
 ORACLE = {"backend": "oracle", "sigma": 0.3, "seed": 7}
-MODEL_SETS = {"cpu-default": None, "oracle": {"extends": "cpu-default", "models": {"reranker": ORACLE, "navigator": ORACLE}}}
+MODEL_SETS = {"cpu-default": None,
+              "oracle": {"extends": "cpu-default", "models": {"reranker": ORACLE, "navigator": ORACLE}}}
 
 
 def export(rev: str, into: Path) -> Path:
@@ -41,7 +42,9 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
-def run_all(code: Path, work: Path, methods: list[str], budget: int, models: list[str]) -> dict[tuple[str, str], Path | None]:
+def run_all(
+    code: Path, work: Path, methods: list[str], budget: int, models: list[str]
+) -> dict[tuple[str, str], Path | None]:
     """Index the tiny corpus and run each method with each model set and the code in ``code``: each run file, or
     None."""
     env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1"}

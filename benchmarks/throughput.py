@@ -116,7 +116,8 @@ def measure(code: Path, method: str, opts, out: Path, shape: EngineShape, index:
     urls = {role: f"http://127.0.0.1:{server.server_port}/v1" for role, (server, _) in engines.items()}
     try:
         # beside the run folder, which a run wants new or empty
-        settings = preset(out.with_name(out.name + "-preset.yaml"), urls, opts.concurrency, opts.max_group_size, method, opts.max_children,
+        settings = preset(out.with_name(out.name + "-preset.yaml"), urls, opts.concurrency,
+                          opts.max_group_size, method, opts.max_children,
                           per_request, opts.tokenizer)
         common = ["--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings)]
         if method in INDEX_STAGES:
@@ -229,8 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(n) for n in opts.yes_no_per_request.split(",")]
     if not sizes or min(sizes) < 1:
         ap.error("--yes-no-per-request: whole numbers of at least 1, e.g. 1,8,32")
-    sides = ([("before", before, opts.before_index or opts.index, opts.before_yes_no_per_request)] if before else []) + [
-        ("after" if len(sizes) == 1 else f"after x{n}", REPO, opts.index, n) for n in sizes]
+    sides = (
+        [("before", before, opts.before_index or opts.index, opts.before_yes_no_per_request)]
+        if before
+        else []
+    ) + [("after" if len(sizes) == 1 else f"after x{n}", REPO, opts.index, n) for n in sizes]
     shape = EngineShape(opts.capacity, opts.saturation, median_answer=opts.median_answer, shape=opts.shape)
     tokenizer = load_tokenizer(opts.tokenizer)
     print(f"# engine: {shape}; {opts.limit} queries, budget {opts.budget}, {opts.max_active_queries} queries and "

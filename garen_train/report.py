@@ -138,7 +138,8 @@ def write_training_report(logs: Path, out: Path, before: Path | None = None, aft
         doc.add(Heading("Final values"))
         if before_values is not None:
             doc.add(before_after_table(before_values, after_values, before_label, after_label))
-        final_rows: list[list[Cell | str]] = [[f"{r.name}: {m}" if len(runs) > 1 else m, Cell(str(r.series[m][-1][0])), _value(r.series[m][-1][1]),
+        final_rows: list[list[Cell | str]] = [[f"{r.name}: {m}" if len(runs) > 1 else m,
+                                               Cell(str(r.series[m][-1][0])), _value(r.series[m][-1][1]),
                        _value(max(v for _, v in r.series[m])), _value(min(v for _, v in r.series[m]))]
                       for r in runs for m in sorted(r.series, key=_headline_first)]
         doc.add(Table(["metric", "last step", "last value", "max", "min"], final_rows,

@@ -20,7 +20,8 @@ def _common(parser: argparse.ArgumentParser, dataset_required: bool = True) -> N
                              "jsonl:<corpus>[,<queries>[,<qrels>]] | irds:<id> | stdlib-docs. JSONL lines: corpus "
                              "{\"id\", \"text\", \"title\" (optional)}, queries {\"id\", \"text\", \"excluded_ids\" "
                              "(optional)}; qrels: TSV query-id corpus-id score (docs/running.md, Datasets)")
-    parser.add_argument("--preset", default="cpu-default", help="a name in configs/ or a YAML path (default: cpu-default)")
+    parser.add_argument("--preset", default="cpu-default",
+                        help="a name in configs/ or a YAML path (default: cpu-default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a preset field, e.g. methods.garen.tau_switch=2")
     parser.add_argument("--allow-empty-docs", action="store_true",
@@ -70,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "reading the stages --shard-prefix built; resumable; join them with --merge-shards")
     mode.add_argument("--merge-shards", action="store_true", help="build the index, the sharded stages from "
                       "the answers of their finished shards (every shard 1..N, none missing)")
-    index.add_argument("--json", action="store_true", help="print what was built as JSON (each stage's action, seconds, "
+    index.add_argument("--json", action="store_true",
+                       help="print what was built as JSON (each stage's action, seconds, "
                        "bytes and manifest entry) instead of the table")
 
     run = sub.add_parser("run", help="run a method and write run.trec, metrics.json and trace.jsonl")
@@ -95,10 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--run", required=True)
     ev.add_argument("--measures", nargs="+", default=["nDCG@10", "R@100"],
                     help="ir_measures or trec_eval names, e.g. nDCG@10 R@100 AP RR@10, or ndcg_cut_10 recall_100 map")
-    ev.add_argument("--judged-in-run", action="store_true", help="average over the judged queries the run answers (trec_eval without -c), "
-                    "not over all judged queries with the missing ones scoring 0 (trec_eval -c, ir_measures, pt.Experiment)")
+    ev.add_argument("--judged-in-run", action="store_true",
+                    help="average over the judged queries the run answers (trec_eval without -c), "
+                    "not over all judged queries with the missing ones scoring 0 (trec_eval -c, ir_measures, "
+                    "pt.Experiment)")
     ev.add_argument("-q", "--per-query", action="store_true", help="each query's values too, as trec_eval -q: "
-                    "rows before the 'all' rows with --format trec_eval, a \"per_query\" object {qid: {measure: value}} in JSON")
+                    "rows before the 'all' rows with --format trec_eval, a \"per_query\" object {qid: "
+                    "{measure: value}} in JSON")
     ev.add_argument("--format", choices=("json", "trec_eval"), default="json",
                     help="json (default): the means and the coverage as one JSON object; trec_eval: trec_eval's lines "
                          "'measure<TAB>qid<TAB>value', its measure names (ndcg_cut_10, recall_100, map) and 4 places")
@@ -106,12 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench",
                            help="run a methods x budgets x datasets matrix (resumable) and write a comparison report")
     bench.add_argument("--config", required=True, help="a bench file (see configs/bench/)")
-    bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a bench file field, e.g. budgets=[100]")
+    bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a bench file field, e.g. budgets=[100]")
     bench.add_argument("--limit", type=at_least_one, metavar="N",
                        help="only the first N judged queries of each dataset: a smoke run kept apart from the full "
                             "bench: run folders ending .firstN, and the report in <report>.firstN beside the bench "
                             "file's report, which is left as it is (the first line printed names both)")
-    bench.add_argument("--cache", help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
+    bench.add_argument("--cache",
+                       help="response cache file (default ~/.cache/garen/responses.sqlite, or $GAREN_CACHE_DIR)")
     bench.add_argument("--no-cache", action="store_true")
     jobs = bench.add_mutually_exclusive_group()
     jobs.add_argument("--plan", nargs="?", const="commands", choices=("commands", "slurm"),

@@ -101,7 +101,11 @@ def trace_lines(steps: list[dict], concepts: list[str]) -> list[str]:
     for step in steps:
         selected = step["selected"]
         count = f"{step['expanded']} " if "expanded" in step else ""  # a trace written before it was recorded
-        filled = f", {step['filled_from_first_stage']} from the first stage" if step.get("filled_from_first_stage") else ""
+        filled = (
+            f", {step['filled_from_first_stage']} from the first stage"
+            if step.get("filled_from_first_stage")
+            else ""
+        )
         mode = "explore" if step["explore"] else "exploit"
         text = (f"{mode}  scored {_count(len(step['scored']), 'new group', 2)}; {count}documents from "
                 f"{_source(selected, previous, seen, concepts)}{filled}")

@@ -102,7 +102,8 @@ def _unranked(measure, rels: dict[str, int]) -> float:
     return 0.0
 
 
-def evaluate(run: dict[str, dict[str, float]], dataset: Dataset, measures=DEFAULT_MEASURES, judged_in_run: bool = False) -> dict:
+def evaluate(run: dict[str, dict[str, float]], dataset: Dataset, measures=DEFAULT_MEASURES,
+             judged_in_run: bool = False) -> dict:
     """Mean of each measure over ALL judged queries (a query missing from the run scores 0: ``trec_eval -c``,
     ir_measures and pt.Experiment), or with ``judged_in_run`` over the judged queries the run holds (trec_eval
     without ``-c``)."""
@@ -182,7 +183,11 @@ def trec_eval_text(values: dict[str, dict[str, float]], queries: bool = False) -
         shown = f"{round(value)}" if name in counts else f"{value:6.4f}"
         return f"{names[name]:<22}\t{qid}\t{shown}\n"
 
-    lines = [row(name, qid, value) for qid, per in by_query(values).items() for name, value in per.items()] if queries else []
+    lines = (
+        [row(name, qid, value) for qid, per in by_query(values).items() for name, value in per.items()]
+        if queries
+        else []
+    )
     for name, per in values.items():
         total = sum(per.values())
         lines.append(row(name, "all", total if name in counts else (total / len(per) if per else 0.0)))

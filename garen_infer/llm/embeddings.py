@@ -134,7 +134,11 @@ class Embedder:
         encoded one by one: a query's numbers are then the same whichever queries, or shard, it ran with."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        stored: dict[str, np.ndarray] = self.vector_cache.read(list(dict.fromkeys(texts)), prompt) if self.vector_cache is not None else {}
+        stored: dict[str, np.ndarray] = (
+            self.vector_cache.read(list(dict.fromkeys(texts)), prompt)
+            if self.vector_cache is not None
+            else {}
+        )
         self.read_back.update(stored)
         fresh = {t: self._encode([t], False, prompt)[0] for t in dict.fromkeys(texts) if t not in stored}
         if fresh and self.vector_cache is not None:

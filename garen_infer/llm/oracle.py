@@ -111,7 +111,8 @@ class NoisyJudge:
         correlated = f",correlation={spec.correlation}" if spec.correlation else ""
         self.name = f"oracle(sigma={spec.sigma},seed={spec.seed},gain={spec.gain}{correlated})"
         if spec.correlation and vectors is None:
-            raise GarenError(f"the oracle's correlated noise (correlation {spec.correlation}) needs the index's embeddings, and none were given")
+            raise GarenError(f"the oracle's correlated noise (correlation {spec.correlation}) needs the "
+                             "index's embeddings, and none were given")
         self.directions = centred_directions(vectors) if spec.correlation and vectors is not None else None
         self._fields: dict[str, np.ndarray] = {}  # g_q per query
 
@@ -131,7 +132,8 @@ class NoisyJudge:
         """g_q . u_D: the part of the noise an item shares with its neighbours in embedding space."""
         assert self.directions is not None  # drawn only for correlated noise, which sets them
         if query_id not in self._fields:
-            digest = hashlib.blake2b(json.dumps([self.spec.seed, self.role, query_id, "field"]).encode(), digest_size=8).digest()
+            digest = hashlib.blake2b(json.dumps([self.spec.seed, self.role, query_id, "field"]).encode(),
+                                     digest_size=8).digest()
             rng = np.random.default_rng(int.from_bytes(digest, "big"))
             self._fields[query_id] = rng.standard_normal(int(self.directions.shape[1]))
         direction = self.directions[rows[0]] if len(rows) == 1 else self.directions[list(rows)].mean(axis=0)

@@ -169,8 +169,10 @@ class Garen(Method):
                 ]
             observed.update(expansion + filled)
             dropped = reranked[c.keep :] + dropped  # later windows' losers first, each in reranked order
-            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)), "expanded": len(expansion),
-                          "explore": explore, "filled_from_first_stage": len(filled), "navigator_reliability": reliability})
+            trace.append({"t": t, "scored": to_score, "selected": list(dict.fromkeys(sources)),
+                          "expanded": len(expansion),
+                          "explore": explore, "filled_from_first_stage": len(filled),
+                          "navigator_reliability": reliability})
             window = reranked[: c.keep] + expansion + filled
         evidence.observe(list(reranked))
         state.trace["navigator_reliability"] = evidence.reliability(scores)  # the query's figure, all evidence in

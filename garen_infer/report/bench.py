@@ -124,8 +124,8 @@ def smoke_report(report: Path, limit: int) -> Path:
 
 def smoke_line(config: BenchConfig, limit: int) -> str:
     """The one line saying where a ``--limit`` run writes, and that the full bench's report is not touched."""
-    return (f"[bench] --limit {limit}: a smoke run of the first {limit} judged queries of each dataset, kept apart from "
-            f"the full bench: run folders {config.runs}/<dataset>/<cell>.first{limit}, report "
+    return (f"[bench] --limit {limit}: a smoke run of the first {limit} judged queries of each dataset, kept "
+            f"apart from the full bench: run folders {config.runs}/<dataset>/<cell>.first{limit}, report "
             f"{smoke_report(config.report, limit)} ({config.report} is left as it is)")
 
 

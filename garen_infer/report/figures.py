@@ -63,7 +63,8 @@ def styles(labels: list[str]) -> dict[str, dict]:
 def save(fig, path: Path, formats=("png",)) -> Path:
     """``path`` as PNG, and beside it the same figure in every other format named (``pdf``, ``svg``: vector)."""
     # no dates, and SVG element ids from a fixed salt (else random): the same numbers give the same files
-    metadata = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}, "svg": {"Date": None}}
+    metadata = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+                "svg": {"Date": None}}
     style: Any = {**PAPER_STYLE, "svg.hashsalt": "garen-report"}  # matplotlib's stubs type rc names as Literals
     try:
         for fmt in dict.fromkeys(["png", *formats]):
@@ -217,7 +218,8 @@ def gold_distance(matrix: DatasetMatrix, path: Path, formats=("png",)) -> str | 
         return None
     distances = gold_distances(cell)
     assert distances is not None  # the cell was picked for having them
-    keys = sorted({("none" if d is None else d) for ds in distances.values() for d in ds}, key=lambda h: (h == "none", 0 if h == "none" else h))
+    keys = sorted({("none" if d is None else d) for ds in distances.values() for d in ds},
+                  key=lambda h: (h == "none", 0 if h == "none" else h))
     fig, axes = figure()
     ax = axes[0][0]
     width = 0.4

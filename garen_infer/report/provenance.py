@@ -43,7 +43,8 @@ def source_commit(root: Path | None = None) -> dict:
 
 
 def machine() -> dict:
-    info: dict[str, object] = {"platform": platform.platform(), "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
+    info: dict[str, object] = {"platform": platform.platform(), "python": sys.version.split()[0],
+                               "cpu_count": os.cpu_count(),
             "processor": _cpu_model() or platform.processor() or platform.machine()}
     torch = sys.modules.get("torch")  # only if a model was loaded: importing torch just to ask costs seconds
     if torch is not None and torch.cuda.is_available():

@@ -65,13 +65,21 @@ def datasets_table(matrices: list[DatasetMatrix], measure: str, alpha: float) ->
             if all(c is None for c in cells):
                 continue
             values = [None if c is None else round(c.mean(measure), 4) for c in cells]
-            marks = ["" if c is None or not testable(measure, budget) else _mark(c.versus.get(budget, {}).get(measure), alpha)
-                     for c in cells]
+            marks = [
+                ""
+                if c is None or not testable(measure, budget)
+                else _mark(c.versus.get(budget, {}).get(measure), alpha)
+                for c in cells
+            ]
             known = [v for v in values if v is not None]
             average = None if None in values else round(sum(known) / len(values), 4)
             no_budget = next(c for c in cells if c is not None).budget is None
-            group.append((label + (" (no budget)" if no_budget and budget is not None else ""), values + [average], marks + [""]))
-        ranks = [sorted({x for _, v, _ in group if (x := v[i]) is not None}, reverse=True)[:2] for i in range(len(matrices) + 1)]
+            group.append((label + (" (no budget)" if no_budget and budget is not None else ""),
+                          values + [average], marks + [""]))
+        ranks = [
+            sorted({x for _, v, _ in group if (x := v[i]) is not None}, reverse=True)[:2]
+            for i in range(len(matrices) + 1)
+        ]
         for name, values, marks in group:  # bold and underline within the budget's rows, per column
             row: list[Cell | str] = [name, "—" if budget is None else str(budget)]
             for value, mark, best in zip(values, marks, ranks):

@@ -106,7 +106,8 @@ def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, firs
     columns = min(COLUMNS, len(panels))
     grid_rows = -(-len(panels) // columns)
     width = COLUMN_WIDTH if columns == 1 else PAGE_WIDTH
-    fig, axes = plt.subplots(grid_rows, columns, figsize=(width, (width / columns) * 0.95 * grid_rows), squeeze=False, sharex=True, sharey=True)
+    fig, axes = plt.subplots(grid_rows, columns, figsize=(width, (width / columns) * 0.95 * grid_rows),
+                             squeeze=False, sharex=True, sharey=True)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (cell, groups, selected, _steps) in zip(axes.flat, panels):

@@ -50,7 +50,8 @@ class EngineQueue:
     """Pending requests of one engine and the worker threads that answer them. ``call`` answers a list of payloads
     (one backend call); ``deliver(unit, answer, error)`` receives every answer, or the call's error, per unit."""
 
-    def __init__(self, name: str, call: Callable[[list], list], shape: Shape, deliver: Callable, lock: threading.Lock | None,
+    def __init__(self, name: str, call: Callable[[list], list], shape: Shape, deliver: Callable,
+                 lock: threading.Lock | None,
                  key: Callable[[Any], str | None] = lambda unit: None):
         self.name, self.call, self.shape, self.deliver, self.lock, self.key = name, call, shape, deliver, lock, key
         self.pending: deque = deque()  # (unit, payload)

@@ -109,4 +109,7 @@ class PartitionData(LightningDataModule):
 
         blocks = [b for b in self.blocks() if len(b)]
         assert self.graph is not None  # set by setup
-        return DataLoader(BlockBatches(self.graph, blocks, self.hparams.batch_nodes, self.hparams.seed, epoch), batch_size=None)
+        return DataLoader(
+            BlockBatches(self.graph, blocks, self.hparams.batch_nodes, self.hparams.seed, epoch),
+            batch_size=None,
+        )

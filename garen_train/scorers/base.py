@@ -133,7 +133,8 @@ class PairScorer(pl.LightningModule):
                 Embedder(EmbeddingParams(model=self.objective.distill_from, device=device))
             )
         answers = self._teacher.score([ScoreJob(q, t) for q, t in zip(batch["queries"], batch["texts"])])
-        cosine = torch.tensor([2.0 * cast(float, a.score) - 1.0 for a in answers], device=self.device)  # the scorer gives (1 + cos) / 2
+        # the scorer gives (1 + cos) / 2
+        cosine = torch.tensor([2.0 * cast(float, a.score) - 1.0 for a in answers], device=self.device)
         return cosine / self.objective.distill_temperature
 
     def configure_optimizers(self):

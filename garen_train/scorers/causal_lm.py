@@ -153,7 +153,8 @@ class YesNoLoRAScorer(PairScorer):
         config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         modules = sorted(self.lora_config.target_modules)  # type: ignore[arg-type]  # peft holds a set
         return write_manifest(folder, self.export_manifest(format="peft-adapter", base_model=base, scoring=scoring,
-                                                           lora={"r": self.hparams.lora_r, "alpha": self.hparams.lora_alpha,
+                                                           lora={"r": self.hparams.lora_r,
+                                                                 "alpha": self.hparams.lora_alpha,
                                                                  "target_modules": modules}))
 
     def _save_hf(self, net, folder: Path, dtype, fmt: str, scoring: dict, base_model: str) -> dict:

@@ -63,5 +63,6 @@ def test_dataset_help_names_the_jsonl_fields(capsys):
     with pytest.raises(SystemExit):
         main(["index", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert ('JSONL lines: corpus {"id", "text", "title" (optional)}, queries {"id", "text", "excluded_ids" (optional)}; '
+    assert ('JSONL lines: corpus {"id", "text", "title" (optional)}, queries {"id", "text", "excluded_ids" '
+            '(optional)}; '
             "qrels: TSV query-id corpus-id score (docs/running.md, Datasets)") in help_text

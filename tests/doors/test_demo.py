@@ -28,7 +28,8 @@ def test_the_trace_says_what_changes_and_folds_repeated_iterations():
 
     garen = make_garen(ring_neighbours(), MEMBERS)
     state = world_state()
-    drive(garen.search(state), {d: float(d % 7) for d in range(200)}, {f"G{g}: group {g}": g / 20 for g in range(20)}, [])
+    drive(garen.search(state), {d: float(d % 7) for d in range(200)},
+          {f"G{g}: group {g}": g / 20 for g in range(20)}, [])
     lines = trace_lines(state.trace["iterations"], [f"group {g}" for g in range(20)])
     assert lines[:2] == [
         "t=1    explore  scored 20 new groups; 10 documents from 10 groups: group 19; group 18; group 17 (+7 more)",
@@ -50,7 +51,8 @@ def test_groups_reached_for_the_first_time_are_named():
 
     garen = make_garen(ring_neighbours(), MEMBERS, k_groups=2)
     state = world_state()
-    drive(garen.search(state), {d: float(d % 7) for d in range(200)}, {f"G{g}: group {g}": g / 20 for g in range(20)}, [])
+    drive(garen.search(state), {d: float(d % 7) for d in range(200)},
+          {f"G{g}: group {g}": g / 20 for g in range(20)}, [])
     lines = trace_lines(state.trace["iterations"], [f"group {g}" for g in range(20)])
     assert lines[1] == "t=2 explore  scored  2 new groups; 10 documents from 4 groups, 2 new: group 5; group 4"
     assert lines[4] == "t=5 exploit  scored  2 new groups; 10 documents from 1 group, 1 new: group 10"

@@ -41,7 +41,8 @@ def test_per_query_rows_and_the_all_rows_are_trec_eval_c_q(beir_dir, tmp_path, c
     """Over all judged queries (trec_eval -c): q3 and q4, missing from the run, have rows of 0 and count in 'all'."""
     run = write_run(tmp_path / "other.trec")
     measures = ["nDCG@10", "R@100", "AP", "P_5", "NumRet(rel=1)"]
-    assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run), "-q", "--format", "trec_eval", "--measures", *measures]) == 0
+    assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run), "-q", "--format", "trec_eval",
+                 "--measures", *measures]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines() == trec_eval_lines(["q1", "q2", "q3", "q4"], averaged_over=4)
     assert "means over all 4" in captured.err  # which queries the means are over: still said, on stderr
@@ -62,7 +63,8 @@ def test_a_measure_trec_eval_has_no_name_for_keeps_its_own(beir_dir, tmp_path, c
     assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run), "--format", "trec_eval",
                  "--measures", "RR@10", "NumQ", "ndcg_cut.5,20"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
-    assert [(name.strip(), qid) for name, qid, _ in rows] == [("num_q", "all"), ("ndcg_cut_5", "all"), ("ndcg_cut_20", "all"),
+    assert [(name.strip(), qid) for name, qid, _ in rows] == [("num_q", "all"), ("ndcg_cut_5", "all"),
+                                                              ("ndcg_cut_20", "all"),
                                                               ("RR@10", "all")]
     assert rows[0][2] == "4"  # every judged query counted, as trec_eval -c counts them
 
@@ -76,6 +78,9 @@ def test_json_per_query_and_the_default_output_unchanged(beir_dir, tmp_path, cap
     assert main([*argv, "--per-query"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert {k: v for k, v in result.items() if k != "per_query"} == plain
-    assert list(result["per_query"]) == ["q1", "q2", "q3", "q4"] and result["per_query"]["q3"] == {"nDCG@10": 0.0, "R@100": 0.0}
+    assert list(result["per_query"]) == ["q1", "q2", "q3", "q4"] and result["per_query"]["q3"] == {
+        "nDCG@10": 0.0,
+        "R@100": 0.0,
+    }
     for measure in ("nDCG@10", "R@100"):  # the means are the means of the rows
         assert plain[measure] == pytest.approx(sum(q[measure] for q in result["per_query"].values()) / 4)

@@ -153,7 +153,9 @@ SMALL_WINDOWS = {  # windows of 4 that overlap by 2, so documents come back in l
 
 
 @pytest.mark.parametrize("method", sorted(SMALL_WINDOWS))
-def test_every_method_that_reranks_runs_unchanged_with_the_embedding_scorer_as_pointwise_reranker(method, tiny_dataset, full_index, tmp_path):
+def test_every_method_that_reranks_runs_unchanged_with_the_embedding_scorer_as_pointwise_reranker(
+    method, tiny_dataset, full_index, tmp_path
+):
     """(1 + cos) / 2 sorts a window as the embedding reranker's cosine does, so the runs rank alike; each
     carries its own reranker's scores, (1 + cos) / 2 beside cos."""
     overrides = ["first_stage.kind=dense", *SMALL_WINDOWS[method]]

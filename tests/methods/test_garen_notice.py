@@ -37,7 +37,8 @@ def test_the_python_session_says_it_once_for_every_search(beir_dir, full_index, 
     from garen_infer.running.session import Session
 
     said: list[str] = []
-    session = Session(tiny_dataset, full_index, run_config_from(load_preset("cpu-default"), "garen", 8), NoCache(), log=said.append)
+    session = Session(tiny_dataset, full_index, run_config_from(load_preset("cpu-default"), "garen", 8),
+                      NoCache(), log=said.append)
     for query in tiny_dataset.queries[:2]:
         session.search([query])
     assert [line for line in said if "garen at budget" in line] == [NOTICE]

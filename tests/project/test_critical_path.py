@@ -26,12 +26,18 @@ def test_a_prompt_belongs_to_the_longest_query_text_it_holds():
 
 
 def test_a_sequence_asked_after_every_earlier_answer_begins_a_step():
-    window, score_a, score_b, late = seq("r", 1, 0.0, 2.0), seq("n", 1, 2.1, 2.3), seq("n", 1, 2.2, 2.5), seq("r", 1, 2.6, 3)
+    window, score_a, score_b, late = (
+        seq("r", 1, 0.0, 2.0),
+        seq("n", 1, 2.1, 2.3),
+        seq("n", 1, 2.2, 2.5),
+        seq("r", 1, 2.6, 3),
+    )
     assert critical_path.steps_of([late, score_b, window, score_a]) == [[window], [score_a, score_b], [late]]
 
 
 def test_a_request_follows_the_answer_just_before_it_within_the_gap():
-    stream = [seq("g", 1, 0.0, 1.0), seq("g", 1, 0.0, 2.0), seq("g", 1, 1.1, 3.0), seq("g", 1, 2.05, 4.0), seq("g", 1, 9.0, 9.5)]
+    stream = [seq("g", 1, 0.0, 1.0), seq("g", 1, 0.0, 2.0), seq("g", 1, 1.1, 3.0), seq("g", 1, 2.05, 4.0),
+              seq("g", 1, 9.0, 9.5)]
     assert critical_path.parents_by_answer(stream, gap=0.5) == [None, None, 0, 1, None]
 
 
@@ -52,10 +58,14 @@ def test_a_navigator_that_waits_for_windows_reaches_only_its_share_of_their_time
     for q, text in enumerate(["query one", "query two"]):
         t = 10.0 * q  # asked one after the other in the run: the replay starts both at once
         runs += [seq("reranker", 16, t, t + 2, f"rank for {text}"), seq("navigator", 1, t + 2, t + 2.5, f"{text}: a?"),
-                 seq("navigator", 1, t + 2, t + 2.4, f"{text}: b?"), seq("reranker", 16, t + 3, t + 5, f"rank for {text}"),
-                 seq("navigator", 1, t + 5, t + 5.2, f"{text}: c?"), seq("navigator", 1, t + 5.1, t + 5.3, f"{text}: d?")]
+                 seq("navigator", 1, t + 2, t + 2.4, f"{text}: b?"),
+                 seq("reranker", 16, t + 3, t + 5, f"rank for {text}"),
+                 seq("navigator", 1, t + 5, t + 5.2, f"{text}: c?"),
+                 seq("navigator", 1, t + 5.1, t + 5.3, f"{text}: d?")]
     figures = critical_path.by_query(runs, ["query one", "query two"], capacity=160.0, saturation=16)
-    assert figures["reranker"]["chain_s"] == pytest.approx(3.3) and figures["navigator"]["chain_s"] == pytest.approx(1.8)
+    assert figures["reranker"]["chain_s"] == pytest.approx(3.3) and figures["navigator"][
+        "chain_s"
+    ] == pytest.approx(1.8)
     assert figures["navigator"]["chain_run_s"] == pytest.approx(0.5 + 2 + 0.3)  # its steps' latencies in the run
     assert figures["reranker"]["replay_s"] == pytest.approx(3.3)  # first window at 0, second answered at 3.3
     assert figures["navigator"]["replay_s"] == pytest.approx(1.8)  # 1.6 to 3.4

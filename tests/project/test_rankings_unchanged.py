@@ -34,5 +34,6 @@ def test_a_method_ranks_as_before(models, method, tiny_dataset, full_index, tmp_
     preset = load_preset("cpu-default")
     if MODEL_SETS[models] is not None:
         preset["models"] = MODEL_SETS[models]
-    execute(tiny_dataset, full_index, run_config_from(preset, method, 10), tmp_path, cache=NoCache(), log=lambda *_: None)
+    execute(tiny_dataset, full_index, run_config_from(preset, method, 10), tmp_path, cache=NoCache(),
+            log=lambda *_: None)
     assert order(tmp_path / "run.trec") == (FIXTURES / models / f"{method}.tsv").read_text()

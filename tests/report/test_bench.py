@@ -307,7 +307,8 @@ def test_readme_section_is_regenerated_from_the_report(bench, tmp_path):
 def test_a_limited_bench_says_where_it_writes_and_leaves_the_full_report_alone(beir_dir, tiny_index, tmp_path, capsys):
     """``--limit N`` is a smoke run: its run folders and its report are not the bench file's, so the first line it
     prints names them, and a finished full report is not touched."""
-    config = {"preset": "cpu-default", "budgets": [4], "datasets": {"tiny": {"spec": f"beir:{beir_dir}", "index": str(tiny_index.path)}},
+    config = {"preset": "cpu-default", "budgets": [4],
+              "datasets": {"tiny": {"spec": f"beir:{beir_dir}", "index": str(tiny_index.path)}},
               "methods": ["bm25"], "baseline": "bm25", "significance": {"permutations": 100, "bootstrap": 200},
               "runs": str(tmp_path / "runs"), "report": str(tmp_path / "reports" / "bench"), "figure_formats": ["png"]}
     path = tmp_path / "bench.yaml"
@@ -318,10 +319,15 @@ def test_a_limited_bench_says_where_it_writes_and_leaves_the_full_report_alone(b
     assert main(["bench", "--config", str(path), "--no-cache", "--limit", "2"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[bench]")]
     smoke = tmp_path / "reports" / "bench.first2"
-    assert lines[0] == (f"[bench] --limit 2: a smoke run of the first 2 judged queries of each dataset, kept apart from the "
-                        f"full bench: run folders {tmp_path / 'runs'}/<dataset>/<cell>.first2, report {smoke} "
-                        f"({tmp_path / 'reports' / 'bench'} is left as it is)")
-    assert lines[-1].endswith(f"report: {smoke}") and (tmp_path / "runs" / "tiny" / "bm25.first2" / "run.trec").is_file()
+    assert lines[0] == (
+        f"[bench] --limit 2: a smoke run of the first 2 judged queries of each dataset, kept apart from the "
+        f"full bench: run folders {tmp_path / 'runs'}/<dataset>/<cell>.first2, report {smoke} "
+        f"({tmp_path / 'reports' / 'bench'} is left as it is)"
+    )
+    assert (
+        lines[-1].endswith(f"report: {smoke}")
+        and (tmp_path / "runs" / "tiny" / "bm25.first2" / "run.trec").is_file()
+    )
     assert "the 2 of 4 judged queries" in (smoke / "report.md").read_text()
     assert (tmp_path / "reports" / "bench" / "report.md").read_bytes() == full
 

@@ -96,14 +96,19 @@ def summarize_into(folder: OpenIndex, dataset: Dataset, params: GroupParams, gro
     done: dict[int, dict] = read_finished(partial, "group")
     todo = [g for g in mine if g not in done]
     generator = stage_generator(params.summarizer, folder, texts) if todo else None
-    answers = _llm_summaries(generator, todo, groups, texts, params) if generator is not None else ((g, None) for g in todo)
+    answers = (
+        _llm_summaries(generator, todo, groups, texts, params)
+        if generator is not None
+        else ((g, None) for g in todo)
+    )
     bar = tqdm(total=len(mine), initial=len(mine) - len(todo), desc="group summaries", unit="group")
     with open(partial, "a", encoding="utf-8") as out, bar:
         for g, result in answers:  # in the order they are answered
             source = generator.name if generator else "extractive"
             if result is None:
                 if generator is not None:
-                    log.warning("group %d: no valid JSON summary after %d retries; using the extractive summary", g, params.summary_retries)
+                    log.warning("group %d: no valid JSON summary after %d retries; using the extractive "
+                                "summary", g, params.summary_retries)
                 result, source = extractive.summarize(groups[g]), "extractive"
             record = {"group": g, **result, "summarizer": source}
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -178,7 +183,8 @@ def _build(stage_name: str):
         finish_summaries(folder, stage_name)
         if merging:
             shards.remove_shards(folder, stage_name)
-        return {**stats, **info, "partition_seconds": round(partition_seconds, 2), "seconds": round(time.perf_counter() - start, 2)}
+        return {**stats, **info, "partition_seconds": round(partition_seconds, 2),
+                "seconds": round(time.perf_counter() - start, 2)}
 
     return build
 

@@ -70,7 +70,11 @@ def tokenize(texts: list[str], params: Bm25Params, show_progress: bool = False) 
     if params.tokenizer == "lucene":
         from bm25s.stopwords import STOPWORDS_EN
 
-        stop = LUCENE_STOPWORDS if params.stopwords == "lucene" else frozenset(STOPWORDS_EN if params.stopwords == "en" else ())
+        stop = (
+            LUCENE_STOPWORDS
+            if params.stopwords == "lucene"
+            else frozenset(STOPWORDS_EN if params.stopwords == "en" else ())
+        )
         progress = tqdm(texts, desc="tokenize", unit="doc", disable=not show_progress)
         tokens = [english_tokens(t, stop, stem=False) for t in progress]
         return [stem(t) for t in tokens] if stem else tokens

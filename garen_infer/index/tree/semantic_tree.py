@@ -166,7 +166,8 @@ class SemanticTree:
         except (OSError, json.JSONDecodeError) as err:
             raise GarenError(f"{folder / 'meta.json'}: unreadable semantic tree ({err}); rebuild the stage") from None
         if meta.get("format") != TREE_FORMAT:
-            raise GarenError(f"{folder / 'meta.json'}: semantic tree format {meta.get('format')} is not {TREE_FORMAT}; rebuild the stage")
+            raise GarenError(f"{folder / 'meta.json'}: semantic tree format {meta.get('format')} is not "
+                             f"{TREE_FORMAT}; rebuild the stage")
         children: list[list[int]] = []
         parent, row, depth, desc, source = [], [], [], [], []
         path = folder / "nodes.jsonl"

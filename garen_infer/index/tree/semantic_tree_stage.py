@@ -93,7 +93,8 @@ def _build(folder: OpenIndex, dataset: Dataset, params: SemanticTreeParams) -> d
                 "(summarizer: {backend: transformers | vllm | openai, model: ...}); use construction: bottom-up for "
                 "extractive descriptions"
             )
-        builder = TopDownBuilder(texts, vectors, generator, params, log=lambda line: print(line, file=sys.stderr))  # stdout: the summary or --json
+        # stdout: the summary or --json
+        builder = TopDownBuilder(texts, vectors, generator, params, log=lambda line: print(line, file=sys.stderr))
         answers, sharded = merged_levels(folder, params, len(texts)) if folder.merging_shards else (None, {})
         root, levels = builder.build(answers)
         info.update(summarizer=generator.name, **vars(builder.stats))
