@@ -9,15 +9,16 @@ reranker's latest view.
 Evidence of a group. E(g) = max of e(d) over its reranked members: a group is as promising as its best member,
 the rule by which the navigator's training labels a group positive (it holds a relevant document).
 
-Navigator reliability. rho_t = Spearman's rank correlation, over the groups that have both a navigator score and
-a reranked member, between the navigator's scores and E(g); None below MIN_GROUPS such groups. A rank correlation
-because GAREN reads only the order of the navigator's scores (it sorts groups by them) and the scores of
-navigators differ in scale (a cosine, a P(yes), an edge count); a calibration curve would need a scale.
+Navigator reliability. rho_t = Spearman's rank correlation, over the groups that have both a navigator score
+and a reranked member, between the navigator's scores and E(g); None below MIN_GROUPS such groups. A rank
+correlation because GAREN reads only the order of the navigator's scores (it sorts groups by them) and the
+scores of navigators differ in scale (a cosine, a P(yes), an edge count); a calibration curve would need a
+scale.
 
 The trace also records q_t, the navigator's percentile of the groups holding the reranker's top documents
-(weights e(d)): most groups hold no relevant document and the reranker orders those by noise, which pulls rho_t
-down even for an accurate navigator, and q_t looks only where the reranker is sure. (Read by the rule in place of
-rho_t, as r_t = max(0, 2 q_t - 1), it did worse on SciFact's train queries: docs/design/garen.md.)
+(weights e(d)): most groups hold no relevant document and the reranker orders those by noise, which pulls
+rho_t down even for an accurate navigator, and q_t looks only where the reranker is sure. (Read by the rule in
+place of rho_t, as r_t = max(0, 2 q_t - 1), it did worse on SciFact's train queries: docs/design/garen.md.)
 
 The adaptive rule (``switch_rule: adaptive``), with T the top TOP documents of the latest reranked window:
 
@@ -30,24 +31,27 @@ The adaptive rule (``switch_rule: adaptive``), with T the top TOP documents of t
     score(g) = P(g) + beta_t * H(g)
       P(g)   = the percentile of g's navigator score among the groups scored so far for the query (in [0, 1])
       H(g)   = sum over d in T of e(d) * (1[g is a group of d] + |N_k(d) in g| / k)
-               (a group holding, or neighbouring, the documents the reranker put on top: the cluster hypothesis)
+               (a group holding, or neighbouring, the documents the reranker put on top: the cluster
+               hypothesis)
     order    = adaptive_merge: interleave-2 (the default): one group of the navigator's own order, then two of
-               score(g)'s order, and again, each group at its first place; interleave: one and one; sum: score(g)'s
-               order alone
+               score(g)'s order, and again, each group at its first place; interleave: one and one;
+               sum: score(g)'s order alone
     exploit at t  iff  t > tau_switch, or t > 1 and the best-ordered group holds a document of T
 
-A_t, the top AUC: among the judged groups the navigator scored, the chance that a group holding a document that
-reached the top TOP of some window outscores one whose judged members never did. Both sides were judged, so both
-were mostly chosen by the navigator, which keeps the navigator's own choices from inflating it (q_t and a_t, the
-navigator's mean percentile of the group of each window's top document, are near 0.95 for every navigator for that
-reason). On Cranfield A_t separates an accurate navigator from MiniLM (medians 0.94 and 0.72); on SciFact, with
-about one gold document a query, it does not (0.65 and 0.67): the reranker's top is mostly noise there.
+A_t, the top AUC: among the judged groups the navigator scored, the chance that a group holding a document
+that reached the top TOP of some window outscores one whose judged members never did. Both sides were judged,
+so both were mostly chosen by the navigator, which keeps the navigator's own choices from inflating it (q_t
+and a_t, the navigator's mean percentile of the group of each window's top document, are near 0.95 for every
+navigator for that reason). On Cranfield A_t separates an accurate navigator from MiniLM (medians 0.94 and
+0.72); on SciFact, with about one gold document a query, it does not (0.65 and 0.66): the reranker's top is
+mostly noise there.
 
-Why the interleave: an accurate navigator loses when evidence around a noisy top pushes its best groups out of the
-window, and within a query no reliability measure above tells it from a weak one when the top is noise. Giving the
-navigator's own order every third place bounds that loss whatever r_t says; the evidence keeps the other two.
-No extra model call: e(d) comes from the reranking each iteration already makes, P(g) from the navigator's scores.
-"""
+Why the interleave: an accurate navigator loses when evidence around a noisy top pushes its best groups out of
+the window, and within a query no reliability measure above tells it from a weak one when the top is noise.
+Giving the navigator's own order every third place keeps its best groups in every window whatever r_t says
+(measured: it cuts the loss of an accurate navigator, not to zero on SciFact; docs/design/garen.md); the
+evidence keeps the other two places. No extra model call: e(d) comes from the reranking each iteration already makes, P(g) from the
+navigator's scores."""
 
 from __future__ import annotations
 
@@ -124,9 +128,9 @@ class GroupEvidence:
                 "lead": round(float(np.mean(leads)), 4) if leads else None, "windows": len(leads)}
 
     def top_auc(self, navigator_scores: dict[int, float]) -> tuple[float | None, int]:
-        """Among the judged groups the navigator scored, the probability that a group holding a document that
-        reached a window's top TOP outscores one whose judged members never did (ties count half), and the number
-        of such pairs; both sides were judged, so both were mostly chosen by the navigator: no selection bias."""
+        """Among the judged groups the navigator scored, the probability that a group holding a document
+        that reached a window's top TOP outscores one whose judged members never did (ties count half), and
+        the number of such pairs; both sides were judged, so both were mostly chosen by the navigator."""
         judged = [g for g in self.group if g in navigator_scores]
         tops = {g for d in self.ever_top for g in self.doc_groups[d]}
         pos = np.asarray([navigator_scores[g] for g in judged if g in tops])
