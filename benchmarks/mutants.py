@@ -65,7 +65,7 @@ MUTANTS = (
     Mutant("yaml-aliases-unbounded", "garen_infer/configuration/safe_yaml.py",
            "if _expanded_size(node, {}) > MAX_VALUES:", "if False:", ("tests/configuration/test_settings.py", "-k", "alias")),
     Mutant("merge-unclaimed", "garen_infer/running/merge.py",
-           "        mark_merging(out, folders)\n", "", ("tests/configuration/test_shards.py", "-k", "killed and renamed")),
+           "        mark_merging(out, paths)\n", "", ("tests/configuration/test_shards.py", "-k", "killed and renamed")),
     Mutant("cache-merge-raw-uri", "garen_infer/llm/cache_merge.py",
            "sqlite3.connect(f\"{source.resolve().as_uri()}?mode=ro\"", "sqlite3.connect(f\"file:{source}?mode=ro\"",
            ("tests/llm/test_cache_shared.py", "-k", "uri_characters")),
@@ -219,7 +219,7 @@ MUTANTS = (
            "Annotated[int, Between(1, MAX_ANSWER_TOKENS)]", "Annotated[int, Range(low=1)]",
            ("tests/llm/test_openai_faults.py", "-k", "max_tokens_outside")),
     Mutant("rewrite-garbage-used", "garen_infer/running/query_rewrite.py",
-           "            if not rows:  # nothing usable", "            if text is None:  # nothing usable",
+           "            if not hits:  # nothing usable", "            if text is None:  # nothing usable",
            ("tests/running/test_query_rewrite.py", "-k", "no_search_can_use")),
     # what a newcomer is told: smoke reports, trec_eval's conventions, GAREN's notice and trace
     Mutant("smoke-report-over-full", "garen_infer/report/bench.py",
