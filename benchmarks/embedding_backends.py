@@ -82,7 +82,7 @@ def child(args) -> None:
            "cpu_rate": len(sample) / cpu}  # passages per CPU-second, all threads: steadier on a loaded machine
     if quality:  # SciFact's first passages are the timed sample: encoded once
         for name in DATASETS:
-            dataset = scifact if name == "scifact" else load(args.data, name)
+            dataset = scifact if name == "scifact" else load(args.data, name, args.cranfield_docs)
             texts = [d.full_text for d in dataset.documents]
             docs = embedder.encode_documents(texts[len(sample) :] if name == "scifact" else texts, show_progress=False)
             if name == "scifact":
@@ -104,11 +104,11 @@ def ndcg10(dataset, docs: np.ndarray, queries: np.ndarray) -> float:
     return evaluate(run, dataset, measures=("nDCG@10",))["nDCG@10"]
 
 
-def quality(work: Path, data: Path, row: str, scifact_docs: int) -> dict:
+def quality(work: Path, data: Path, row: str, docs: dict[str, int]) -> dict:
     figures = {}
     cosines = []
     for name in DATASETS:
-        dataset = load(data, name, scifact_docs if name == "scifact" else 0)
+        dataset = load(data, name, docs[name])
         docs, queries = np.load(work / f"{row}.{name}.docs.npy"), np.load(work / f"{row}.{name}.queries.npy")
         reference = np.load(work / f"torch.{name}.docs.npy")
         cosines.append(np.sum(docs * reference, axis=1))
@@ -119,7 +119,7 @@ def quality(work: Path, data: Path, row: str, scifact_docs: int) -> dict:
 
 def run_row(args, row: str, warm: bool = False) -> dict | None:
     command = [sys.executable, __file__, "--child", row, "--data", str(args.data), "--work", str(args.work),
-               "--sample", str(1 if warm else args.sample), "--scifact-docs", str(args.scifact_docs)]
+               "--sample", str(1 if warm else args.sample), "--scifact-docs", str(args.scifact_docs), "--cranfield-docs", str(args.cranfield_docs)]
     if warm:
         command.append("--warm")
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -133,18 +133,18 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def table(results: list[dict], scifact_docs: int) -> str:
+def table(results: list[dict], scifact_docs: int, cranfield_docs: int) -> str:
     base = next((r for r in results if r["row"] == "torch"), None)
     lines = [f"{'row':16} {'passages/s':>10} {'x torch':>8} {'per CPU-s':>9} {'x torch':>8} {'RSS MB':>7} "
-             f"{'cos mean':>9} {'cos min':>8} "
-             f"{'nDCG@10 scifact' + (f'-{scifact_docs}' if scifact_docs else ''):>20} {'nDCG@10 cranfield':>18}"]
+             f"{'cos mean':>9} {'cos min':>8} {'nDCG@10 scifact' + (f'-{scifact_docs}' if scifact_docs else ''):>20} "
+             f"{'nDCG@10 cranfield' + (f'-{cranfield_docs}' if cranfield_docs else ''):>22}"]
     for r in results:
         q = [f"{r[k]:.4f}" if k in r else "-" for k in ("cos_mean", "cos_min", "ndcg10_scifact", "ndcg10_cranfield")]
         ratio = f"{r['rate'] / base['rate']:.2f}" if base else "-"
         cpu_ratio = f"{r['cpu_rate'] / base['cpu_rate']:.2f}" if base else "-"
         lines.append(f"{r['row']:16} {r['rate']:10.1f} {ratio:>8} {r['cpu_rate']:9.1f} {cpu_ratio:>8} {r['rss_mb']:7.0f} "
                      f"{q[0]:>9} {q[1]:>8} "
-                     f"{q[2]:>20} {q[3]:>18}")
+                     f"{q[2]:>20} {q[3]:>22}")
     return "\n".join(lines)
 
 
@@ -154,6 +154,7 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=256, help="SciFact passages timed per row")
     parser.add_argument("--scifact-docs", type=int, default=0,
                         help="SciFact's corpus cut to its judged documents and the first others, this many (0: all)")
+    parser.add_argument("--cranfield-docs", type=int, default=0, help="the same for Cranfield")
     parser.add_argument("--rows", nargs="+", default=DEFAULT_ROWS, choices=list(ROWS))
     parser.add_argument("--work", type=Path, default=None, help="where the rows' vectors go (default: a temp folder)")
     parser.add_argument("--exported", action="store_true", help="the ONNX exports are made already: no warm-up")
@@ -191,11 +192,11 @@ def main() -> None:
         if result is None:
             continue
         if ROWS[row][1] and found["torch"] is not None:
-            result.update(quality(args.work, args.data, row, args.scifact_docs))
+            result.update(quality(args.work, args.data, row, {"scifact": args.scifact_docs, "cranfield": args.cranfield_docs}))
         results.append(result)
         print(json.dumps(result), flush=True)
     print(f"load at end: {uptime()}")
-    print(table(results, args.scifact_docs))
+    print(table(results, args.scifact_docs, args.cranfield_docs))
     if args.json:
         args.json.write_text(json.dumps({"results": results}, indent=2))
 

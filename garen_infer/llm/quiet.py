@@ -21,14 +21,15 @@ def quiet_libraries() -> None:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # read when transformers is first imported
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # its fork warning when a worker process starts
-    for name in LIBRARY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    try:
+    try:  # imported first: transformers and huggingface_hub set their loggers' levels as they are imported
         from transformers.utils import logging as transformers_logging
     except ImportError:  # not installed: nothing of it to quiet
-        return
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()  # "Loading weights" bars of from_pretrained
+        transformers_logging = None
+    if transformers_logging is not None:
+        transformers_logging.set_verbosity_error()
+        transformers_logging.disable_progress_bar()  # "Loading weights" bars of from_pretrained
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 @contextmanager
