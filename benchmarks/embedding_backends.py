@@ -52,7 +52,7 @@ def load(data: Path, name: str, limit: int = 0):
     from garen_infer.data.beir import load_beir
     from garen_infer.data.dataset import Dataset
 
-    dataset = load_beir(data / name)
+    dataset = load_beir(data / name, allow_empty_docs=True)  # Cranfield holds empty documents
     if not limit or limit >= len(dataset.documents):
         return dataset
     judged = {d for rels in dataset.qrels.values() for d in rels}
@@ -104,11 +104,11 @@ def ndcg10(dataset, docs: np.ndarray, queries: np.ndarray) -> float:
     return evaluate(run, dataset, measures=("nDCG@10",))["nDCG@10"]
 
 
-def quality(work: Path, data: Path, row: str, docs: dict[str, int]) -> dict:
+def quality(work: Path, data: Path, row: str, limits: dict[str, int]) -> dict:
     figures = {}
     cosines = []
     for name in DATASETS:
-        dataset = load(data, name, docs[name])
+        dataset = load(data, name, limits[name])
         docs, queries = np.load(work / f"{row}.{name}.docs.npy"), np.load(work / f"{row}.{name}.queries.npy")
         reference = np.load(work / f"torch.{name}.docs.npy")
         cosines.append(np.sum(docs * reference, axis=1))
