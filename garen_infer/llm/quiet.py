@@ -24,8 +24,8 @@ def quiet_libraries() -> None:
     try:  # imported first: transformers and huggingface_hub set their loggers' levels as they are imported
         from transformers.utils import logging as transformers_logging
     except ImportError:  # not installed: nothing of it to quiet
-        transformers_logging = None
-    if transformers_logging is not None:
+        pass
+    else:
         transformers_logging.set_verbosity_error()
         transformers_logging.disable_progress_bar()  # "Loading weights" bars of from_pretrained
     for name in LIBRARY_LOGGERS:
