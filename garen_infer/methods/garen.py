@@ -51,15 +51,23 @@ class GarenConfig:
     strategy: Literal["explore-then-exploit", "explore", "exploit"] = "explore-then-exploit"  # Table 3 ablations
     navigator: Literal["model", "connectivity", "best-member"] = "model"  # connectivity: the no-model heuristic of
     #   sec. 6.4; best-member: no summary, a group scores max over its members d of cos(q, d) (index embeddings)
-    switch_rule: Literal["fixed", "adaptive", "adaptive-scores"] = "fixed"  # fixed: tau_switch and the navigator's
-    #   scores (the paper). adaptive: score(g) = P(g) + (1 - l0)(1 - r_t) H(g), P the navigator's percentile, H the
-    #   reciprocal-rank evidence of the reranked window's top 3 in or next to g, r_t = max(0, rho_t) m_t / (m_t + 5);
-    #   exploit after tau_switch or once the best group holds a top-3 document (methods/garen_adaptive.py);
-    #   adaptive-scores: that score with the fixed switch
-    # l0: 1 - l0 is the evidence's weight while the navigator's reliability is unknown
-    adaptive_prior_min: Probability = 0.5
-    # document: the navigator scores neighbouring documents (sec. 6.2)
-    expansion_unit: Literal["group", "document"] = "group"
+    switch_rule: Literal["fixed", "adaptive", "adaptive-scores"] = "fixed"  # fixed: tau_switch and the
+    #   navigator's scores (the paper). adaptive: groups in the navigator's order interleaved with that of
+    #   score(g) = P(g) + beta_t H(g), beta_t = (1 - l0)(1 - r_t)^k, P the navigator's percentile, H the
+    #   reciprocal-rank evidence of the reranked window's top 3 in or next to g; exploit after tau_switch or once
+    #   the first group holds a top-3 document (methods/garen_adaptive.py); adaptive-scores: that order, fixed switch
+    adaptive_merge: Literal["sum", "interleave", "interleave-2"] = "interleave-2"  # interleave-2: one group of
+    #   the navigator's own order, then two of score(g)'s, and again (each group at its first place), so the
+    #   navigator's best groups are tried whatever the evidence says; interleave: one and one; sum: score(g)'s
+    #   order alone
+    adaptive_reliability: Literal["rho", "auc", "lead"] = "rho"  # r_t: rho = max(0, rho_t) m_t / (m_t + 5),
+    #   rho_t Spearman's rho of the navigator's scores against the best reranked rank of each group's members
+    #   (m_t groups); auc = max(0, 2 A_t - 1) n / (n + 5), A_t the chance that a group holding a reranked top-3
+    #   document outscores another judged group (n pairs); lead = max(0, 2 a_t - 1) w / (w + 1), a_t the
+    #   navigator's mean percentile of the group of each of the w windows' top document
+    adaptive_power: NonNegativeFloat = 1.0  # k in beta_t = (1 - l0)(1 - r_t)^k
+    adaptive_prior_min: Probability = 0.5  # l0: 1 - l0 is the evidence's weight while the navigator's reliability is unknown
+    expansion_unit: Literal["group", "document"] = "group"  # document: the navigator scores neighbouring documents (sec. 6.2)
     groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
     propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
     # RBP persistence p (App. A); None = by the reranker's prompt: 0.5 for garen-reasoning, else 0.6
@@ -184,9 +192,14 @@ class Garen(Method):
     def adaptive_order(self, t, eligible, scores, evidence, reliability, explore):
         """The groups in the order of the adaptive score, and whether to explore (garen_adaptive.py)."""
         c = self.config
-        beta = (1.0 - c.adaptive_prior_min) * (1.0 - adaptive.shrunk_reliability(reliability))
+        r = adaptive.shrunk_reliability(reliability, c.adaptive_reliability)
+        beta = (1.0 - c.adaptive_prior_min) * (1.0 - r) ** c.adaptive_power
         mixed = adaptive.adaptive_scores(eligible, scores, evidence.top_evidence(self.graph), beta)
         ranked_groups = sorted(eligible, key=lambda g: -mixed[g])  # stable: ties keep candidate order
+        if c.adaptive_merge != "sum":  # the navigator's own order keeps every other (every third) place
+            per_first = 2 if c.adaptive_merge == "interleave-2" else 1
+            navigator_order = sorted(eligible, key=lambda g: -scores[g])
+            ranked_groups = adaptive.interleave(navigator_order, ranked_groups, per_first)
         if c.switch_rule == "adaptive" and c.strategy == "explore-then-exploit":
             explore = not adaptive.exploit_now(t, c.tau_switch, ranked_groups[0] if ranked_groups else None, evidence)
         return ranked_groups, explore

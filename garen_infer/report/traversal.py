@@ -141,12 +141,29 @@ def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, firs
     hops = cells[0].run.records[qid]["trace"]["gold"]["min_hops_doc_graph"]
     at = "" if cells[0].budget is None else f" at budget {cells[0].budget}"
     save(fig, path, formats)
-    return (
-        f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for "
-        f"query {qid} (GAREN Fig. 5): the documents of "
-        f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "
-        f"first-stage top {window}, stars the gold documents (filled: among the run's first {HITS_AT}); grey is a "
-        f"sample of the corpus. 2-D PCA of the index embeddings. The query is the one whose gold lies farthest "
-        f"from the first window ({hops} hops) "
-        + ("among those a run reached." if reached else "(no run reached the gold of any such query).")
-    )
+    return (f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for query {qid} (GAREN Fig. 5): the documents of "
+            f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "
+            f"first-stage top {window}, stars the gold documents (filled: among the run's first {HITS_AT}); grey is a "
+            f"sample of the corpus. 2-D PCA of the index embeddings. The query is the one whose gold lies farthest "
+            f"from the first window ({hops} hops) " + ("among those a run reached." if reached else "(no run reached the gold of any such query).")
+            + reliability_line(matrix.cells, qid))
+
+
+def reliability_line(cells: list[Cell], qid: str) -> str:
+    """The navigator's reliability each GAREN run of the dataset measured, at every budget
+    (methods/garen_adaptive.py): the mean over its queries of the final Spearman rho, and the pictured
+    query's; empty where no run measured one (too few judged groups, or runs made before it was recorded)."""
+    parts = []
+    for cell in cells:
+        rhos = {q: (r.get("trace", {}).get("navigator_reliability") or {}).get("rho")
+                for q, r in cell.run.records.items()}
+        known = [rho for rho in rhos.values() if rho is not None]
+        if known:
+            this = "n/a" if rhos.get(qid) is None else f"{rhos[qid]:.2f}"
+            parts.append(f"{cell.name} {np.mean(known):.2f} over {len(known)} queries ({this})")
+    if not parts:
+        return ""
+    return (" Navigator reliability (Spearman rho between the navigator's group scores and the best reranked "
+            "rank of each group's members; mean over the queries with at least 3 such groups, this query's in "
+            "brackets): "
+            + "; ".join(parts) + ".")

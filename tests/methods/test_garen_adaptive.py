@@ -54,3 +54,33 @@ def test_reranker_labels_by_hand():
     doc_groups = [(0,), (1,), (2,)]
     pairs = reranker_group_pairs(query, iterations, ranking=[0, 1], top=1, doc_groups=doc_groups, texts=["a", "b", "c"])
     assert [(p["item"], p["label"]) for p in pairs] == [("0", 1), ("1", 0)]
+
+
+def test_interleave_gives_the_navigator_every_other_place_and_places_each_group_once():
+    from garen_infer.methods.garen_adaptive import interleave
+
+    assert interleave([1, 2, 3, 4], [3, 5, 1, 6]) == [1, 3, 2, 5, 4, 6]
+    assert interleave([1, 2, 3, 4, 7], [3, 5, 1, 6], per_first=2) == [1, 3, 5, 2, 6, 4, 7]
+    assert interleave([], [1, 2]) == [1, 2] and interleave([1], []) == [1]
+
+
+def test_top_auc_by_hand():
+    """Groups 0..3, one document each. The window reranked [2, 0, 3, 1]: with TOP = 3 the groups 2, 0 and 3 hold
+    a top document and group 1 does not; the navigator scores 1 above 0 and 3 but below 2, so of the 3 pairs
+    (top group, other) it wins 1 and loses 2: AUC 1/3, and the reliability it gives is max(0, 2/3 - 1) = 0."""
+    from garen_infer.methods.garen_adaptive import GroupEvidence, shrunk_reliability
+
+    evidence = GroupEvidence([(0,), (1,), (2,), (3,)])
+    evidence.observe([2, 0, 3, 1])
+    reliability = evidence.reliability({0: 0.2, 1: 0.5, 2: 0.9, 3: 0.1})
+    assert (reliability["auc"], reliability["auc_pairs"]) == (round(1 / 3, 4), 3)
+    assert shrunk_reliability(reliability, "auc") == 0.0
+    agreeing = evidence.reliability({0: 0.8, 1: 0.1, 2: 0.9, 3: 0.7})
+    assert agreeing["auc"] == 1.0 and shrunk_reliability(agreeing, "auc") == pytest.approx(3 / (3 + 5))
+
+
+@pytest.mark.parametrize("merge", ["interleave", "interleave-2"])
+def test_an_interleaved_rule_ranks_every_query(merge, tiny_dataset, full_index, tmp_path):
+    metrics = garen_run(tiny_dataset, full_index, tmp_path / merge, switch_rule="adaptive", adaptive_merge=merge,
+                        adaptive_reliability="auc")
+    assert metrics["queries"] > 0 and "navigator_reliability" in metrics

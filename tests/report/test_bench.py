@@ -86,6 +86,20 @@ def test_report_folder_has_every_file(bench):
     assert first.queries_run == 5 * 15 and first.model_calls > 0
 
 
+def test_the_traversal_caption_states_each_garen_runs_navigator_reliability(bench):
+    """The line beside the traversal figure holds the mean of the per-query rho the run's trace recorded (the run
+    with a window of 4 reranks more than one window, so it measures one)."""
+    tmp, _, _, _ = bench
+    report = (tmp / "report" / "report.md").read_text()
+    trace = tmp / "runs" / "tiny" / "garen-w4@8" / "trace.jsonl"
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    rhos = [r["trace"]["navigator_reliability"]["rho"] for r in records]
+    known = [rho for rho in rhos if rho is not None]
+    assert known, "the tiny GAREN run measured no reliability: the caption's figure would go untested"
+    assert "Navigator reliability (Spearman rho" in report
+    assert f"garen-w4@8 {sum(known) / len(known):.2f} over {len(known)} queries" in report
+
+
 def test_tables_hold_the_runs_numbers(bench):
     tmp, _, _, _ = bench
     report = (tmp / "report" / "report.md").read_text()
