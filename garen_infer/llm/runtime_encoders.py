@@ -82,7 +82,11 @@ class RuntimeEncoder:
         self.config = AutoConfig.from_pretrained(str(self.folder))
         self.max_seq_length = max_seq_length
         onnx_file = exported_model(self.folder, quantization if backend == "onnx" else "")
-        self.run = _onnx_runner(onnx_file, threads) if backend == "onnx" else _openvino_runner(onnx_file, quantization, threads)
+        self.run = (
+            _onnx_runner(onnx_file, threads)
+            if backend == "onnx"
+            else _openvino_runner(onnx_file, quantization, threads)
+        )
 
     def __getitem__(self, index):  # longest_input() reads the transformer's config through encoder[0].auto_model
         return self if index == 0 else None

@@ -66,8 +66,10 @@ class GarenConfig:
     #   document outscores another judged group (n pairs); lead = max(0, 2 a_t - 1) w / (w + 1), a_t the
     #   navigator's mean percentile of the group of each of the w windows' top document
     adaptive_power: NonNegativeFloat = 1.0  # k in beta_t = (1 - l0)(1 - r_t)^k
-    adaptive_prior_min: Probability = 0.5  # l0: 1 - l0 is the evidence's weight while the navigator's reliability is unknown
-    expansion_unit: Literal["group", "document"] = "group"  # document: the navigator scores neighbouring documents (sec. 6.2)
+    # l0: 1 - l0 is the evidence's weight while the navigator's reliability is unknown
+    adaptive_prior_min: Probability = 0.5
+    # document: the navigator scores neighbouring documents (sec. 6.2)
+    expansion_unit: Literal["group", "document"] = "group"
     groups: str = "groups"  # index stage: groups | groups_kmeans | groups_random (App. C.2)
     propagation: bool = True  # group-driven evidence propagation (sec. 4.3)
     # RBP persistence p (App. A); None = by the reranker's prompt: 0.5 for garen-reasoning, else 0.6

@@ -50,7 +50,8 @@ Why the interleave: an accurate navigator loses when evidence around a noisy top
 the window, and within a query no reliability measure above tells it from a weak one when the top is noise.
 Giving the navigator's own order every third place keeps its best groups in every window whatever r_t says
 (measured: it cuts the loss of an accurate navigator, not to zero on SciFact; docs/design/garen.md); the
-evidence keeps the other two places. No extra model call: e(d) comes from the reranking each iteration already makes, P(g) from the
+evidence keeps the other two places. No extra model call: e(d) comes from the reranking each iteration already
+makes, P(g) from the
 navigator's scores."""
 
 from __future__ import annotations

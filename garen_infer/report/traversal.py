@@ -141,12 +141,16 @@ def _traversal(matrix: DatasetMatrix, dataset: Dataset, index: IndexFolder, firs
     hops = cells[0].run.records[qid]["trace"]["gold"]["min_hops_doc_graph"]
     at = "" if cells[0].budget is None else f" at budget {cells[0].budget}"
     save(fig, path, formats)
-    return (f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for query {qid} (GAREN Fig. 5): the documents of "
-            f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "
-            f"first-stage top {window}, stars the gold documents (filled: among the run's first {HITS_AT}); grey is a "
-            f"sample of the corpus. 2-D PCA of the index embeddings. The query is the one whose gold lies farthest "
-            f"from the first window ({hops} hops) " + ("among those a run reached." if reached else "(no run reached the gold of any such query).")
-            + reliability_line(matrix.cells, qid))
+    return (
+        f"{matrix.name}: how each GAREN run{at} (the smallest budget they share) traversed the corpus for query "
+        f"{qid} (GAREN Fig. 5): the documents of "
+        f"every group it expanded, coloured by the iteration that first expanded the group; crosses are the "
+        f"first-stage top {window}, stars the gold documents (filled: among the run's first {HITS_AT}); grey is a "
+        f"sample of the corpus. 2-D PCA of the index embeddings. The query is the one whose gold lies farthest "
+        f"from the first window ({hops} hops) "
+        + ("among those a run reached." if reached else "(no run reached the gold of any such query).")
+        + reliability_line(matrix.cells, qid)
+    )
 
 
 def reliability_line(cells: list[Cell], qid: str) -> str:

@@ -52,7 +52,8 @@ def interrupt_after(monkeypatch, batches: int) -> list[int]:
 def counting(monkeypatch) -> list[int]:
     calls: list[int] = []
     encode = Embedder.encode_documents
-    monkeypatch.setattr(Embedder, "encode_documents", lambda self, texts, **kw: calls.append(len(texts)) or encode(self, texts, **kw))
+    monkeypatch.setattr(Embedder, "encode_documents", lambda self, texts,
+                        **kw: calls.append(len(texts)) or encode(self, texts, **kw))
     return calls
 
 
@@ -86,7 +87,9 @@ def test_off_a_terminal_lines_are_spaced_by_the_interval(tiny_dataset, tmp_path,
 
 
 @pytest.mark.parametrize("k", [1, 3, 4])  # inside the first chunk, at its end, inside the second
-def test_an_interrupted_build_resumes_from_its_saved_batches_to_the_same_bytes(k, tiny_dataset, whole, tmp_path, monkeypatch):
+def test_an_interrupted_build_resumes_from_its_saved_batches_to_the_same_bytes(
+    k, tiny_dataset, whole, tmp_path, monkeypatch
+):
     path = tmp_path / "index"
     interrupt_after(monkeypatch, k)
     with pytest.raises(Interrupted):
@@ -165,7 +168,9 @@ def test_a_damaged_saved_batch_is_encoded_again(tiny_dataset, whole, tmp_path, m
     assert (path / "embeddings.npy").read_bytes() == whole
 
 
-def test_another_batch_size_drops_the_unfinished_chunks_batches_and_keeps_finished_chunks(tiny_dataset, tmp_path, monkeypatch):
+def test_another_batch_size_drops_the_unfinished_chunks_batches_and_keeps_finished_chunks(
+    tiny_dataset, tmp_path, monkeypatch
+):
     path = tmp_path / "index"
     interrupt_after(monkeypatch, 4)
     with pytest.raises(Interrupted):
@@ -186,7 +191,10 @@ def test_index_build_prints_no_library_chatter(tiny_dataset, tmp_path, capfd, ca
     assert out == ""
     for chatter in ("Batch insert", "Index build completed", "Batches:", "Warning", "it/s]"):
         assert chatter not in err
-    assert any("DiskANN printed" in r.getMessage() and "Batch insert completed" in r.getMessage() for r in caplog.records)
+    assert any(
+        "DiskANN printed" in r.getMessage() and "Batch insert completed" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_native_output_of_a_failing_block_follows_its_error(capfd):

@@ -72,7 +72,8 @@ def test_an_out_of_memory_stop_keeps_the_finished_chunks_for_a_smaller_batch(tin
                         **kw: encoded.append(len(texts)) or encode(self, texts, **kw))
     smaller = {"embeddings": {"chunk_size": 3, "batch_size": 1}}
     IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(smaller), log=lambda *_: None)
-    assert encoded == [4, 4, 1, 1, 1, 1]  # rows 8-10 and 11, a batch of 1 each: the 8 rows saved before the stop were kept
+    # rows 8-10 and 11, a batch of 1 each: the 8 rows saved before the stop were kept
+    assert encoded == [4, 4, 1, 1, 1, 1]
     IndexFolder.build(tiny_dataset, tmp_path / "whole", IndexConfig.from_dict(stages), log=lambda *_: None)
     got, want = np.load(tmp_path / "index" / "embeddings.npy"), np.load(tmp_path / "whole" / "embeddings.npy")
     assert np.allclose(got, want, atol=1e-6)  # batch composition moves float rounding only
