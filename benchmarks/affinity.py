@@ -45,24 +45,31 @@ def preset(path: Path, urls: list[str], concurrency: int) -> Path:
     return path
 
 
-def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> dict:
-    fleet = [serve(shape) for _ in range(2)]
-    urls = [f"http://127.0.0.1:{server.server_port}/v1" for server, _ in fleet]
+def on_fleet(shape: EngineShape, replicas: int, work) -> dict:
+    """``work(urls)`` against ``replicas`` stand-in engines, then what they counted: requests per replica, prompt
+    and cached tokens, the cached share and the longest span."""
+    fleet = [serve(shape) for _ in range(replicas)]
     try:
-        settings = preset(out.with_name(out.name + ".preset.yaml"), urls, opts.concurrency)  # beside the run folder
-        garen(code, ["run", "--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings),
-                     "--index", opts.index,
-                     "--method", method, "--budget", str(opts.budget), "--limit", str(opts.limit), "--no-cache",
-                     "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
+        work([f"http://127.0.0.1:{server.server_port}/v1" for server, _ in fleet])
         stats = [engine.stats() for _, engine in fleet]
     finally:
         for server, engine in fleet:
             server.shutdown()
             engine.close()
     prompt, cached = sum(s["prompt_tokens"] for s in stats), sum(s["cached_tokens"] for s in stats)
-    span = max(s["span_s"] for s in stats)
     return {"requests": [s["requests"] for s in stats], "prompt": prompt, "cached": cached,
-            "share": cached / prompt if prompt else 0.0, "span": span}
+            "share": cached / prompt if prompt else 0.0, "span": max(s["span_s"] for s in stats)}
+
+
+def measure(code: Path, method: str, opts, out: Path, shape: EngineShape) -> dict:
+    def run(urls: list[str]) -> None:
+        settings = preset(out.with_name(out.name + ".preset.yaml"), urls, opts.concurrency)  # beside the run folder
+        garen(code, ["run", "--dataset", opts.dataset, "--allow-empty-docs", "--preset", str(settings),
+                     "--index", opts.index,
+                     "--method", method, "--budget", str(opts.budget), "--limit", str(opts.limit), "--no-cache",
+                     "--max-active-queries", str(opts.max_active_queries), "--out", str(out)])
+
+    return on_fleet(shape, 2, run)
 
 
 def episode(backend, number: int, opts, tied: bool) -> None:
@@ -86,22 +93,13 @@ def measure_episodes(opts, shape: EngineShape, tied: bool) -> dict:
 
     from garen_infer.llm.backends import make_backend
 
-    fleet = [serve(shape) for _ in range(opts.replicas)]
-    urls = [f"http://127.0.0.1:{server.server_port}/v1" for server, _ in fleet]
-    try:
+    def run(urls: list[str]) -> None:
         backend = make_backend({"backend": "openai", "base_url": urls, "model": "standin", "api_key_env": None,
                                 "concurrency": opts.concurrency})
         with ThreadPoolExecutor(max_workers=opts.episodes) as pool:
             list(pool.map(lambda k: episode(backend, k, opts, tied), range(opts.episodes)))
-        stats = [engine.stats() for _, engine in fleet]
-    finally:
-        for server, engine in fleet:
-            server.shutdown()
-            engine.close()
-    prompt, cached = sum(s["prompt_tokens"] for s in stats), sum(s["cached_tokens"] for s in stats)
-    return {"requests": [s["requests"] for s in stats], "prompt": prompt, "cached": cached,
-            "share": cached / prompt if prompt else 0.0, "span": max(s["span_s"] for s in stats)}
 
+    return on_fleet(shape, opts.replicas, run)
 
 def main_episodes(opts, shape: EngineShape) -> int:
     print(f"# {opts.replicas} replicas, each {shape}; {opts.episodes} episodes of {opts.turns} turns in flight, "
