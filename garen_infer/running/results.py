@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,8 +47,13 @@ class RunResults:
     def rankings(self) -> dict[str, list[str]]:
         return {q.id: self.records[q.id]["ranking"] for q in self.queries}
 
+    @cached_property
+    def _scored(self) -> tuple[dict[str, dict[str, float]], int]:
+        """``scored_rankings`` of the finished records, once: run.trec, the metrics and the frames read it."""
+        return scored_rankings({q.id: self.records[q.id] for q in self.queries}, self.dataset)
+
     def scored(self) -> dict[str, dict[str, float]]:
-        return scored_rankings({q.id: self.records[q.id] for q in self.queries}, self.dataset)[0]
+        return self._scored[0]
 
     def score_kinds(self) -> dict:
         """What the run's scores are (``scores``: bm25 | dense | given | reranker | pseudo, several joined by
@@ -55,8 +61,7 @@ class RunResults:
         (``scores_lowered``)."""
         records = [self.records[q.id] for q in self.queries]
         kinds = sorted({r.get("score_kind", PSEUDO) for r in records if r["ranking"]}) or [PSEUDO]
-        lowered = scored_rankings({q.id: self.records[q.id] for q in self.queries}, self.dataset)[1]
-        return {"scores": "+".join(kinds), "scores_lowered": lowered}
+        return {"scores": "+".join(kinds), "scores_lowered": self._scored[1]}
 
     def ranked_rows(self) -> list[tuple[str, str, int, float]]:
         """(qid, docno, rank from 0, score) for every ranked document, the queries in order."""
