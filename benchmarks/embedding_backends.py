@@ -16,7 +16,8 @@ are what to read (absolute rates move with the machine's load, printed at the st
 Rows: ``torch`` (the default: sentence-transformers, batch 32, length-sorted batches inside ``encode``), torch with
 1 thread and with batch 64 (128 on request), torch without length sorting (batches in corpus order: what the
 sorting saves),
-``onnx`` and ``openvino`` in fp32 and int8 (llm/runtime_encoders.py: an ONNX export of the same local weights).
+``onnx`` and ``openvino`` in fp32 and int8 (llm/runtime_encoders.py: an ONNX export of the same local weights), and
+``openvino-bf16`` (bfloat16 compute where the CPU has AMX or AVX512_BF16; f32 elsewhere), also at batch 64.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ ROWS = {  # name -> (EmbeddingParams overrides, quality row, encode in corpus or
     "openvino-int8": ({"backend": "openvino", "quantization": "int8"}, True, False),
     "onnx": ({"backend": "onnx"}, True, False),
     "openvino": ({"backend": "openvino"}, True, False),
+    "openvino-bf16": ({"backend": "openvino", "precision": "bf16"}, True, False),
+    "openvino-bf16-b64": ({"backend": "openvino", "precision": "bf16", "batch_size": 64}, False, False),
     "torch-unsorted": ({}, False, True),
     "torch-1-thread": ({"threads": 1}, False, False),
     "torch-batch-64": ({"batch_size": 64}, False, False),

@@ -107,7 +107,8 @@ class _Work:
 
     def _load(self) -> Embedder:
         p = self.params
-        self.line.note(f"loading {p.model} ({p.backend}{' ' + p.quantization if p.quantization else ''}, {p.device})")
+        how = " ".join(x for x in (p.backend, p.quantization, p.precision if p.backend == "openvino" else "") if x)
+        self.line.note(f"loading {p.model} ({how}, {p.device})")
         embedder = Embedder(p)
         self.line.begin()
         return embedder

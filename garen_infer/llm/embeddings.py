@@ -49,15 +49,20 @@ class EmbeddingParams:
     # the index's identity. benchmarks/embedding_backends.py compares their speed and nDCG@10.
     backend: Literal["torch", "onnx", "openvino"] = "torch"
     quantization: Literal["", "int8"] = ""  # int8: 8-bit weights (onnx, openvino); "": full precision
+    # bf16: openvino computes in bfloat16 where the CPU has the instructions (AMX, AVX512_BF16: about 3x its f32
+    #   on 2 cores, cosine to torch's vectors 0.99997), and in f32 where it has not, so the vectors, and rankings
+    #   at near-ties, depend on the CPU; f32: as torch, on every CPU
+    precision: Literal["f32", "bf16"] = "f32"
     threads: NonNegative = execution_only(0)  # CPU threads the model runs on; 0 = the library's default (one per core)
 
 
 @lru_cache(maxsize=4)
 def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code: bool = False,
-                 dtype: str = "", backend: str = "torch", quantization: str = "", threads: int = 0):
+                 dtype: str = "", backend: str = "torch", quantization: str = "", threads: int = 0,
+                 precision: str = "f32"):
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged copy never needs the hub
-    check_backend(backend, quantization)
+    check_backend(backend, quantization, precision)
     quiet_libraries()
     if backend != "torch":
         from garen_infer.llm.runtime_encoders import RuntimeEncoder
@@ -65,7 +70,7 @@ def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code
         if device != "cpu":
             raise GarenError(f"embeddings backend {backend} runs on the CPU, not device '{device}': use "
                              "backend torch there")
-        return _limited(RuntimeEncoder(resolve(model)[0], backend, quantization, threads, max_seq_length),
+        return _limited(RuntimeEncoder(resolve(model)[0], backend, quantization, threads, max_seq_length, precision),
                         model, max_seq_length)
     if threads:
         import torch
@@ -139,7 +144,8 @@ class Embedder:
         self.params = params
         self.query_prompt = params.query_prompt.replace("{instruction}", instruction)
         self.encoder = load_encoder(params.model, params.device, params.max_seq_length, params.trust_remote_code,
-                                    params.dtype, params.backend, params.quantization, params.threads)
+                                    params.dtype, params.backend, params.quantization, params.threads,
+                                    params.precision)
         self.vector_cache = None  # a VectorCache (llm/vector_cache.py): query and text vectors kept across runs
         self.read_back: set[str] = set()  # texts whose vectors came from it: answers that needed no model call
 

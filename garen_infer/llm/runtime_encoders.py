@@ -3,7 +3,8 @@
 The model's transformer is exported to ONNX here, from its local weights (no hub), once per weights and
 settings: the export lands under ``$GAREN_CACHE_DIR/embedders`` (default ``~/.cache/garen/embedders``), written
 atomically and named by a digest of the weight files, so replaced weights get a new export. ``quantization:
-int8`` keeps 8-bit weights: ONNX Runtime's dynamic quantization, or OpenVINO's weight compression (nncf).
+int8`` keeps 8-bit weights: ONNX Runtime's dynamic quantization, or OpenVINO's weight compression (nncf);
+``precision: bf16`` has OpenVINO compute in bfloat16 on CPUs that have the instructions (AMX, AVX512_BF16).
 Tokenising and pooling stay the model's own (its tokenizer, its ``1_Pooling`` mean or CLS, L2 normalised), so
 the vectors agree with torch's to float rounding in fp32; ``benchmarks/embedding_backends.py`` measures both
 the agreement and the speed.
@@ -30,18 +31,24 @@ from garen_infer.storage.atomic import atomic_path
 
 BACKENDS = ("torch", "onnx", "openvino")
 QUANTIZATIONS = ("", "int8")
+PRECISIONS = ("f32", "bf16")
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 PACKAGES = {"onnx": "onnxruntime", "openvino": "openvino"}
 
 
-def check_backend(backend: str, quantization: str) -> None:
+def check_backend(backend: str, quantization: str, precision: str = "f32") -> None:
     if backend not in BACKENDS:
         raise GarenError(f"embeddings backend '{backend}': choose one of {', '.join(BACKENDS)}")
     if quantization not in QUANTIZATIONS:
         raise GarenError(f"embeddings quantization '{quantization}': choose '' (full precision) or int8")
     if quantization and backend == "torch":
         raise GarenError("embeddings quantization int8 needs backend onnx or openvino (torch runs fp32)")
+    if precision not in PRECISIONS:
+        raise GarenError(f"embeddings precision '{precision}': choose f32 or bf16")
+    if precision == "bf16" and backend != "openvino":
+        raise GarenError(f"embeddings precision bf16 needs backend openvino (backend {backend} computes in the "
+                         f"weights' dtype: set dtype: bfloat16 for torch on a GPU)")
 
 
 def export_root() -> Path:
@@ -63,7 +70,7 @@ def weights_digest(folder: Path) -> str:
 
 class RuntimeEncoder:
     def __init__(self, folder: str, backend: str, quantization: str = "", threads: int = 0,
-                 max_seq_length: int = 256):
+                 max_seq_length: int = 256, precision: str = "f32"):
         package = PACKAGES[backend]
         try:
             __import__(package)
@@ -85,7 +92,7 @@ class RuntimeEncoder:
         self.run = (
             _onnx_runner(onnx_file, threads)
             if backend == "onnx"
-            else _openvino_runner(onnx_file, quantization, threads)
+            else _openvino_runner(onnx_file, quantization, threads, precision)
         )
 
     def __getitem__(self, index):  # longest_input() reads the transformer's config through encoder[0].auto_model
@@ -223,7 +230,7 @@ def _onnx_runner(path: Path, threads: int):
     return lambda feed: session.run(None, {k: v for k, v in feed.items() if k in wanted})[0]
 
 
-def _openvino_runner(path: Path, quantization: str, threads: int):
+def _openvino_runner(path: Path, quantization: str, threads: int, precision: str = "f32"):
     import openvino as ov
 
     core = ov.Core()
@@ -236,7 +243,9 @@ def _openvino_runner(path: Path, quantization: str, threads: int):
         logging.getLogger("nncf").setLevel(logging.ERROR)  # nncf sets its own level on import: its table, its bar
         with quiet_root_logger(), captured_output("nncf weight compression"):
             model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
-    config = {"INFERENCE_PRECISION_HINT": "f32"}  # not bf16 where the CPU has it: vectors as torch's
+    # f32 unless asked: OpenVINO itself picks bf16 on CPUs with AMX, and the vectors would move with the CPU.
+    # bf16 where the CPU has no bf16 instructions runs f32 (OpenVINO falls back by itself).
+    config = {"INFERENCE_PRECISION_HINT": precision}
     if threads:
         config["INFERENCE_NUM_THREADS"] = str(threads)
     compiled = core.compile_model(model, "CPU", config)

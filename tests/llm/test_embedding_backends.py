@@ -51,6 +51,14 @@ def test_int8_vectors_stay_close_to_torch(backend, package, floor, export_cache,
     assert np.min(cosines) > floor and np.max(cosines) < 0.99999  # close, and not the fp32 model under another name
 
 
+def test_bf16_vectors_stay_close_to_torch(export_cache, torch_vectors):
+    """The CPU presets' backend. bf16 runs where the CPU has AMX or AVX512_BF16 and f32 elsewhere: close either way."""
+    pytest.importorskip("openvino")
+    found = vectors(export_cache, backend="openvino", precision="bf16")
+    assert found.dtype == np.float32 and np.allclose(np.linalg.norm(found, axis=1), 1, atol=1e-5)
+    assert np.min(np.sum(found * torch_vectors, axis=1)) > 0.999
+
+
 def test_the_export_is_made_once_per_weights(export_cache, monkeypatch):
     pytest.importorskip("onnxruntime")
     from garen_infer.llm import runtime_encoders
@@ -79,6 +87,8 @@ def test_other_weights_get_another_export(tmp_path):
 @pytest.mark.parametrize(("params", "message"), [
     ({"quantization": "int8"}, "quantization int8 needs backend onnx or openvino"),
     ({"backend": "onnx", "device": "cuda"}, "backend onnx runs on the CPU, not device 'cuda'"),
+    ({"precision": "bf16"}, "precision bf16 needs backend openvino .*set dtype: bfloat16 for torch"),
+    ({"backend": "onnx", "precision": "bf16"}, "precision bf16 needs backend openvino"),
 ])
 def test_a_combination_that_cannot_run_is_one_line(params, message):
     with pytest.raises(GarenError, match=message):
@@ -104,10 +114,12 @@ def test_the_backend_is_part_of_the_index_identity_and_old_indexes_keep_theirs()
 
     from garen_infer.index.folder import same_result
 
-    recorded = {k: v for k, v in asdict(EmbeddingParams()).items() if k not in ("backend", "quantization", "threads")}
+    recorded = {k: v for k, v in asdict(EmbeddingParams()).items() if k not in ("backend", "quantization", "precision",
+                                                                                       "threads")}
     assert same_result(EmbeddingParams, recorded, asdict(EmbeddingParams()))  # built before the option existed
     assert same_result(EmbeddingParams, recorded, asdict(EmbeddingParams(threads=1)))  # how it runs only
     assert not same_result(EmbeddingParams, recorded, asdict(EmbeddingParams(backend="onnx")))
+    assert not same_result(EmbeddingParams, recorded, asdict(EmbeddingParams(backend="openvino", precision="bf16")))
 
 
 def test_options_embedding_lists_the_index_stage_backend():
@@ -117,4 +129,5 @@ def test_options_embedding_lists_the_index_stage_backend():
     assert "index.embeddings: " in text
     assert "backend = 'torch'    one of 'torch', 'onnx', 'openvino'" in text
     assert "quantization = ''    one of '', 'int8'" in text
+    assert "precision = 'f32'    one of 'f32', 'bf16'" in text
     assert "(undocumented)" not in text
