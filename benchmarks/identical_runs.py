@@ -12,7 +12,9 @@ rank) line alike, the scores not: e.g. against a commit from before run.trec car
 ``DIFFERS``; and the run file's lines. Exit status 1 when a ranking differs (with ``--bytes``: when a file
 differs) or a command failed. Methods whose models cpu-default does not set (repair, rarg) are left out unless
 named. ``--write-rankings DIR`` keeps REV's rankings (query, document, rank; not the score column) as
-``DIR/<models>/<method>.tsv``, the files tests/project/test_rankings_unchanged.py compares every method with.
+``DIR/<models>/<method>.tsv``, the files tests/project/test_rankings_unchanged.py compares every method with;
+write them with ``--set index.embeddings.precision=f32``, as the tests index (bf16 vectors, the preset's, move
+with the CPU, and near-ties with them).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def export(rev: str, into: Path) -> Path:
 
 
 def run_all(
-    code: Path, work: Path, methods: list[str], budget: int, models: list[str]
+    code: Path, work: Path, methods: list[str], budget: int, models: list[str], settings: tuple[str, ...] = ()
 ) -> dict[tuple[str, str], Path | None]:
     """Index the tiny corpus and run each method with each model set and the code in ``code``: each run file, or
     None."""
@@ -60,7 +62,9 @@ def run_all(
     subprocess.run([sys.executable, "-c", write], cwd=code, env=env, check=True)
     dataset = f"beir:{corpus}"
     cells = [(m, method) for m in models for method in methods]
-    if not garen_infer("index", "--dataset", dataset, "--out", str(work / "index"), log=work / "index.log"):
+    index_settings = [option for setting in settings for option in ("--set", setting)]
+    if not garen_infer("index", "--dataset", dataset, "--out", str(work / "index"), *index_settings,
+                       log=work / "index.log"):
         return dict.fromkeys(cells)
     runs = {}
     for name, method in cells:
@@ -93,11 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODEL_SETS), choices=list(MODEL_SETS))
     parser.add_argument("--write-rankings", type=Path, metavar="DIR", help="keep the rankings of --before in DIR")
     parser.add_argument("--bytes", action="store_true", help="require identical files, scores included")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an index setting of both builds; the fixtures are written with "
+                             "index.embeddings.precision=f32, as the tests index")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="identical-runs-") as tmp:
         work = Path(tmp)
-        before = run_all(export(args.before, work / "code"), work / "before", args.methods, args.budget, args.models)
-        after = run_all(ROOT, work / "after", args.methods, args.budget, args.models)
+        settings = tuple(args.set)
+        before = run_all(export(args.before, work / "code"), work / "before", args.methods, args.budget, args.models,
+                         settings)
+        after = run_all(ROOT, work / "after", args.methods, args.budget, args.models, settings)
         print(f"{'models':<12} {'method':<12} {'run file':<10} lines")
         same = True
         for (name, method), old in before.items():

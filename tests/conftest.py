@@ -114,13 +114,21 @@ def tiny_dataset(beir_dir):
 BASE_STAGES = ("bm25", "embeddings", "knn_graph")
 
 
+def cpu_default_stages() -> dict:
+    """cpu-default's index stages, its embeddings computed in f32: the preset's bf16 runs only on CPUs with AMX or
+    AVX512_BF16, so its vectors, and the near-ties of the rankings the tests pin, would move with the CPU."""
+    from garen_infer.configuration.presets import load_preset
+
+    stages = load_preset("cpu-default")["index"]
+    return {**stages, "embeddings": {**stages["embeddings"], "precision": "f32"}}
+
+
 @pytest.fixture(scope="session")
 def index_config():
     """cpu-default's bm25, embeddings and knn_graph stages: what bm25, rerank and slidegar need."""
-    from garen_infer.configuration.presets import load_preset
     from garen_infer.index.stages import IndexConfig
 
-    stages = load_preset("cpu-default")["index"]
+    stages = cpu_default_stages()
     return IndexConfig.from_dict({name: stages[name] for name in BASE_STAGES})
 
 
@@ -140,13 +148,12 @@ def full_index(tiny_index, tiny_dataset, tmp_path_factory):
     that need more than bm25/embeddings/knn_graph; read-only."""
     import shutil
 
-    from garen_infer.configuration.presets import load_preset
     from garen_infer.index.folder import IndexFolder
     from garen_infer.index.stages import IndexConfig
 
     path = tmp_path_factory.mktemp("full-index") / "index"
     shutil.copytree(tiny_index.path, path)
-    config = IndexConfig.from_dict(load_preset("cpu-default")["index"])
+    config = IndexConfig.from_dict(cpu_default_stages())
     return IndexFolder.build(tiny_dataset, path, config, log=lambda *_: None)
 
 
