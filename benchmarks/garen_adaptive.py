@@ -7,6 +7,7 @@ For each dataset and each reranker (oracle at every ``--sigmas`` with uniform no
 also runs every variant tried (``--variant-rules``, RULES below) with the ``--variant-navigators``.
 Navigators: ``minilm`` (cpu-default's cosine on the group summaries), ``connectivity`` (sec. 6.4, no model),
 ``best-member`` (no summary: max cosine between the query and a group's members, from the index's embeddings),
+``minilm+best-member`` (the mean of the two),
 ``simulated`` (the oracle navigator at the reranker's sigma and noise) and, with ``--fitted``, a navigator export
 (e.g. MiniLM fitted on ``garen-train mine --labels reranker`` pairs). It prints nDCG@10, R@100, the share of the
 nDCG@10 gap (minilm fixed -> simulated fixed) each run recovers, the paired test of each rule against the same
@@ -59,7 +60,7 @@ RULES = {
     "interleave2-l0": {"switch_rule": "adaptive-scores", "adaptive_merge": "interleave-2", "adaptive_prior_min": 0.0},
 }
 MAIN_RULES = ("fixed", "adaptive", "sum-scores")  # the grid; the other rules run as variants (--variant-rules)
-NAVIGATORS = ("minilm", "connectivity", "best-member", "simulated", "fitted")
+NAVIGATORS = ("minilm", "connectivity", "best-member", "simulated", "fitted", "minilm+best-member")
 
 
 def parse_args(argv):
@@ -164,6 +165,8 @@ class Bench:
         preset = {**self.preset, "methods": {**self.preset["methods"], "garen": {**RULES[rule]}}}
         if navigator in ("connectivity", "best-member"):
             preset["methods"]["garen"]["navigator"] = navigator
+        if navigator == "minilm+best-member":
+            preset["methods"]["garen"]["navigator"] = "model+best-member"
         config = run_config_from(preset, "garen", self.args.budget, limit)
         roles = Roles()
         if sigma is None:
@@ -172,10 +175,10 @@ class Bench:
             config.models["reranker"], roles.reranker = self.oracle("reranker", sigma, rho)
         if navigator == "simulated":
             config.models["navigator"], roles.scorers["navigator"] = self.oracle("navigator", sigma, rho)
-        elif navigator in self.models:
+        elif navigator in self.models or navigator == "minilm+best-member":
             config.models["navigator"], roles.scorers["navigator"] = (
                 self.preset["models"]["navigator"],
-                self.models[navigator],
+                self.models[navigator.split("+")[0]],
             )
             if navigator == "fitted":
                 config.models["navigator"] = {"backend": "embedding", "model": str(Path(self.args.fitted).resolve())}

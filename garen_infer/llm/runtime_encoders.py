@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -249,4 +250,13 @@ def _openvino_runner(path: Path, quantization: str, threads: int, precision: str
     if threads:
         config["INFERENCE_NUM_THREADS"] = str(threads)
     compiled = core.compile_model(model, "CPU", config)
-    return lambda feed: compiled(feed)[0]
+    requests = threading.local()  # one infer request per thread: a request runs one inference at a time, and
+    #   agents and the scheduler's workers encode from several threads at once
+
+    def run(feed):
+        if "request" not in requests.__dict__:
+            requests.request = compiled.create_infer_request()
+        requests.request.infer(feed)
+        return requests.request.get_output_tensor(0).data.copy()  # the request reuses its output buffer
+
+    return run

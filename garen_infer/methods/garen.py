@@ -49,8 +49,9 @@ class GarenConfig:
     #   window size x #edges = 20 x 16 = 320 documents" per step)
     tau_switch: NonNegative = 4  # iteration that ends exploration (sec. 5, App. D)
     strategy: Literal["explore-then-exploit", "explore", "exploit"] = "explore-then-exploit"  # Table 3 ablations
-    navigator: Literal["model", "connectivity", "best-member"] = "model"  # connectivity: the no-model heuristic of
-    #   sec. 6.4; best-member: no summary, a group scores max over its members d of cos(q, d) (index embeddings)
+    navigator: Literal["model", "connectivity", "best-member", "model+best-member"] = "model"  # connectivity: the
+    #   no-model heuristic of sec. 6.4; best-member: no summary, a group scores max over its members d of cos(q, d)
+    #   (index embeddings); model+best-member: the mean of the model's score and (1 + that cosine) / 2
     switch_rule: Literal["fixed", "adaptive", "adaptive-scores"] = "fixed"  # fixed: tau_switch and the
     #   navigator's scores (the paper). adaptive: groups in the navigator's order interleaved with that of
     #   score(g) = P(g) + beta_t H(g), beta_t = (1 - l0)(1 - r_t)^k, P the navigator's percentile, H the
@@ -100,12 +101,12 @@ class Garen(Method):
 
     @classmethod
     def stages_for(cls, config: GarenConfig) -> tuple[str, ...]:
-        extra = ("embeddings",) if config.navigator == "best-member" else ()
+        extra = ("embeddings",) if "best-member" in config.navigator else ()
         return ("bm25", "knn_graph", config.groups, *extra)
 
     @classmethod
     def roles_for(cls, config: GarenConfig) -> tuple[str, ...]:
-        return cls.roles if config.navigator == "model" else ("reranker",)
+        return cls.roles if config.navigator.startswith("model") else ("reranker",)
 
     @classmethod
     def settle(cls, config: GarenConfig, models: dict) -> GarenConfig:
@@ -160,6 +161,9 @@ class Garen(Method):
                 navigate = ScoreYesNo(tuple(self.texts[g] for g in to_score),
                                       rows=tuple(tuple(self.members[g]) for g in to_score))
                 reranked, new_scores = yield (Rerank(tuple(window)), navigate)
+                if c.navigator == "model+best-member":
+                    best = self.best_member(state, to_score)
+                    new_scores = [(s + (1.0 + b) / 2.0) / 2.0 for s, b in zip(new_scores, best)]
                 scores.update(zip(to_score, new_scores))
             evidence.observe(reranked)
             reliability = evidence.reliability(scores)

@@ -58,11 +58,15 @@ def test_another_index_folders_embeddings_work_as_they_are(tiny_index, tiny_data
 
 
 def test_every_stage_and_a_run_come_out_as_from_vectors_encoded_here(tiny_index, tiny_dataset, tmp_path):
+    from conftest import cpu_default_stages
+
     from garen_infer.llm.cache import NoCache
     from garen_infer.running.runner import RunConfig
     from garen_infer.running.session import execute
 
-    stages = {"bm25": {}, "embeddings": {"vectors": str(tiny_index.path / "embeddings.npy")}, "knn_graph": {}}
+    query_model = cpu_default_stages()["embeddings"]  # the tiny index's, which encodes the queries alike
+    stages = {"bm25": {}, "embeddings": {**query_model, "vectors": str(tiny_index.path / "embeddings.npy")},
+              "knn_graph": {}}
     index = IndexFolder.build(tiny_dataset, tmp_path / "index", IndexConfig.from_dict(stages), log=lambda *_: None)
     assert (tmp_path / "index" / "knn_graph" / "edges.u32.np").read_bytes() == (
         tiny_index.path / "knn_graph" / "edges.u32.np"

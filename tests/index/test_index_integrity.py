@@ -123,15 +123,15 @@ def test_verify_reads_every_byte(index, capsys):
 
 
 def test_the_next_build_rebuilds_what_is_damaged(index, full_index, tiny_dataset):
-    from garen_infer.configuration.presets import load_preset
+    from conftest import cpu_default_stages
+
     from garen_infer.index.stages import IndexConfig
 
     with open(index / "knn_graph" / "weights.f16.np", "r+b") as handle:
         handle.truncate(4)
     (index / "doc_ids.json").write_text("[]")
     logged = []
-    IndexFolder.build(tiny_dataset, index, IndexConfig.from_dict(load_preset("cpu-default")["index"]),
-                      log=logged.append)
+    IndexFolder.build(tiny_dataset, index, IndexConfig.from_dict(cpu_default_stages()), log=logged.append)
     # and what was built from it
     assert "[index] knn_graph: building" in logged and "[index] groups: building" in logged
     assert "[index] bm25: already built with these params, kept" in logged

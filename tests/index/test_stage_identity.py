@@ -9,8 +9,8 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
+from conftest import cpu_default_stages
 
-from garen_infer.configuration.presets import load_preset
 from garen_infer.index.folder import IndexFolder, same_result
 from garen_infer.index.grouping.groups import GroupParams
 from garen_infer.index.knn_graph import KnnGraphParams
@@ -20,7 +20,7 @@ from garen_infer.llm.embeddings import Embedder, EmbeddingParams
 
 
 def cpu_default_with(**changes) -> IndexConfig:
-    stages = load_preset("cpu-default")["index"]
+    stages = cpu_default_stages()  # as the full index was built
     for stage, values in changes.items():
         stages[stage] = {**stages[stage], **values}
     return IndexConfig.from_dict(stages)

@@ -59,6 +59,19 @@ def test_bf16_vectors_stay_close_to_torch(export_cache, torch_vectors):
     assert np.min(np.sum(found * torch_vectors, axis=1)) > 0.999
 
 
+def test_threads_encoding_at_once_get_each_their_own_vectors(export_cache):
+    """Agents and the scheduler's workers encode from several threads: each gets what it would get alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pytest.importorskip("openvino")
+    load_encoder.cache_clear()
+    embedder = Embedder(EmbeddingParams(backend="openvino"))
+    alone = [embedder.encode_documents([t], show_progress=False)[0] for t in TEXTS]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda t: embedder.encode_documents([t], show_progress=False)[0], TEXTS * 8))
+    assert all(np.allclose(v, alone[i % len(TEXTS)], atol=1e-6) for i, v in enumerate(together))
+
+
 def test_the_export_is_made_once_per_weights(export_cache, monkeypatch):
     pytest.importorskip("onnxruntime")
     from garen_infer.llm import runtime_encoders
