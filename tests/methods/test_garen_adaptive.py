@@ -46,6 +46,24 @@ def test_the_summary_free_navigator_runs_without_a_model_for_the_navigator(tiny_
     assert metrics["queries"] > 0
 
 
+def test_the_mixed_navigator_averages_the_model_and_the_best_member(tiny_dataset, full_index, tmp_path):
+    """model+best-member scores each group (model score + (1 + best member cosine) / 2) / 2: it asks the navigator
+    what the model navigator asks, and needs the index's embeddings for the cosines."""
+    from garen_infer.methods.garen import Garen, GarenConfig
+
+    assert "embeddings" in Garen.stages_for(GarenConfig(navigator="model+best-member"))
+    assert Garen.roles_for(GarenConfig(navigator="model+best-member")) == Garen.roles_for(GarenConfig())
+    small = {"window": 4, "keep": 2, "k_groups": 2}  # a window smaller than the budget: GAREN iterates
+    records = {}
+    for name in ("model", "model+best-member"):
+        garen_run(tiny_dataset, full_index, tmp_path / name, navigator=name, **small)
+        records[name] = [json.loads(line) for line in (tmp_path / name / "trace.jsonl").read_text().splitlines()]
+    navigator_calls = {name: [r["ledger"]["roles"]["navigator"]["requests"] for r in rows]
+                       for name, rows in records.items()}
+    assert sum(navigator_calls["model"]) > 0 and navigator_calls["model+best-member"] == navigator_calls["model"]
+    assert all(r["trace"]["iterations"] for r in records["model+best-member"])
+
+
 def test_reranker_labels_by_hand():
     """Groups 0 and 1 were scored; 0's member reached the top 1 of the final ranking, 1's member was judged and
     fell; group 2 was scored but none of its members was judged, so it gets no label."""
