@@ -121,8 +121,10 @@ def scored_queries(run: dict[str, dict[str, float]], dataset: Dataset, measures=
 
 
 def means(values: dict[str, dict[str, float]]) -> dict:
-    """Each measure's mean over its queries, and how many queries that is (``queries``)."""
-    result: dict = {name: (sum(v.values()) / len(v) if v else 0.0) for name, v in values.items()}
+    """Each measure's mean over its queries, and how many queries that is (``queries``). Counts (NumQ, NumRet,
+    NumRel) are summed, as ir_measures aggregates them and trec_eval's 'all' row prints them."""
+    result: dict = {name: (sum(v.values()) / (1 if _is_count(name) else len(v)) if v else 0.0)
+                    for name, v in values.items()}
     result["queries"] = len(next(iter(values.values()), {}))
     return result
 
@@ -134,6 +136,15 @@ def by_query(values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]
 
 
 COUNTS = ("NumQ", "NumRet", "NumRel")  # trec_eval prints these as integers, and their 'all' row is the sum
+
+
+def _is_count(name: str) -> bool:
+    import ir_measures
+
+    try:
+        return ir_measures.parse_measure(name).NAME in COUNTS
+    except (ValueError, NameError, SyntaxError):  # a name only our own measures know
+        return False
 
 
 def trec_eval_name(measure) -> str:

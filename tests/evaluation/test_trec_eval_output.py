@@ -84,3 +84,22 @@ def test_json_per_query_and_the_default_output_unchanged(beir_dir, tmp_path, cap
     }
     for measure in ("nDCG@10", "R@100"):  # the means are the means of the rows
         assert plain[measure] == pytest.approx(sum(q[measure] for q in result["per_query"].values()) / 4)
+
+
+def test_counts_are_summed_in_the_json_as_in_trec_eval_and_ir_measures(beir_dir, tmp_path, capsys):
+    """num_rel_ret and num_q over the queries: the 'all' row's sum, not a mean (ir_measures' aggregate too)."""
+    import ir_measures
+
+    from garen_infer.data.beir import load_beir
+    from garen_infer.storage.trec import read_run
+
+    run = write_run(tmp_path / "other.trec")
+    assert main(["eval", "--dataset", f"beir:{beir_dir}", "--run", str(run), "--measures", "NumRet(rel=1)", "NumQ",
+                 "nDCG@10"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    dataset = load_beir(beir_dir)
+    qrels = [ir_measures.Qrel(q, d, r) for q, rels in dataset.qrels.items() for d, r in rels.items()]
+    scored = [ir_measures.ScoredDoc(q, d, s) for q, docs in read_run(run).items() for d, s in docs.items()]
+    expected = ir_measures.calc_aggregate([ir_measures.NumRet(rel=1), ir_measures.NumQ], qrels, scored)
+    assert result["NumRet(rel=1)"] == expected[ir_measures.NumRet(rel=1)] > 1
+    assert result["NumQ"] == 4  # every judged query, missing ones included (trec_eval -c)
