@@ -55,6 +55,12 @@ class EmbeddingParams:
     precision: Literal["f32", "bf16"] = "f32"
     threads: NonNegative = execution_only(0)  # CPU threads the model runs on; 0 = the library's default (one per core)
 
+    def __post_init__(self):  # a combination that cannot run is refused where it is set, before any stage is built
+        try:
+            check_backend(self.backend, self.quantization, self.precision)
+        except GarenError as err:
+            raise ValueError(str(err).removeprefix("embeddings ")) from None
+
 
 @lru_cache(maxsize=4)
 def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code: bool = False,

@@ -48,8 +48,8 @@ def check_backend(backend: str, quantization: str, precision: str = "f32") -> No
     if precision not in PRECISIONS:
         raise GarenError(f"embeddings precision '{precision}': choose f32 or bf16")
     if precision == "bf16" and backend != "openvino":
-        raise GarenError(f"embeddings precision bf16 needs backend openvino (backend {backend} computes in the "
-                         f"weights' dtype: set dtype: bfloat16 for torch on a GPU)")
+        raise GarenError(f"embeddings precision bf16 needs backend openvino: with backend {backend}, set precision "
+                         f"f32 ({backend} computes in the weights' dtype; torch on a GPU takes dtype: bfloat16)")
 
 
 def export_root() -> Path:

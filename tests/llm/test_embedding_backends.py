@@ -100,12 +100,21 @@ def test_other_weights_get_another_export(tmp_path):
 @pytest.mark.parametrize(("params", "message"), [
     ({"quantization": "int8"}, "quantization int8 needs backend onnx or openvino"),
     ({"backend": "onnx", "device": "cuda"}, "backend onnx runs on the CPU, not device 'cuda'"),
-    ({"precision": "bf16"}, "precision bf16 needs backend openvino .*set dtype: bfloat16 for torch"),
+    ({"precision": "bf16"}, "precision bf16 needs backend openvino: with backend torch, set precision f32"),
     ({"backend": "onnx", "precision": "bf16"}, "precision bf16 needs backend openvino"),
 ])
 def test_a_combination_that_cannot_run_is_one_line(params, message):
-    with pytest.raises(GarenError, match=message):
+    with pytest.raises((GarenError, ValueError), match=message):  # ValueError: refused by the params themselves
         Embedder(EmbeddingParams(**params))
+
+
+def test_a_combination_set_in_a_preset_is_refused_before_any_stage_is_built():
+    """cpu-default sets precision bf16: turning its backend to torch alone says what else to set."""
+    from garen_infer.index.stages import IndexConfig
+
+    with pytest.raises(GarenError, match=r"invalid setting index\.embeddings: precision bf16 needs backend openvino: "
+                                         r"with backend torch, set precision f32"):
+        IndexConfig.from_dict({"embeddings": {"backend": "torch", "precision": "bf16"}})
 
 
 def test_an_unknown_backend_is_refused_where_the_preset_sets_it():
