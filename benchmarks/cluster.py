@@ -24,8 +24,9 @@ import re
 import subprocess
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from loopback_server import serve_chats
 
 REPO = Path(__file__).resolve().parent.parent
 PRESET = {  # a BM25-only index: no embedding model to load, so the model server is what a query waits for
@@ -40,32 +41,17 @@ PRESET = {  # a BM25-only index: no embedding model to load, so the model server
 TIMED = {"mean_model_seconds", "mean_seconds_in_flight", "wall_seconds_per_query"}
 
 
+def ranking_reply(body: dict) -> dict:
+    """The prompt's passages ranked in reverse order: an answer that depends on the prompt alone."""
+    passages = len(set(re.findall(r"\[(\d+)\]", body["messages"][-1]["content"])))
+    return {"choices": [{"message": {"role": "assistant",
+                                     "content": " > ".join(f"[{k}]" for k in range(passages, 0, -1))}}],
+            "usage": {"prompt_tokens": len(body["messages"][-1]["content"]) // 4, "completion_tokens": 4 * passages}}
+
+
 def serve(latency: float, ports) -> None:
     """A stand-in OpenAI-compatible server: every chat completion answered after ``latency`` seconds."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # http.server's naming
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            passages = len(set(re.findall(r"\[(\d+)\]", body["messages"][-1]["content"])))
-            time.sleep(latency)
-            answer = {"choices": [{"message": {"role": "assistant",
-                                               "content": " > ".join(f"[{k}]" for k in range(passages, 0, -1))}}],
-                      "usage": {"prompt_tokens": len(body["messages"][-1]["content"]) // 4,
-                                "completion_tokens": 4 * passages}}
-            raw = json.dumps(answer).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    ports.put(server.server_address[1])
-    server.serve_forever()
+    serve_chats(ranking_reply, latency, ports)
 
 
 def start_servers(count: int, latency: float) -> tuple[list, list[str]]:

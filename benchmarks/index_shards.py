@@ -27,42 +27,25 @@ import shutil
 import subprocess
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
+from loopback_server import serve_chats
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+def summary_reply(body: dict) -> dict:
+    """A JSON summary drawn from the chat alone: the same prompt gets the same summary from every server."""
+    tag = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()[:8]
+    content = json.dumps({"concept": f"topic {tag}", "summary": f"Documents about {tag}."})
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
+
+
 def serve(latency: float, ports, counts) -> None:
     """A stand-in summarizer: each chat answered after ``latency`` seconds with a summary drawn from it."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # http.server's naming
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            tag = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()[:8]
-            time.sleep(latency)
-            content = json.dumps({"concept": f"topic {tag}", "summary": f"Documents about {tag}."})
-            message = {"role": "assistant", "content": content}
-            answer = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                      "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
-            raw = json.dumps(answer).encode()
-            with counts.get_lock():
-                counts.value += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    ports.put(server.server_address[1])
-    server.serve_forever()
+    serve_chats(summary_reply, latency, ports, counts)
 
 
 def garen(*args, cache: Path) -> subprocess.Popen:
