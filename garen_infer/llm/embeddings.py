@@ -68,8 +68,7 @@ def load_encoder(model: str, device: str, max_seq_length: int, trust_remote_code
                  precision: str = "f32"):
     if is_packaged(model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged copy never needs the hub
-    check_backend(backend, quantization, precision)
-    quiet_libraries()
+    quiet_libraries()  # the backend, quantization and precision were checked by EmbeddingParams
     if backend != "torch":
         from garen_infer.llm.runtime_encoders import RuntimeEncoder
 
